@@ -1,0 +1,3 @@
+module github.com/da3-go/da3-go
+
+go 1.25.0
