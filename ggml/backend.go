@@ -1,0 +1,320 @@
+package ggml
+
+/*
+#include <stdlib.h>
+#include "ggml.h"
+#include "ggml-backend.h"
+#include "ggml-alloc.h"
+#include "ggml-cpu.h"
+
+typedef void (*da3_set_threads_t)(ggml_backend_t, int);
+static int da3_set_n_threads(ggml_backend_t b, int n) {
+    ggml_backend_dev_t dev = ggml_backend_get_device(b);
+    if (dev == NULL) return 0;
+    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
+    if (reg == NULL) return 0;
+    da3_set_threads_t fn = (da3_set_threads_t) ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_n_threads");
+    if (fn == NULL) return 0;
+    fn(b, n);
+    return 1;
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// DeviceType mirrors enum ggml_backend_dev_type.
+type DeviceType int
+
+const (
+	DeviceCPU   DeviceType = C.GGML_BACKEND_DEVICE_TYPE_CPU
+	DeviceGPU   DeviceType = C.GGML_BACKEND_DEVICE_TYPE_GPU
+	DeviceIGPU  DeviceType = C.GGML_BACKEND_DEVICE_TYPE_IGPU
+	DeviceAccel DeviceType = C.GGML_BACKEND_DEVICE_TYPE_ACCEL
+)
+
+func (t DeviceType) String() string {
+	switch t {
+	case DeviceCPU:
+		return "CPU"
+	case DeviceGPU:
+		return "GPU"
+	case DeviceIGPU:
+		return "iGPU"
+	case DeviceAccel:
+		return "accelerator"
+	}
+	return fmt.Sprintf("DeviceType(%d)", int(t))
+}
+
+// Device is a ggml backend device (ggml_backend_dev_t) from the registry.
+// Devices are process-global and never freed.
+type Device struct{ d C.ggml_backend_dev_t }
+
+// Devices lists the registered devices (ggml_backend_dev_count/get): the CPU
+// always, plus those of backends loaded with LoadBackends.
+func Devices() []Device {
+	n := int(C.ggml_backend_dev_count())
+	ds := make([]Device, 0, n)
+	for i := 0; i < n; i++ {
+		ds = append(ds, Device{C.ggml_backend_dev_get(C.size_t(i))})
+	}
+	return ds
+}
+
+// ErrNoDevice reports that no device matched a name.
+var ErrNoDevice = errors.New("no such device")
+
+// DeviceByName finds a device by name, case-insensitively ("CPU", "CUDA0").
+func DeviceByName(name string) (Device, error) {
+	var names []string
+	for _, d := range Devices() {
+		if strings.EqualFold(d.Name(), name) {
+			return d, nil
+		}
+		names = append(names, d.Name())
+	}
+	return Device{}, fmt.Errorf("device %q: %w (have %s)", name, ErrNoDevice, strings.Join(names, ", "))
+}
+
+// CPUDevice returns the CPU device, which is always registered.
+func CPUDevice() Device {
+	for _, d := range Devices() {
+		if d.Type() == DeviceCPU {
+			return d
+		}
+	}
+	panic("ggml: no CPU device registered")
+}
+
+// Name is ggml_backend_dev_name.
+func (d Device) Name() string { return C.GoString(C.ggml_backend_dev_name(d.d)) }
+
+// Description is ggml_backend_dev_description.
+func (d Device) Description() string { return C.GoString(C.ggml_backend_dev_description(d.d)) }
+
+// Type is ggml_backend_dev_type.
+func (d Device) Type() DeviceType { return DeviceType(C.ggml_backend_dev_type(d.d)) }
+
+// Memory is ggml_backend_dev_memory: free and total bytes.
+func (d Device) Memory() (free, total uint64) {
+	var f, t C.size_t
+	C.ggml_backend_dev_memory(d.d, &f, &t)
+	return uint64(f), uint64(t)
+}
+
+// Backend is the name of the backend (registry) the device belongs to.
+func (d Device) Backend() string {
+	r := C.ggml_backend_dev_backend_reg(d.d)
+	if r == nil {
+		return ""
+	}
+	return C.GoString(C.ggml_backend_reg_name(r))
+}
+
+// BufferType is the device's default buffer type.
+func (d Device) BufferType() BufferType { return BufferType{C.ggml_backend_dev_buffer_type(d.d)} }
+
+// HostBufferType is the device's pinned host buffer type, if it has one.
+func (d Device) HostBufferType() (BufferType, bool) {
+	b := C.ggml_backend_dev_host_buffer_type(d.d)
+	return BufferType{b}, b != nil
+}
+
+// SupportsOp reports whether the device can compute node t (ggml_backend_dev_supports_op).
+func (d Device) SupportsOp(t *Tensor) bool {
+	notNil("supports_op", t)
+	return bool(C.ggml_backend_dev_supports_op(d.d, t.p))
+}
+
+// NewBackend initialises a backend (stream) on the device (ggml_backend_dev_init).
+func (d Device) NewBackend() (*Backend, error) {
+	b := C.ggml_backend_dev_init(d.d, nil)
+	if b == nil {
+		return nil, fmt.Errorf("ggml: initialising backend on %s failed", d.Name())
+	}
+	return &Backend{b: b, dev: d}, nil
+}
+
+var loadMu sync.Mutex
+var loadedDirs = map[string]bool{}
+
+// LoadBackends loads every dynamic backend library (libggml-*.so) in dir
+// (ggml_backend_load_all_from_path) once per directory, and returns the
+// devices added. A missing directory is not an error.
+func LoadBackends(dir string) ([]Device, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	if loadedDirs[abs] {
+		return nil, nil
+	}
+	loadedDirs[abs] = true
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return nil, nil
+	}
+	before := len(Devices())
+	cs := C.CString(abs)
+	defer C.free(unsafe.Pointer(cs))
+	C.ggml_backend_load_all_from_path(cs)
+	return Devices()[before:], nil
+}
+
+// LoadBackend loads one dynamic backend library (ggml_backend_load).
+func LoadBackend(path string) error {
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	if C.ggml_backend_load(cs) == nil {
+		return fmt.Errorf("ggml: loading backend %s failed (see the log; a backend built from another ggml version is refused)", path)
+	}
+	return nil
+}
+
+// Backend is an initialised ggml_backend_t. Close it when done.
+type Backend struct {
+	b   C.ggml_backend_t
+	dev Device
+}
+
+// Name is ggml_backend_name.
+func (b *Backend) Name() string {
+	if b == nil || b.b == nil {
+		return "closed"
+	}
+	return C.GoString(C.ggml_backend_name(b.b))
+}
+
+// Device is the device the backend runs on.
+func (b *Backend) Device() Device { return b.dev }
+
+// SetThreads sets the thread count of a CPU-like backend (through the
+// registry's ggml_backend_set_n_threads). It reports whether the backend
+// supports it.
+func (b *Backend) SetThreads(n int) (bool, error) {
+	if b == nil || b.b == nil {
+		return false, ErrClosed
+	}
+	if n < 1 {
+		return false, fmt.Errorf("ggml: thread count %d must be positive", n)
+	}
+	return C.da3_set_n_threads(b.b, C.int(n)) != 0, nil
+}
+
+// Compute runs g's graph on this backend alone (ggml_backend_graph_compute).
+// All tensors of the graph must already be allocated in buffers this backend
+// can use.
+func (b *Backend) Compute(g *Context) error {
+	if b == nil || b.b == nil {
+		return ErrClosed
+	}
+	if g.Closed() || g.gf == nil {
+		return errors.New("ggml: compute: context has no graph (call Expand)")
+	}
+	if st := C.ggml_backend_graph_compute(b.b, g.gf); st != C.GGML_STATUS_SUCCESS {
+		return &StatusError{Op: "compute", Status: int(st)}
+	}
+	return nil
+}
+
+// Close frees the backend. Idempotent and nil-safe.
+func (b *Backend) Close() error {
+	if b == nil || b.b == nil {
+		return nil
+	}
+	C.ggml_backend_free(b.b)
+	b.b = nil
+	return nil
+}
+
+// BufferType is a ggml_backend_buffer_type_t (device memory kind).
+type BufferType struct{ t C.ggml_backend_buffer_type_t }
+
+// Name is ggml_backend_buft_name.
+func (bt BufferType) Name() string {
+	if bt.t == nil {
+		return "none"
+	}
+	return C.GoString(C.ggml_backend_buft_name(bt.t))
+}
+
+// IsHost reports whether buffers of this type are in host memory.
+func (bt BufferType) IsHost() bool { return bt.t != nil && bool(C.ggml_backend_buft_is_host(bt.t)) }
+
+// Buffer is a backend buffer holding tensor data. Close it when done.
+type Buffer struct {
+	b C.ggml_backend_buffer_t
+}
+
+// BufferUsage tells a backend what a buffer holds.
+type BufferUsage int
+
+const (
+	UsageAny     BufferUsage = C.GGML_BACKEND_BUFFER_USAGE_ANY
+	UsageWeights BufferUsage = C.GGML_BACKEND_BUFFER_USAGE_WEIGHTS
+	UsageCompute BufferUsage = C.GGML_BACKEND_BUFFER_USAGE_COMPUTE
+)
+
+// AllocTensors allocates every tensor of g in one buffer of type bt
+// (ggml_backend_alloc_ctx_tensors_from_buft). An empty context yields an empty
+// buffer (nil, nil is never returned).
+func (g *Context) AllocTensors(bt BufferType, usage BufferUsage) (*Buffer, error) {
+	if g.Closed() {
+		return nil, ErrClosed
+	}
+	if bt.t == nil {
+		return nil, errors.New("ggml: AllocTensors: zero BufferType")
+	}
+	if g.tensors == 0 {
+		return &Buffer{}, nil
+	}
+	var need C.size_t
+	for p := C.ggml_get_first_tensor(g.c); p != nil; p = C.ggml_get_next_tensor(g.c, p) {
+		need += C.ggml_backend_buft_get_alloc_size(bt.t, p)
+	}
+	b := C.ggml_backend_alloc_ctx_tensors_from_buft(g.c, bt.t)
+	if b == nil {
+		return nil, fmt.Errorf("ggml: allocating %d tensors (%.1f MiB) on %s: %w", g.tensors, float64(need)/(1<<20), bt.Name(), ErrOutOfMemory)
+	}
+	C.ggml_backend_buffer_set_usage(b, C.enum_ggml_backend_buffer_usage(usage))
+	return &Buffer{b: b}, nil
+}
+
+// Size is the buffer's size in bytes.
+func (b *Buffer) Size() uint64 {
+	if b == nil || b.b == nil {
+		return 0
+	}
+	return uint64(C.ggml_backend_buffer_get_size(b.b))
+}
+
+// Name is the buffer's name (its buffer type).
+func (b *Buffer) Name() string {
+	if b == nil || b.b == nil {
+		return "none"
+	}
+	return C.GoString(C.ggml_backend_buffer_name(b.b))
+}
+
+// Close frees the buffer; tensors allocated in it lose their data.
+// Idempotent and nil-safe.
+func (b *Buffer) Close() error {
+	if b == nil || b.b == nil {
+		return nil
+	}
+	C.ggml_backend_buffer_free(b.b)
+	b.b = nil
+	return nil
+}

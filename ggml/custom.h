@@ -1,0 +1,3 @@
+#pragma once
+#include "ggml.h"
+void da3_op_expp1(struct ggml_tensor * dst, int ith, int nth, void * userdata);

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the PyTorch reference used by the oracle scripts (CPU only; not needed by CI).
+#   bash tests/oracle/setup.sh
+# Heavy packages with long dependency lists (depth-anything-3, transformers) are installed with
+# --no-deps, followed by only the modules the oracles import.
+set -euo pipefail
+PY=${PYTHON:-python3}
+$PY -m pip install -q "torch>=2.4" numpy safetensors einops opencv-python-headless pillow
+$PY -m pip install -q --no-deps "transformers==4.57.6" "depth-anything-3==0.1.1"
+$PY -m pip install -q huggingface_hub tokenizers regex pyyaml packaging filelock tqdm requests omegaconf addict
+$PY -c "import torch, numpy, safetensors, cv2; print('oracle deps ok: torch', torch.__version__)"
+# DA2 oracle: transformers 4.57.6 refuses to import with tokenizers > 0.23.0 or huggingface_hub >= 1.0.
+$PY -m pip install -q "tokenizers>=0.22.0,<=0.23.0" "huggingface_hub>=0.34.0,<1.0"
+# DA2 oracle: the original Depth-Anything-V2 model code (pure Python, packaged from the upstream repo) used to
+# cross-check transformers; --no-deps because it declares gradio/torchvision which the oracle does not need.
+$PY -m pip install -q --no-deps "jkp-depth-anything-v2==0.1.1"
+$PY -c "import importlib.util, transformers; assert importlib.util.find_spec('depth_anything_v2'); print('da2 oracle deps ok: transformers', transformers.__version__)"
