@@ -62,13 +62,10 @@ func (t *Tensor) Type() Type { return Type(t.p._type) }
 // Name is the tensor's name.
 func (t *Tensor) Name() string { return C.GoString(&t.p.name[0]) }
 
-// SetName sets the tensor's name (truncated to ggml's 63 bytes) and returns t.
-func (t *Tensor) SetName(format string, args ...any) *Tensor {
-	s := format
-	if len(args) > 0 {
-		s = fmt.Sprintf(format, args...)
-	}
-	cs := C.CString(s)
+// SetName sets the tensor's name (truncated to ggml's 63 bytes) and returns t
+// for chaining.
+func (t *Tensor) SetName(name string) *Tensor {
+	cs := C.CString(name)
 	defer C.free(unsafe.Pointer(cs))
 	C.da3_set_name(t.p, cs)
 	return t

@@ -1,0 +1,202 @@
+// Package backend is da3-go's runtime over ggml: it picks the device, uploads
+// weights once, and runs graphs through the ggml scheduler, feeding host
+// inputs and reading outputs back.
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/da3-go/da3-go/ggml"
+)
+
+// Errors callers branch on.
+var (
+	ErrNoDevice = errors.New("no such device")
+	ErrClosed   = errors.New("runtime is closed")
+)
+
+// Options configure a Runtime.
+type Options struct {
+	// Device is "auto" (the first GPU, else the CPU), "cpu" or a device name
+	// such as "CUDA0". Empty means the DA3_DEVICE environment variable, then auto.
+	Device string
+	// Threads for the CPU backend; 0 means all cores.
+	Threads int
+	// BackendDirs are searched for dynamic ggml backends (libggml-*.so) in
+	// addition to DefaultBackendDirs.
+	BackendDirs []string
+	// Logger receives the device choice and op fallbacks (default slog.Default).
+	Logger *slog.Logger
+}
+
+// DefaultBackendDirs are the directories searched for dynamic backends: next to
+// the executable, its lib/ folder, ggml/vendor/lib of the working directory,
+// and DA3_BACKEND_PATH (a list).
+func DefaultBackendDirs() []string {
+	var dirs []string
+	if exe, err := os.Executable(); err == nil {
+		d := filepath.Dir(exe)
+		dirs = append(dirs, d, filepath.Join(d, "lib"))
+	}
+	dirs = append(dirs, filepath.Join("ggml", "vendor", "lib"))
+	if p := os.Getenv("DA3_BACKEND_PATH"); p != "" {
+		dirs = append(dirs, filepath.SplitList(p)...)
+	}
+	return dirs
+}
+
+var loadOnce sync.Once
+
+// LoadBackends loads the dynamic backends found in dirs (once per directory).
+func LoadBackends(dirs []string) {
+	for _, d := range dirs {
+		if _, err := ggml.LoadBackends(d); err != nil {
+			slog.Debug("loading backends", "dir", d, "err", err)
+		}
+	}
+}
+
+// Runtime owns the backends and the scheduler. It is safe for concurrent use;
+// calls to Run are serialised.
+type Runtime struct {
+	mu      sync.Mutex
+	dev     ggml.Device
+	primary *ggml.Backend // the chosen device's backend
+	cpu     *ggml.Backend // CPU fallback (same as primary on CPU)
+	sched   *ggml.Scheduler
+	threads int
+	log     *slog.Logger
+	closed  bool
+	stats   Stats
+	schedNodes int
+}
+
+// Stats describe the last graph run.
+type Stats struct {
+	Nodes          int
+	Splits         int
+	ComputeBuffers map[string]uint64 // bytes per backend name
+	Fallbacks      map[string]int    // op name -> nodes that ran on the CPU instead of the device
+}
+
+// Open chooses the device and creates its backend and a CPU fallback.
+func Open(opts Options) (*Runtime, error) {
+	if err := ggml.CheckVersion(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	loadOnce.Do(func() { LoadBackends(DefaultBackendDirs()) })
+	LoadBackends(opts.BackendDirs)
+
+	name := opts.Device
+	if name == "" {
+		name = os.Getenv("DA3_DEVICE")
+	}
+	dev, err := pickDevice(name)
+	if err != nil {
+		return nil, err
+	}
+	threads := opts.Threads
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	rt := &Runtime{dev: dev, threads: threads, log: log}
+	if rt.primary, err = dev.NewBackend(); err != nil {
+		return nil, err
+	}
+	if dev.Type() == ggml.DeviceCPU {
+		rt.cpu = rt.primary
+	} else if rt.cpu, err = ggml.CPUDevice().NewBackend(); err != nil {
+		rt.primary.Close()
+		return nil, err
+	}
+	for _, b := range rt.backends() {
+		if _, err := b.SetThreads(threads); err != nil {
+			rt.Close()
+			return nil, err
+		}
+	}
+	free, total := dev.Memory()
+	log.Info("device", "name", dev.Name(), "description", dev.Description(), "type", dev.Type().String(),
+		"free_MiB", free>>20, "total_MiB", total>>20, "threads", threads)
+	return rt, nil
+}
+
+func pickDevice(name string) (ggml.Device, error) {
+	switch strings.ToLower(name) {
+	case "", "auto":
+		for _, d := range ggml.Devices() {
+			if d.Type() == ggml.DeviceGPU {
+				return d, nil
+			}
+		}
+		for _, d := range ggml.Devices() {
+			if d.Type() == ggml.DeviceIGPU {
+				return d, nil
+			}
+		}
+		return ggml.CPUDevice(), nil
+	case "cpu":
+		return ggml.CPUDevice(), nil
+	}
+	d, err := ggml.DeviceByName(name)
+	if err != nil {
+		return ggml.Device{}, fmt.Errorf("%w: %v", ErrNoDevice, err)
+	}
+	return d, nil
+}
+
+func (rt *Runtime) backends() []*ggml.Backend {
+	if rt.primary == rt.cpu {
+		return []*ggml.Backend{rt.cpu}
+	}
+	return []*ggml.Backend{rt.primary, rt.cpu}
+}
+
+// Device is the chosen device.
+func (rt *Runtime) Device() ggml.Device { return rt.dev }
+
+// IsCPU reports whether the chosen device is the CPU (so CPU-only custom ops
+// may be used).
+func (rt *Runtime) IsCPU() bool { return rt.dev.Type() == ggml.DeviceCPU }
+
+// Threads is the CPU thread count.
+func (rt *Runtime) Threads() int { return rt.threads }
+
+// LastStats describes the last Run.
+func (rt *Runtime) LastStats() Stats {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.stats
+}
+
+// Close frees the scheduler and the backends. Idempotent.
+func (rt *Runtime) Close() error {
+	if rt == nil {
+		return nil
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return nil
+	}
+	rt.closed = true
+	var errs []error
+	errs = append(errs, rt.sched.Close())
+	if rt.cpu != rt.primary {
+		errs = append(errs, rt.cpu.Close())
+	}
+	errs = append(errs, rt.primary.Close())
+	rt.sched, rt.cpu, rt.primary = nil, nil, nil
+	return errors.Join(errs...)
+}

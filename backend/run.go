@@ -1,0 +1,237 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/da3-go/da3-go/ggml"
+)
+
+// Builder collects a graph's host inputs and outputs while model code builds
+// it. It implements nn.Builder.
+type Builder struct {
+	G       *ggml.Context
+	inputs  []hostInput
+	byName  map[string]*ggml.Tensor
+	outputs map[string]*ggml.Tensor
+	taps    func(name string) bool
+}
+
+type hostInput struct {
+	t   *ggml.Tensor
+	f32 []float32
+	i32 []int32
+}
+
+// Input adds an F32 input tensor whose data is copied in before compute.
+// Inputs are shared by name: a second call with the same name returns the
+// first tensor (the data must be the same).
+func (b *Builder) Input(name string, data []float32, shape ...int) *ggml.Tensor {
+	if t, ok := b.byName[name]; ok {
+		return t
+	}
+	t := b.G.Input(b.G.NewTensor(ggml.TypeF32, shape...)).SetName(name)
+	if t.Elements() != len(data) {
+		panic(&ggml.ShapeError{Op: "input " + name, Shapes: [][]int{shape}, Msg: fmt.Sprintf("shape holds %d values, data has %d", t.Elements(), len(data))})
+	}
+	b.inputs = append(b.inputs, hostInput{t: t, f32: data})
+	b.byName[name] = t
+	return t
+}
+
+// InputI32 adds an I32 input tensor.
+func (b *Builder) InputI32(name string, data []int32, shape ...int) *ggml.Tensor {
+	if t, ok := b.byName[name]; ok {
+		return t
+	}
+	t := b.G.Input(b.G.NewTensor(ggml.TypeI32, shape...)).SetName(name)
+	if t.Elements() != len(data) {
+		panic(&ggml.ShapeError{Op: "input " + name, Shapes: [][]int{shape}, Msg: fmt.Sprintf("shape holds %d values, data has %d", t.Elements(), len(data))})
+	}
+	b.inputs = append(b.inputs, hostInput{t: t, i32: data})
+	b.byName[name] = t
+	return t
+}
+
+// Output marks t as a result named name; Run returns its data.
+func (b *Builder) Output(name string, t *ggml.Tensor) *ggml.Tensor {
+	b.G.Output(t)
+	b.G.Expand(t)
+	b.outputs[name] = t
+	return t
+}
+
+// Tap is Output for intermediate tensors, active only for the names the run's
+// Taps option selects.
+func (b *Builder) Tap(name string, t *ggml.Tensor) *ggml.Tensor {
+	if b.taps != nil && b.taps(name) {
+		return b.Output(name, t.Cont(b.G))
+	}
+	return t
+}
+
+// Tensor is a result read back from the device.
+type Tensor struct {
+	Data  []float32
+	Shape []int // ggml order
+}
+
+// RunOptions configure one Run.
+type RunOptions struct {
+	// MaxNodes is the graph's node budget (default 8192).
+	MaxNodes int
+	// Taps selects the intermediate tensors (Builder.Tap names) to return.
+	Taps func(name string) bool
+}
+
+// Run builds a graph with build, allocates it through the scheduler, feeds
+// its inputs, computes it and returns its outputs by name. Shape errors
+// raised while building are returned as errors. Calls are serialised.
+func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Builder) error) (out map[string]Tensor, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return nil, ErrClosed
+	}
+	maxNodes := opts.MaxNodes
+	if maxNodes <= 0 {
+		maxNodes = 8192
+	}
+	g, err := ggml.NewContext(maxNodes)
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+	b := &Builder{G: g, byName: map[string]*ggml.Tensor{}, outputs: map[string]*ggml.Tensor{}, taps: opts.Taps}
+	if err := buildSafely(b, build); err != nil {
+		return nil, err
+	}
+	if len(b.outputs) == 0 {
+		return nil, errors.New("graph has no outputs")
+	}
+	if err := rt.ensureSched(maxNodes); err != nil {
+		return nil, err
+	}
+	rt.sched.Reset()
+	if err := rt.sched.Alloc(g); err != nil {
+		return nil, rt.allocError(err)
+	}
+	rt.recordStats(g)
+	for _, in := range b.inputs {
+		var err error
+		if in.f32 != nil {
+			err = in.t.SetFloat32s(in.f32)
+		} else {
+			err = in.t.SetInt32s(in.i32)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", in.t.Name(), err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := rt.sched.Compute(g); err != nil {
+		return nil, err
+	}
+	out = make(map[string]Tensor, len(b.outputs))
+	for name, t := range b.outputs {
+		if !t.IsContiguous() {
+			return nil, fmt.Errorf("output %q is not contiguous", name)
+		}
+		data, err := t.Float32s()
+		if err != nil {
+			return nil, fmt.Errorf("output %q: %w", name, err)
+		}
+		out[name] = Tensor{Data: data, Shape: t.Shape()}
+	}
+	return out, nil
+}
+
+func buildSafely(b *Builder, build func(b *Builder) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if se, ok := r.(*ggml.ShapeError); ok {
+				err = fmt.Errorf("building graph: %w", se)
+				return
+			}
+			panic(r)
+		}
+	}()
+	return build(b)
+}
+
+func (rt *Runtime) ensureSched(maxNodes int) error {
+	size := 2*maxNodes + 8192
+	if rt.sched != nil && rt.schedSize() >= size {
+		return nil
+	}
+	if rt.sched != nil {
+		rt.sched.Close()
+	}
+	s, err := ggml.NewScheduler(rt.backends(), size)
+	if err != nil {
+		return err
+	}
+	rt.sched = s
+	rt.schedNodes = size
+	return nil
+}
+
+func (rt *Runtime) schedSize() int { return rt.schedNodes }
+
+func (rt *Runtime) allocError(err error) error {
+	free, total := rt.dev.Memory()
+	return fmt.Errorf("%w (device %s: %.0f MiB free of %.0f MiB): lower -process-res, use a smaller -chunk-size, or a smaller or quantized model",
+		err, rt.dev.Name(), float64(free)/(1<<20), float64(total)/(1<<20))
+}
+
+func (rt *Runtime) recordStats(g *ggml.Context) {
+	st := Stats{Nodes: g.Nodes(), Splits: rt.sched.Splits(), ComputeBuffers: map[string]uint64{}}
+	for _, be := range rt.backends() {
+		st.ComputeBuffers[be.Name()] = rt.sched.BufferSize(be)
+	}
+	if rt.primary != rt.cpu {
+		st.Fallbacks = map[string]int{}
+		for i := 0; i < g.Nodes(); i++ {
+			n := g.Node(i)
+			if be := rt.sched.BackendOf(n); be == rt.cpu && !isView(n.Op()) {
+				st.Fallbacks[n.Op()]++
+			}
+		}
+		if len(st.Fallbacks) > 0 && !sameKeys(st.Fallbacks, rt.stats.Fallbacks) {
+			ops := make([]string, 0, len(st.Fallbacks))
+			for op, n := range st.Fallbacks {
+				ops = append(ops, fmt.Sprintf("%s×%d", op, n))
+			}
+			sort.Strings(ops)
+			rt.log.Warn("ops fell back to the CPU", "device", rt.dev.Name(), "ops", ops)
+		}
+	}
+	rt.stats = st
+}
+
+func isView(op string) bool {
+	switch op {
+	case "NONE", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE":
+		return true
+	}
+	return false
+}
+
+func sameKeys(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailure     = 1
+	exitUsage       = 2
+	exitInterrupted = 130
+)
+
+// command is one subcommand. run gets the arguments after the subcommand's name.
+type command struct {
+	name, usage, summary string
+	run                  func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+var commands = map[string]command{}
+
+// register adds a subcommand; each command's file calls it from init.
+func register(c command) {
+	if _, dup := commands[c.name]; dup {
+		panic("duplicate command " + c.name)
+	}
+	commands[c.name] = c
+}
+
+// run is the whole program; tests call it directly with buffers.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		if name == "help" && len(args) > 1 {
+			if c, ok := commands[args[1]]; ok {
+				return c.run(ctx, []string{"-h"}, stdout, stderr)
+			}
+			fmt.Fprintf(stderr, "da3-go: unknown command %q\n", args[1])
+			return exitUsage
+		}
+		usage(stdout)
+		return exitOK
+	case "-version", "--version":
+		name = "version"
+	}
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "da3-go: unknown command %q\n\n", name)
+		usage(stderr)
+		return exitUsage
+	}
+	return c.run(ctx, args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "da3-go runs Depth Anything 3 and Depth Anything V2 models (GGUF) on the CPU and ggml GPU backends.")
+	fmt.Fprintln(w, "\nUsage:\n\n\tda3-go <command> [flags] [arguments]\n\nCommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "\t%-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'da3-go help <command>' for a command's flags.")
+}
+
+// newFlags makes a subcommand's flag set, writing usage to stderr.
+func newFlags(c command, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: %s\n\n%s\n\nFlags:\n", c.usage, c.summary)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args; ok is false when the caller should return code.
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+// usageError prints a usage problem and the command's usage; it returns exitUsage.
+func usageError(fs *flag.FlagSet, stderr io.Writer, format string, args ...any) int {
+	fmt.Fprintf(stderr, "da3-go %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	fs.Usage()
+	return exitUsage
+}
+
+// fail prints err and returns the exit code for it.
+func fail(stderr io.Writer, err error) int {
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "da3-go: interrupted")
+		return exitInterrupted
+	}
+	fmt.Fprintf(stderr, "da3-go: %v\n", err)
+	return exitFailure
+}
+
+// setupLog routes slog (and ggml's log) to stderr at the level asked for.
+func setupLog(stderr io.Writer, verbose, quiet bool) {
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelDebug
+	} else if quiet {
+		level = slog.LevelError
+	}
+	h := slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey && len(groups) == 0 {
+			return slog.Attr{}
+		}
+		return a
+	}})
+	slog.SetDefault(slog.New(h))
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,242 @@
+// Package dpt holds the dense prediction heads of Depth Anything as ggml
+// graphs: the DA2 DPT head, the DA3 DualDPT head (depth + confidence, with UV
+// position embeddings) and the DA3 mono/metric DPT head with its sky branch.
+//
+// Layout: tokens are [D, Np, S]; feature maps [W, H, C, S] (x fastest).
+// Conv kernels are [KW, KH, IC, OC]. All bilinear resampling uses
+// align_corners=True, as the references do.
+package dpt
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/model/nn"
+)
+
+// Kind is the head variant.
+type Kind int
+
+const (
+	// DA2 is the Depth Anything V2 head: ReLU (relative) or sigmoid·max_depth
+	// (metric) on one output channel.
+	DA2 Kind = iota
+	// DualDPT is the DA3 any-view head: LayerNorm on tokens, UV embeddings,
+	// depth = exp(ch0), confidence = exp(ch1) + 1.
+	DualDPT
+	// Mono is the DA3 mono/metric head: depth = exp(ch0) plus a sky map
+	// relu(sky logit).
+	Mono
+)
+
+func (k Kind) String() string {
+	switch k {
+	case DA2:
+		return "dpt-da2"
+	case DualDPT:
+		return "dualdpt"
+	case Mono:
+		return "dpt-mono"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Config is the head's hyper-parameters.
+type Config struct {
+	Kind        Kind
+	Features    int    // f
+	OutChannels [4]int // oc
+	PosEmbed    bool   // add 0.1·UV embeddings (DualDPT)
+	MaxDepth    float32
+	OutputDim   int
+	Conv        nn.ConvAlgo
+	// NormEps is the token LayerNorm's eps (DualDPT, 1e-5).
+	NormEps float32
+}
+
+// RCU is a residual conv unit: x + c2(ReLU(c1(ReLU(x)))).
+type RCU struct {
+	C1 nn.Conv2D `gguf:"c1"`
+	C2 nn.Conv2D `gguf:"c2"`
+}
+
+// Forward applies the unit.
+func (r *RCU) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
+	return x.Add(g, r.C2.Forward(g, r.C1.Forward(g, x.ReLU(g)).ReLU(g)))
+}
+
+// Fusion is a DPT feature-fusion block.
+type Fusion struct {
+	RC1 *RCU      `gguf:"rc1"`
+	RC2 RCU       `gguf:"rc2"`
+	Out nn.Conv2D `gguf:"out"`
+}
+
+// Forward fuses top with the lateral input (nil for the deepest block),
+// upsamples bilinearly (align_corners) to w×h and applies the 1×1 out conv.
+func (f *Fusion) Forward(g *ggml.Context, top, lateral *ggml.Tensor, w, h int) *ggml.Tensor {
+	y := top
+	if lateral != nil {
+		y = y.Add(g, f.RC1.Forward(g, lateral))
+	}
+	y = f.RC2.Forward(g, y)
+	y = y.Interpolate(g, w, h, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
+	return f.Out.Forward(g, y)
+}
+
+// Scratch holds the fusion path and the output convolutions.
+type Scratch struct {
+	L1  nn.Conv2D `gguf:"layer1_rn"`
+	L2  nn.Conv2D `gguf:"layer2_rn"`
+	L3  nn.Conv2D `gguf:"layer3_rn"`
+	L4  nn.Conv2D `gguf:"layer4_rn"`
+	RN1 Fusion    `gguf:"rn1"`
+	RN2 Fusion    `gguf:"rn2"`
+	RN3 Fusion    `gguf:"rn3"`
+	RN4 Fusion    `gguf:"rn4"`
+
+	Out1     nn.Conv2D  `gguf:"out1"`
+	Out2a    nn.Conv2D  `gguf:"out2a"`
+	Out2b    nn.Conv2D  `gguf:"out2b"`
+	SkyOut2a *nn.Conv2D `gguf:"sky_out2a"`
+	SkyOut2b *nn.Conv2D `gguf:"sky_out2b"`
+}
+
+// Head is a DPT head. Bind it under "head" (or "m_head").
+type Head struct {
+	Norm    *nn.LayerNorm      `gguf:"norm"`
+	Proj    [4]nn.Conv2D       `gguf:"proj"`
+	Resize0 nn.ConvTranspose2D `gguf:"resize.0"`
+	Resize1 nn.ConvTranspose2D `gguf:"resize.1"`
+	Resize3 nn.Conv2D          `gguf:"resize.3"`
+	Scratch Scratch            `gguf:"scratch"`
+
+	Cfg Config
+
+	uvMu    sync.Mutex
+	uvCache map[[4]int][]float32
+}
+
+// New returns an unbound head shaped by cfg.
+func New(cfg Config) *Head {
+	h := &Head{Cfg: cfg, uvCache: map[[4]int][]float32{}}
+	if cfg.Kind == DualDPT {
+		h.Norm = &nn.LayerNorm{Eps: cfg.NormEps}
+	}
+	if cfg.Kind == Mono {
+		h.Scratch.SkyOut2a = &nn.Conv2D{}
+		h.Scratch.SkyOut2b = &nn.Conv2D{}
+	}
+	h.Resize0.Stride, h.Resize1.Stride = 4, 2
+	pad1 := ggml.Conv2DParams{Pad: 1}
+	h.Resize3.Params = ggml.Conv2DParams{Stride: 2, Pad: 1}
+	s := &h.Scratch
+	for _, c := range []*nn.Conv2D{&s.L1, &s.L2, &s.L3, &s.L4, &s.Out1, &s.Out2a} {
+		c.Params = pad1
+	}
+	if s.SkyOut2a != nil {
+		s.SkyOut2a.Params = pad1
+	}
+	for i, f := range []*Fusion{&s.RN1, &s.RN2, &s.RN3, &s.RN4} {
+		if i < 3 {
+			f.RC1 = &RCU{}
+		}
+	}
+	for _, f := range []*Fusion{&s.RN1, &s.RN2, &s.RN3, &s.RN4} {
+		for _, r := range []*RCU{f.RC1, &f.RC2} {
+			if r != nil {
+				r.C1.Params, r.C2.Params = pad1, pad1
+			}
+		}
+	}
+	h.SetConv(cfg.Conv)
+	return h
+}
+
+// SetConv sets the convolution algorithm of every 3×3 conv.
+func (h *Head) SetConv(a nn.ConvAlgo) {
+	h.Cfg.Conv = a
+	s := &h.Scratch
+	convs := []*nn.Conv2D{&h.Resize3, &s.L1, &s.L2, &s.L3, &s.L4, &s.Out1, &s.Out2a, &s.Out2b, s.SkyOut2a, s.SkyOut2b}
+	for _, f := range []*Fusion{&s.RN1, &s.RN2, &s.RN3, &s.RN4} {
+		convs = append(convs, &f.RC2.C1, &f.RC2.C2, &f.Out)
+		if f.RC1 != nil {
+			convs = append(convs, &f.RC1.C1, &f.RC1.C2)
+		}
+	}
+	for _, c := range convs {
+		if c != nil {
+			c.Algo = a
+		}
+	}
+}
+
+// UV returns the UV position embedding (already scaled by 0.1) of C channels
+// for an h×w map of an image with aspect ratio W/H = aspect, as [w, h, C]
+// floats (x fastest). Cached per (C, h, w, aspect).
+func (h *Head) UV(c, hh, ww int, aspect float64) []float32 {
+	key := [4]int{c, hh, ww, int(math.Float64bits(aspect) >> 20)}
+	h.uvMu.Lock()
+	defer h.uvMu.Unlock()
+	if v, ok := h.uvCache[key]; ok {
+		return v
+	}
+	v := uvEmbed(c, hh, ww, aspect)
+	h.uvCache[key] = v
+	return v
+}
+
+// uvEmbed is DA3's create_uv_grid + position_grid_to_embed, times 0.1, in
+// float32 like torch: span_x = a/√(a²+1), span_y = 1/√(a²+1);
+// x_j = linspace(−span_x(w−1)/w, +span_x(w−1)/w, w); channels
+// [sin(x·ω_k)] ‖ [cos(x·ω_k)] ‖ [sin(y·ω_k)] ‖ [cos(y·ω_k)], ω_k = 100^(−k/q), q = C/4.
+func uvEmbed(c, h, w int, aspect float64) []float32 {
+	// Spans in double precision as Python computes them; linspace in float32
+	// as torch does (step = (end−start)/(n−1); the second half counts back
+	// from the end).
+	diag := math.Pow(aspect*aspect+1, 0.5)
+	spanX, spanY := aspect/diag, 1/diag
+	lin := func(span float64, n int) []float32 {
+		lo := float32(-span * float64(n-1) / float64(n))
+		hi := float32(span * float64(n-1) / float64(n))
+		out := make([]float32, n)
+		if n == 1 {
+			out[0] = lo
+			return out
+		}
+		step := (hi - lo) / float32(n-1)
+		half := n / 2
+		for i := range out {
+			if i < half {
+				out[i] = lo + step*float32(i)
+			} else {
+				out[i] = hi - step*float32(n-1-i)
+			}
+		}
+		return out
+	}
+	xs, ys := lin(spanX, w), lin(spanY, h)
+	q := c / 4
+	omega := make([]float32, q)
+	for k := range omega {
+		e := float32(k) / float32(q)
+		omega[k] = 1 / float32(math.Pow(100, float64(e)))
+	}
+	out := make([]float32, w*h*c)
+	for i := 0; i < h; i++ {
+		for j := 0; j < w; j++ {
+			for k := 0; k < q; k++ {
+				ax := xs[j] * omega[k]
+				ay := ys[i] * omega[k]
+				vals := [4]float32{float32(math.Sin(float64(ax))), float32(math.Cos(float64(ax))), float32(math.Sin(float64(ay))), float32(math.Cos(float64(ay)))}
+				for part, v := range vals {
+					ch := part*q + k
+					out[(ch*h+i)*w+j] = 0.1 * v
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,104 @@
+package nn
+
+import "github.com/da3-go/da3-go/ggml"
+
+// ConvAlgo chooses how Conv2D is computed. It is decided once per device when
+// a model is built, never inside graph code.
+type ConvAlgo int
+
+const (
+	// ConvIm2Col unfolds the input (im2col) and multiplies: fastest on CPUs
+	// for most shapes, and supported by every GPU backend.
+	ConvIm2Col ConvAlgo = iota
+	// ConvDirect uses ggml_conv_2d_direct (no im2col buffer).
+	ConvDirect
+)
+
+// Conv2D is a 2-D convolution with optional bias. Weight: [KW, KH, IC, OC]
+// (torch (OC, IC, KH, KW) reversed); bias [OC]. Input [W, H, IC, N] gives
+// [OW, OH, OC, N].
+type Conv2D struct {
+	Weight *ggml.Tensor `gguf:"weight"`
+	Bias   *ggml.Tensor `gguf:"bias,optional"`
+	Params ggml.Conv2DParams
+	Algo   ConvAlgo
+}
+
+// Forward applies the layer.
+func (c *Conv2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
+	var y *ggml.Tensor
+	switch {
+	case c.Weight.Dim(0) == 1 && c.Weight.Dim(1) == 1 && c.Params.Stride <= 1 && c.Params.Pad == 0:
+		y = pointwise(g, c.Weight, x)
+	case c.Algo == ConvDirect:
+		y = c.Weight.Conv2DDirect(g, x, c.Params)
+	default:
+		y = c.Weight.Conv2D(g, x, c.Params)
+	}
+	if c.Bias != nil {
+		y = y.Add(g, c.Bias.Reshape(g, 1, 1, c.Bias.Dim(0), 1))
+	}
+	return y
+}
+
+// pointwise is a 1×1 convolution as one matrix product over channels:
+// x [W, H, IC, N] → [IC, W·H·N] → W [IC, OC] → [OC, W·H·N] → [W, H, OC, N].
+func pointwise(g *ggml.Context, w, x *ggml.Tensor) *ggml.Tensor {
+	W, H, IC, N := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
+	OC := w.Dim(3)
+	xt := x.Permute(g, 1, 2, 0, 3).Cont(g).Reshape(g, IC, W*H*N) // [IC, W, H, N]
+	wm := w.Reshape(g, IC, OC)
+	y := wm.MulMat(g, xt) // [OC, W·H·N]
+	return y.Reshape(g, OC, W, H, N).Permute(g, 2, 0, 1, 3).Cont(g)
+}
+
+// ConvTranspose2D is a transposed convolution with padding 0 and bias.
+// Weight: [KW, KH, OC, IC] (torch (IC, OC, KH, KW) reversed). Input
+// [W, H, IC, N] gives [(W−1)·s+KW, (H−1)·s+KH, OC, N].
+//
+// When the stride equals the kernel size (the DPT reassemble layers: k4 s4,
+// k2 s2) the output patches do not overlap, and the layer is computed exactly
+// in F32 as one matrix product followed by a pixel shuffle. Otherwise it uses
+// ggml_conv_transpose_2d_p0, whose CPU kernel rounds to F16.
+type ConvTranspose2D struct {
+	Weight *ggml.Tensor `gguf:"weight"`
+	Bias   *ggml.Tensor `gguf:"bias,optional"`
+	Stride int
+}
+
+// Forward applies the layer.
+func (c *ConvTranspose2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
+	KW, KH, OC, IC := c.Weight.Dim(0), c.Weight.Dim(1), c.Weight.Dim(2), c.Weight.Dim(3)
+	s := c.Stride
+	var y *ggml.Tensor
+	if s == KW && s == KH {
+		W, H, N := x.Dim(0), x.Dim(1), x.Dim(3)
+		// Weight as a matrix [IC, KW·KH·OC].
+		wm := c.Weight.Reshape(g, KW*KH*OC, IC).Transpose(g).Cont(g)
+		if wm.Type() != ggml.TypeF32 {
+			wm = wm.Cast(g, ggml.TypeF32)
+		}
+		xt := x.Permute(g, 1, 2, 0, 3).Cont(g).Reshape(g, IC, W*H*N) // [IC, W·H·N]
+		r := wm.MulMat(g, xt)                                            // [KW·KH·OC, W·H·N] = (i, j, oc, x, y, n)
+		// (i, (j,oc), x, y·n) → (i, x, (j,oc), y·n)
+		r = r.Reshape(g, KW, KH*OC, W, H*N).Permute(g, 0, 2, 1, 3).Cont(g)
+		// (i·x, j, oc, y·n) → (i·x, j, y·n, oc)
+		r = r.Reshape(g, KW*W, KH, OC, H*N).Permute(g, 0, 1, 3, 2).Cont(g)
+		if N == 1 {
+			y = r.Reshape(g, KW*W, KH*H, OC, 1)
+		} else {
+			// (i·x, j, y, n, oc) → (i·x, (j, y), oc, n)
+			y = r.Reshape(g, KW*W, KH*H, N, OC).Permute(g, 0, 1, 3, 2).Cont(g)
+		}
+	} else {
+		w := c.Weight
+		if w.Type() != ggml.TypeF16 {
+			w = w.Cast(g, ggml.TypeF16)
+		}
+		y = w.ConvTranspose2D(g, x, s)
+	}
+	if c.Bias != nil {
+		y = y.Add(g, c.Bias.Reshape(g, 1, 1, c.Bias.Dim(0), 1))
+	}
+	return y
+}
