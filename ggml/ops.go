@@ -167,11 +167,16 @@ func (t *Tensor) Sqrt(g *Context) *Tensor {
 	return g.wrap("sqrt", C.ggml_sqrt(g.c, t.p))
 }
 
-// Clamp is ggml_clamp: min(max(x, lo), hi).
+// Clamp is ggml_clamp: min(max(x, lo), hi), into a new contiguous tensor.
+// ggml_clamp itself works in place (its result is a view of its operand), so
+// the binding clamps a ggml_cont copy: t is left unchanged for its other
+// users.
 func (t *Tensor) Clamp(g *Context, lo, hi float32) *Tensor {
 	notNil("clamp", t)
-	g.reserve("clamp", 1)
-	return g.wrap("clamp", C.ggml_clamp(g.c, t.p, C.float(lo), C.float(hi)))
+	mustf(t.Type() == TypeF32 || t.Type() == TypeF16, "clamp", []*Tensor{t}, "operand must be f32 or f16")
+	g.reserve("clamp", 2)
+	c := g.wrap("clamp", C.ggml_cont(g.c, t.p))
+	return g.wrap("clamp", C.ggml_clamp(g.c, c.p, C.float(lo), C.float(hi)))
 }
 
 // SumRows is ggml_sum_rows: [n0, n1, n2, n3] -> [1, n1, n2, n3], the sum over ne0.
