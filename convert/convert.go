@@ -703,23 +703,18 @@ func da3Output(col *collected, fam Family, gs bool, hints vitHints, name, suffix
 }
 
 // planNested splits DA3NESTED-GIANT-LARGE into the any-view file (giant
-// schema) and the metric file (m_vit.* / m_head.*), as the C++ converter does.
+// schema) and the metric file (m_vit.* / m_head.*), as the C++ converter
+// does. With config.json's model_name "da3nested-giant-large" the branches
+// use the DA3-GIANT and DA3METRIC-LARGE presets; otherwise their
+// hyper-parameters are inferred, and Options.Heads/OutLayers apply to both.
 func planNested(c *Checkpoint, name string, opts Options) ([]*output, error) {
-	if opts.Heads > 0 || len(opts.OutLayers) > 0 {
-		return nil, errors.New("heads and out_layers cannot be overridden for the nested model")
-	}
 	prefix := da3Prefix(c)
 	route := func(key string) (int, target, bool) {
 		key = strings.TrimPrefix(key, prefix)
 		if rest, ok := strings.CutPrefix(key, "da3_metric."); ok {
 			t, ok := renameDA3(rest, false)
-			if ok && !t.drop {
-				switch {
-				case strings.HasPrefix(t.name, "vit."):
-					t.name = "m_" + t.name
-				case strings.HasPrefix(t.name, "head."):
-					t.name = "m_" + t.name
-				}
+			if ok && !t.drop && (strings.HasPrefix(t.name, "vit.") || strings.HasPrefix(t.name, "head.")) {
+				t.name = "m_" + t.name
 			}
 			return 1, t, ok
 		}
@@ -733,13 +728,17 @@ func planNested(c *Checkpoint, name string, opts Options) ([]*output, error) {
 	if err != nil {
 		return nil, err
 	}
-	giant := da3Presets["da3-giant"]
-	metric := da3Presets["da3metric-large"]
-	anyview, err := da3Output(&cols[0], FamilyDA3, true, giant.hints, name+"-anyview", "-anyview", "vit", "head", opts, unknown)
+	anyHints := vitHints{catToken: ptr(true)}
+	metHints := vitHints{catToken: ptr(false), qkStart: ptr(-1)}
+	gs := false
+	if model, _ := c.Config["model_name"].(string); model == "da3nested-giant-large" {
+		anyHints, metHints, gs = da3Presets["da3-giant"].hints, da3Presets["da3metric-large"].hints, true
+	}
+	anyview, err := da3Output(&cols[0], FamilyDA3, gs, userHints(anyHints, opts), name+"-anyview", "-anyview", "vit", "head", opts, unknown)
 	if err != nil {
 		return nil, fmt.Errorf("any-view branch: %w", err)
 	}
-	m, err := da3Output(&cols[1], FamilyDA3Mono, false, metric.hints, name+"-metric", "-metric", "m_vit", "m_head", opts, nil)
+	m, err := da3Output(&cols[1], FamilyDA3Mono, false, userHints(metHints, opts), name+"-metric", "-metric", "m_vit", "m_head", opts, nil)
 	if err != nil {
 		return nil, fmt.Errorf("metric branch: %w", err)
 	}
