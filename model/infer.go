@@ -1,0 +1,498 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/da3-go/da3-go/backend"
+	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/internal/imgproc"
+	"github.com/da3-go/da3-go/model/camera"
+	"github.com/da3-go/da3-go/model/vit"
+)
+
+// RefView is the reference-view strategy for three or more views.
+type RefView string
+
+const (
+	RefSaddleBalanced RefView = "saddle_balanced"
+	RefFirst          RefView = "first"
+	RefMiddle         RefView = "middle"
+)
+
+// RunOptions tune one inference call. The zero value uses the model's
+// defaults: process resolution 504 (DA3) or 518 (DA2), upper_bound_resize
+// (DA3), output at the original image size, saddle_balanced reference view,
+// head chunks of 8 views.
+type RunOptions struct {
+	ProcessRes int
+	Method     ResizeMethod
+	// ProcessedSize returns maps at the network's processed size instead of
+	// resizing them back to the input image size.
+	ProcessedSize bool
+	RefView       RefView
+	ChunkSize     int
+	// Taps returns the named intermediate tensors (see vit and dpt Forward).
+	Taps func(name string) bool
+}
+
+// Camera is one view's camera, in the processed image and in the original.
+type Camera struct {
+	// Extrinsics: 3×4 world-to-camera [R | t], OpenCV axes, row-major.
+	Extrinsics [3][4]float64
+	// Intrinsics for the processed image (network input) in pixels.
+	Intrinsics [3][3]float64
+	// IntrinsicsOriginal for the original image.
+	IntrinsicsOriginal [3][3]float64
+	// PoseEncoding is the raw camera decoder output [t, q(xyzw), fov_h, fov_w].
+	PoseEncoding [9]float32
+}
+
+// Result is one view's output.
+type Result struct {
+	// Depth: DA3 depth (relative units; metres for metric models), DA2
+	// relative disparity (larger = nearer) or metric depth in metres.
+	Depth []float32
+	// Conf is DA3's per-pixel confidence (≥ 1), nil for other models.
+	Conf []float32
+	// Sky is the mono/metric models' sky map (relu logit), else nil.
+	Sky []float32
+	// Width, Height of the maps (the original image size unless
+	// ProcessedSize was asked for or the view was cropped).
+	Width, Height int
+	// ProcessedWidth, ProcessedHeight are the network input size.
+	ProcessedWidth, ProcessedHeight int
+	// OrigWidth, OrigHeight are the input image size.
+	OrigWidth, OrigHeight int
+	// Camera is set for DA3 any-view models.
+	Camera *Camera
+	// RGB is the processed uint8 RGB image (HWC), for colour exports.
+	RGB []uint8
+	// Taps holds requested intermediate tensors.
+	Taps map[string]backend.Tensor
+}
+
+// Depth runs one image and returns its depth (and for DA3 any-view models
+// confidence and camera).
+func (m *Model) Depth(ctx context.Context, img Image, opt RunOptions) (*Result, error) {
+	rs, err := m.MultiView(ctx, []Image{img}, opt)
+	if err != nil {
+		return nil, err
+	}
+	return &rs[0], nil
+}
+
+// DepthAndPose runs one image and fails if the model has no camera head.
+func (m *Model) DepthAndPose(ctx context.Context, img Image, opt RunOptions) (*Result, error) {
+	if !m.cfg.HasCamera {
+		return nil, fmt.Errorf("%w: model %q (%s) has no camera head; use a DA3 any-view model (small, base, large, giant)", ErrNoCamera, m.cfg.Name, m.cfg.Arch)
+	}
+	return m.Depth(ctx, img, opt)
+}
+
+// ErrNoCamera reports a pose request to a model without a camera decoder.
+var ErrNoCamera = errors.New("model has no camera head")
+
+// MultiView runs the images as views of one scene (DA3 any-view models): the
+// backbone attends across views and the cameras share one world frame. Views
+// of different sizes are centre-cropped to the smallest, as the reference
+// does. Other models run each image independently. Results are in input order.
+func (m *Model) MultiView(ctx context.Context, imgs []Image, opt RunOptions) ([]Result, error) {
+	if err := m.live(); err != nil {
+		return nil, err
+	}
+	if len(imgs) == 0 {
+		return nil, errors.New("no images")
+	}
+	if m.cfg.Arch != DA3 && len(imgs) > 1 {
+		out := make([]Result, 0, len(imgs))
+		for _, im := range imgs {
+			r, err := m.MultiView(ctx, []Image{im}, opt)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r[0])
+		}
+		return out, nil
+	}
+	views, err := m.preprocess(imgs, opt)
+	if err != nil {
+		return nil, err
+	}
+	if len(views) == 1 {
+		return m.single(ctx, views[0], opt)
+	}
+	return m.multi(ctx, views, opt)
+}
+
+func (m *Model) preprocess(imgs []Image, opt RunOptions) ([]*Processed, error) {
+	views := make([]*Processed, len(imgs))
+	for i, im := range imgs {
+		var p *Processed
+		var err error
+		if m.cfg.Arch == DA2 {
+			res := opt.ProcessRes
+			if res == 0 {
+				res = m.cfg.ResizeTarget
+			}
+			p, err = PreprocessDA2(im, res, m.cfg.Mean, m.cfg.Std)
+		} else {
+			po := PreprocessOptions{ProcessRes: opt.ProcessRes, Method: opt.Method, Mean: m.cfg.Mean, Std: m.cfg.Std}
+			if po.ProcessRes == 0 {
+				po.ProcessRes = m.cfg.ResizeTarget
+			}
+			p, err = PreprocessDA3(im, po)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("image %d: %w", i, err)
+		}
+		views[i] = p
+	}
+	if len(views) > 1 {
+		CropViewsToSmallest(views)
+	}
+	return views, nil
+}
+
+func stackPixels(views []*Processed) []float32 {
+	n := len(views[0].Pixels)
+	out := make([]float32, 0, n*len(views))
+	for _, v := range views {
+		out = append(out, v.Pixels...)
+	}
+	return out
+}
+
+// nodeBudget estimates the ggml graph size for a run.
+func (m *Model) nodeBudget(views int) int {
+	return 4096 + m.cfg.ViT.Depth*(120+8*views) + 2048
+}
+
+// single runs backbone, head and camera decoder as one fused graph: the
+// features never leave the device.
+func (m *Model) single(ctx context.Context, v *Processed, opt RunOptions) ([]Result, error) {
+	W, H := v.Width, v.Height
+	out, err := m.rt.Run(ctx, backend.RunOptions{MaxNodes: m.nodeBudget(1), Taps: opt.Taps}, func(b *backend.Builder) error {
+		g := b.G
+		px := b.Input("pixels", v.Pixels, W, H, 3, 1)
+		x, grid := m.vit.Embed(g, b, px)
+		b.Tap("vit.embed", x)
+		f := m.vit.Forward(g, b, x, grid, 0)
+		hout := m.head.Forward(g, b, f.Feats, grid.PH, grid.PW)
+		b.Output("depth", hout.Depth)
+		if hout.Conf != nil {
+			b.Output("conf", hout.Conf)
+		}
+		if hout.Sky != nil {
+			b.Output("sky", hout.Sky)
+		}
+		if m.cam != nil {
+			b.Output("pose_enc", m.cam.Forward(g, f.CamTokens[3]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := m.result(out, v, 0, 1, opt)
+	r.Taps = map[string]backend.Tensor{}
+	for name, t := range out {
+		if opt.Taps != nil && opt.Taps(name) {
+			r.Taps[name] = t
+		}
+	}
+	return []Result{r}, nil
+}
+
+// result extracts view i of S from the graph outputs.
+func (m *Model) result(out map[string]backend.Tensor, v *Processed, i, S int, opt RunOptions) Result {
+	W, H := v.Width, v.Height
+	n := W * H
+	slice := func(name string) []float32 {
+		t, ok := out[name]
+		if !ok {
+			return nil
+		}
+		return append([]float32(nil), t.Data[i*n:(i+1)*n]...)
+	}
+	r := Result{Depth: slice("depth"), Conf: slice("conf"), Sky: slice("sky"), Width: W, Height: H,
+		ProcessedWidth: W, ProcessedHeight: H, OrigWidth: v.OrigWidth, OrigHeight: v.OrigHeight, RGB: v.RGB}
+	if pe, ok := out["pose_enc"]; ok {
+		var enc [9]float32
+		copy(enc[:], pe.Data[i*9:(i+1)*9])
+		p := camera.Decode(enc, W, H)
+		r.Camera = &Camera{Extrinsics: p.Extrinsics, Intrinsics: p.Intrinsics, PoseEncoding: enc,
+			IntrinsicsOriginal: camera.ScaleIntrinsics(p.Intrinsics, v.ScaleX, v.ScaleY, v.CropX, v.CropY)}
+	}
+	if !opt.ProcessedSize && v.CropX == 0 && v.CropY == 0 && (W != v.OrigWidth || H != v.OrigHeight) {
+		ow, oh := v.OrigWidth, v.OrigHeight
+		resize := func(d []float32) []float32 {
+			if d == nil {
+				return nil
+			}
+			return imgproc.BilinearAlignCorners(d, W, H, ow, oh)
+		}
+		r.Depth, r.Conf, r.Sky = resize(r.Depth), resize(r.Conf), resize(r.Sky)
+		r.Width, r.Height = ow, oh
+	}
+	return r
+}
+
+// multi runs S ≥ 2 views: the backbone over all views (in two graphs when a
+// reference view must be selected), then the head in chunks of views so that
+// memory stays bounded as the number of views grows.
+func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions) ([]Result, error) {
+	S := len(views)
+	W, H := views[0].Width, views[0].Height
+	cfg := m.cfg.ViT
+	order := make([]int, S) // order[p] = original index of the view at position p
+	for i := range order {
+		order[i] = i
+	}
+	pixels := stackPixels(views)
+	budget := m.nodeBudget(S)
+	from := 0
+	var xTokens []float32
+	var grid vit.Grid
+	if S >= 3 && cfg.AltStart >= 1 && m.vit.CameraToken != nil {
+		// Blocks before alt_start−1 run per view; the reference view is chosen
+		// on their output (token 0 of each view), then the views are reordered.
+		stop := cfg.AltStart - 1
+		out, err := m.rt.Run(ctx, backend.RunOptions{MaxNodes: budget, Taps: opt.Taps}, func(b *backend.Builder) error {
+			g := b.G
+			px := b.Input("pixels", pixels, W, H, 3, S)
+			x, gr := m.vit.Embed(g, b, px)
+			grid = gr
+			b.Tap("vit.embed", x)
+			for i := 0; i < stop; i++ {
+				x = m.vit.Block(g, b, i, x, gr)
+			}
+			b.Output("x", x)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		xTokens = out["x"].Data
+		ref := 0
+		switch opt.RefView {
+		case "", RefSaddleBalanced:
+			ref = SelectReference(xTokens, cfg.EmbedDim, 1+grid.PH*grid.PW, S)
+		case RefFirst:
+		case RefMiddle:
+			ref = S / 2
+		default:
+			return nil, fmt.Errorf("unknown reference view strategy %q (saddle_balanced, first, middle)", opt.RefView)
+		}
+		// position 0 ← ref, positions 1..ref ← views 0..ref−1, the rest unchanged.
+		order[0] = ref
+		for p := 1; p <= ref; p++ {
+			order[p] = p - 1
+		}
+		per := cfg.EmbedDim * (1 + grid.PH*grid.PW)
+		re := make([]float32, len(xTokens))
+		for p, src := range order {
+			copy(re[p*per:(p+1)*per], xTokens[src*per:(src+1)*per])
+		}
+		xTokens = re
+		from = stop
+	}
+	chunk := opt.ChunkSize
+	if chunk <= 0 {
+		chunk = 8
+	}
+	// Backbone (from block `from`) and camera decoder over all views.
+	var feats [4][]float32
+	var fdim []int
+	var poseEnc []float32
+	out, err := m.rt.Run(ctx, backend.RunOptions{MaxNodes: budget, Taps: opt.Taps}, func(b *backend.Builder) error {
+		g := b.G
+		var x *ggml.Tensor
+		if xTokens == nil {
+			px := b.Input("pixels", pixels, W, H, 3, S)
+			x, grid = m.vit.Embed(g, b, px)
+			b.Tap("vit.embed", x)
+		} else {
+			x = b.Input("tokens", xTokens, cfg.EmbedDim, 1+grid.PH*grid.PW, S)
+		}
+		f := m.vit.Forward(g, b, x, grid, from)
+		for k := 0; k < 4; k++ {
+			b.Output(fmt.Sprintf("feat.%d", k), f.Feats[k])
+		}
+		if m.cam != nil {
+			b.Output("pose_enc", m.cam.Forward(g, f.CamTokens[3]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for k := 0; k < 4; k++ {
+		t := out[fmt.Sprintf("feat.%d", k)]
+		feats[k] = t.Data
+		fdim = t.Shape
+	}
+	if pe, ok := out["pose_enc"]; ok {
+		poseEnc = pe.Data
+	}
+	D, np := fdim[0], fdim[1]
+	// Heads in chunks of views, in position order.
+	headOut := map[string][]float32{}
+	for a := 0; a < S; a += chunk {
+		e := min(a+chunk, S)
+		n := e - a
+		ho, err := m.rt.Run(ctx, backend.RunOptions{MaxNodes: budget, Taps: opt.Taps}, func(b *backend.Builder) error {
+			g := b.G
+			var fs [4]*ggml.Tensor
+			for k := 0; k < 4; k++ {
+				fs[k] = b.Input(fmt.Sprintf("feat.%d", k), feats[k][a*D*np:e*D*np], D, np, n)
+			}
+			h := m.head.Forward(g, b, fs, grid.PH, grid.PW)
+			b.Output("depth", h.Depth)
+			if h.Conf != nil {
+				b.Output("conf", h.Conf)
+			}
+			if h.Sky != nil {
+				b.Output("sky", h.Sky)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for k, t := range ho {
+			headOut[k] = append(headOut[k], t.Data...)
+		}
+	}
+	all := map[string]backend.Tensor{}
+	for k, d := range headOut {
+		all[k] = backend.Tensor{Data: d}
+	}
+	if poseEnc != nil {
+		all["pose_enc"] = backend.Tensor{Data: poseEnc}
+	}
+	res := make([]Result, S)
+	for p, src := range order {
+		res[src] = m.result(all, views[src], p, S, opt)
+	}
+	if opt.Taps != nil {
+		res[0].Taps = map[string]backend.Tensor{}
+		for name, t := range out {
+			if opt.Taps(name) {
+				res[0].Taps[name] = t
+			}
+		}
+		res[0].Taps["order"] = backend.Tensor{Data: intsToFloats(order), Shape: []int{S}}
+	}
+	return res, nil
+}
+
+func intsToFloats(v []int) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
+}
+
+// SelectReference implements DA3's saddle_balanced reference-view selection on
+// x ([C, T, S] tokens entering block alt_start−1): for each view's token 0,
+// its norm, its mean cosine similarity to the other views and the variance of
+// its normalised entries are min-max normalised over views; the view whose
+// three scores are all nearest 0.5 (sum of |score−0.5|) wins, the first on ties.
+func SelectReference(x []float32, c, t, s int) int {
+	toks := make([][]float64, s)
+	norms := make([]float64, s)
+	for v := 0; v < s; v++ {
+		row := x[v*c*t : v*c*t+c]
+		var n float64
+		for _, a := range row {
+			n += float64(a) * float64(a)
+		}
+		n = math.Sqrt(n)
+		norms[v] = n
+		u := make([]float64, c)
+		for i, a := range row {
+			u[i] = float64(a) / n
+		}
+		toks[v] = u
+	}
+	sim := make([]float64, s)
+	vari := make([]float64, s)
+	for v := 0; v < s; v++ {
+		var sum float64
+		for w := 0; w < s; w++ {
+			if w == v {
+				continue
+			}
+			var d float64
+			for i := 0; i < c; i++ {
+				d += toks[v][i] * toks[w][i]
+			}
+			sum += d
+		}
+		sim[v] = sum / float64(s-1)
+		var mean float64
+		for _, a := range toks[v] {
+			mean += a
+		}
+		mean /= float64(c)
+		var ss float64
+		for _, a := range toks[v] {
+			ss += (a - mean) * (a - mean)
+		}
+		vari[v] = ss / float64(c-1)
+	}
+	norm01 := func(m []float64) []float64 {
+		lo, hi := m[0], m[0]
+		for _, a := range m {
+			lo, hi = math.Min(lo, a), math.Max(hi, a)
+		}
+		out := make([]float64, len(m))
+		for i, a := range m {
+			out[i] = (a - lo) / (hi - lo + 1e-8)
+		}
+		return out
+	}
+	ns, ss, vs := norm01(norms), norm01(sim), norm01(vari)
+	best, bestScore := 0, math.Inf(1)
+	for v := 0; v < s; v++ {
+		score := math.Abs(ss[v]-0.5) + math.Abs(ns[v]-0.5) + math.Abs(vs[v]-0.5)
+		if score < bestScore {
+			best, bestScore = v, score
+		}
+	}
+	return best
+}
+
+// Forward runs already preprocessed input: pixels holds S views of 3×h×w
+// normalised floats (CHW per view, views consecutive), exactly what the
+// reference networks take. Maps are returned at w×h. Researchers use it to
+// feed their own preprocessing; the parity tests use it to feed the
+// reference's input tensor.
+func (m *Model) Forward(ctx context.Context, pixels []float32, w, h, views int, opt RunOptions) ([]Result, error) {
+	if err := m.live(); err != nil {
+		return nil, err
+	}
+	if views < 1 || w < 1 || h < 1 || len(pixels) != 3*w*h*views {
+		return nil, fmt.Errorf("forward: %d values are not %d views of 3×%d×%d", len(pixels), views, h, w)
+	}
+	if w%m.cfg.ViT.PatchSize != 0 || h%m.cfg.ViT.PatchSize != 0 {
+		return nil, fmt.Errorf("forward: size %dx%d is not a multiple of the patch size %d", w, h, m.cfg.ViT.PatchSize)
+	}
+	if views > 1 && m.cfg.Arch != DA3 {
+		return nil, fmt.Errorf("forward: %s models take one view at a time", m.cfg.Arch)
+	}
+	vs := make([]*Processed, views)
+	n := 3 * w * h
+	for i := range vs {
+		vs[i] = &Processed{Pixels: pixels[i*n : (i+1)*n], Width: w, Height: h, OrigWidth: w, OrigHeight: h, ScaleX: 1, ScaleY: 1}
+	}
+	opt.ProcessedSize = true
+	if views == 1 {
+		return m.single(ctx, vs[0], opt)
+	}
+	return m.multi(ctx, vs, opt)
+}

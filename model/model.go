@@ -1,0 +1,256 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/da3-go/da3-go/backend"
+	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/loader"
+	"github.com/da3-go/da3-go/model/camera"
+	"github.com/da3-go/da3-go/model/dpt"
+	"github.com/da3-go/da3-go/model/nn"
+	"github.com/da3-go/da3-go/model/vit"
+)
+
+// Options configure Load.
+type Options struct {
+	// Device: "auto" (default: the first GPU, else the CPU), "cpu" or a device
+	// name such as "CUDA0".
+	Device string
+	// Threads for the CPU backend; 0 = all cores.
+	Threads int
+	// Progress, when set, is called with bytes uploaded so far and the total.
+	Progress func(done, total int64)
+	// Logger receives load and device messages (default slog.Default()).
+	Logger *slog.Logger
+	// Attention selects the attention kernel: "auto" (default), "flash" or "naive".
+	Attention string
+}
+
+// ErrClosed reports use of a Model after Close.
+var ErrClosed = errors.New("model is closed")
+
+// Model is a loaded Depth Anything network. Its methods are safe for
+// concurrent use; computations are serialised.
+type Model struct {
+	cfg  Config
+	rt   *backend.Runtime
+	w    *backend.Weights
+	vit  *vit.Model
+	head *dpt.Head
+	cam  *camera.Decoder
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// Load opens a Depth Anything GGUF, reads its config from the metadata,
+// uploads the weights to the chosen device and binds them.
+func Load(ctx context.Context, path string, opts Options) (m *Model, err error) {
+	f, err := loader.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open model %s: %w", path, err)
+	}
+	defer f.Close()
+	cfg, err := ConfigFromFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", path, err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	rt, err := backend.Open(backend.Options{Device: opts.Device, Threads: opts.Threads, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			rt.Close()
+		}
+	}()
+	m = &Model{cfg: cfg, rt: rt, log: log}
+	vitRoot, headRoot := "vit", "head"
+	if cfg.NestedMetric {
+		vitRoot, headRoot = "m_vit", "m_head"
+	}
+	m.vit = vit.New(cfg.ViT)
+	switch strings.ToLower(opts.Attention) {
+	case "", "auto", "flash":
+		m.vit.FlashAttn = true
+	case "naive":
+	default:
+		return nil, fmt.Errorf("unknown attention kernel %q (auto, flash, naive)", opts.Attention)
+	}
+	m.head = dpt.New(cfg.Head)
+	if rt.IsCPU() {
+		m.head.SetConv(nn.ConvIm2Col)
+	}
+	if cfg.HasCamera {
+		m.cam = &camera.Decoder{}
+	}
+	// Upload only what the graphs use.
+	want := map[string]bool{}
+	for _, n := range BoundNames(m.vit, vitRoot) {
+		want[n] = true
+	}
+	for _, n := range BoundNames(m.head, headRoot) {
+		want[n] = true
+	}
+	if m.cam != nil {
+		for _, n := range BoundNames(m.cam, "cam") {
+			want[n] = true
+		}
+	}
+	m.w, err = rt.UploadWeights(ctx, f, func(name string) bool { return want[name] }, opts.Progress)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			m.w.Close()
+		}
+	}()
+	var missing []string
+	for _, b := range []struct {
+		dst  any
+		root string
+	}{{m.vit, vitRoot}, {m.head, headRoot}, {m.cam, "cam"}} {
+		if b.dst == (*camera.Decoder)(nil) {
+			continue
+		}
+		if err := Bind(b.dst, m.w, b.root); err != nil {
+			var me *MissingTensorsError
+			if !errors.As(err, &me) {
+				return nil, err
+			}
+			missing = append(missing, me.Names...)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("model %s (%s): %w", path, cfg.Arch, &MissingTensorsError{Names: missing})
+	}
+	if err := m.checkShapes(); err != nil {
+		return nil, fmt.Errorf("model %s: %w", path, err)
+	}
+	// The position embedding is needed on the host for per-grid interpolation.
+	pe, err := f.TensorData(vitRoot + ".pos_embed")
+	if err != nil {
+		return nil, err
+	}
+	peInfo, _ := f.Tensor(vitRoot + ".pos_embed")
+	table, err := ggml.ToFloat32(ggml.Type(peInfo.Type), pe, int(peInfo.Elements()))
+	if err != nil {
+		return nil, fmt.Errorf("pos_embed: %w", err)
+	}
+	if m.vit.Pos, err = vit.NewPosEmbed(table, cfg.ViT.EmbedDim, cfg.ViT.PosGrid, cfg.ViT.InterpOff); err != nil {
+		return nil, err
+	}
+	var unused []string
+	for _, ti := range f.Tensors() {
+		if !want[ti.Name] && !auxTensor(ti.Name) {
+			unused = append(unused, ti.Name)
+		}
+	}
+	if len(unused) > 0 {
+		log.Warn("model file tensors not used", "count", len(unused), "first", unused[0])
+	}
+	log.Info("model loaded", "arch", cfg.Arch.String(), "name", cfg.Name, "device", rt.Device().Name(), "weights_MiB", m.w.Bytes()>>20)
+	return m, nil
+}
+
+// auxTensor reports tensors that files may carry and the graphs do not use:
+// the auxiliary ray head, the Gaussian head, DA2's unused refinenet4 rc1.
+func auxTensor(name string) bool {
+	return strings.Contains(name, "_aux") || strings.HasPrefix(name, "gs.") ||
+		strings.HasPrefix(name, "head.scratch.rn4.rc1.") || strings.HasPrefix(name, "m_head.scratch.rn4.rc1.") ||
+		strings.HasPrefix(name, "cam_enc.")
+}
+
+func (m *Model) checkShapes() error {
+	var probs []string
+	expect := func(t *ggml.Tensor, name string, shape ...int) {
+		if t == nil {
+			return
+		}
+		got := t.Shape()
+		for len(got) < len(shape) {
+			got = append(got, 1)
+		}
+		for i, d := range shape {
+			if got[i] != d {
+				probs = append(probs, fmt.Sprintf("%s is %v, want %v", name, t.Shape(), shape))
+				return
+			}
+		}
+	}
+	c := m.cfg.ViT
+	expect(m.vit.PatchEmbed.Weight, "patch_embed.weight", c.PatchSize, c.PatchSize, 3, c.EmbedDim)
+	expect(m.vit.ClsToken, "cls_token", c.EmbedDim)
+	expect(m.vit.PosEmbed, "pos_embed", c.EmbedDim, c.PosGrid*c.PosGrid+1)
+	for i := range m.vit.Blocks {
+		b := &m.vit.Blocks[i]
+		expect(b.Attn.QKV.Weight, fmt.Sprintf("blk.%d.attn_qkv.weight", i), c.EmbedDim, 3*c.EmbedDim)
+		expect(b.Attn.Proj.Weight, fmt.Sprintf("blk.%d.attn_proj.weight", i), c.EmbedDim, c.EmbedDim)
+		if b.Attn.QNorm != nil {
+			expect(b.Attn.QNorm.Weight, fmt.Sprintf("blk.%d.attn_qnorm.weight", i), c.HeadDim)
+		}
+	}
+	d := c.FeatureDim()
+	for s := 0; s < 4; s++ {
+		expect(m.head.Proj[s].Weight, fmt.Sprintf("head.proj.%d.weight", s), 1, 1, d, m.cfg.Head.OutChannels[s])
+	}
+	if m.cam != nil {
+		expect(m.cam.BB0.Weight, "cam.bb0.weight", 2*c.EmbedDim, 2*c.EmbedDim)
+	}
+	if len(probs) > 0 {
+		return &ShapeMismatchError{Problems: probs}
+	}
+	return nil
+}
+
+// Config is the loaded model's configuration.
+func (m *Model) Config() Config { return m.cfg }
+
+// Device is the name of the device the model runs on.
+func (m *Model) Device() string { return m.rt.Device().Name() }
+
+// Runtime exposes the backend runtime (stats, device).
+func (m *Model) Runtime() *backend.Runtime { return m.rt }
+
+// WeightBytes is the size of the uploaded weights.
+func (m *Model) WeightBytes() uint64 { return m.w.Bytes() }
+
+// Close frees the weights and the runtime. Idempotent.
+func (m *Model) Close() error {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	return errors.Join(m.w.Close(), m.rt.Close())
+}
+
+func (m *Model) live() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Image is an input image; any image.Image works (decode with image.Decode or
+// the CLI's decoders).
+type Image = image.Image

@@ -1,0 +1,66 @@
+package tests
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/da3-go/da3-go/convert"
+	"github.com/da3-go/da3-go/model"
+)
+
+// Parity of the V2 graph against the PyTorch reference (transformers
+// DepthAnythingForDepthEstimation with the original DINOv2 position-embedding
+// interpolation), stage by stage, on the committed tiny fixtures.
+func TestParityDA2(t *testing.T) {
+	cases := []struct {
+		name, fixture, src string
+	}{
+		{"tiny-pth", "da2-tiny", "model.pth"},
+		{"tiny-hf", "da2-tiny", "hf"},
+		{"tiny-metric-hf", "da2-tiny-metric", "hf"},
+		{"tiny-square-hf", "da2-tiny-square", "hf"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := fixture(t, tc.fixture)
+			meta := readMeta(t, dir+"/meta.json")
+			opts := convert.Options{Heads: int(meta["heads"].(float64)), OutLayers: metaInts(meta, "out_layers")}
+			if md, _ := meta["max_depth"].(float64); md > 0 {
+				opts.MaxDepth = float32(md)
+			}
+			m := loadModel(t, convertFixture(t, dir+"/"+tc.src, opts))
+			require.Equal(t, model.DA2, m.Config().Arch)
+			ref := refTensors(t, dir+"/ref.safetensors")
+			in := ref["input"]
+			h, w := in.Shape[2], in.Shape[3]
+			res, err := m.Forward(context.Background(), in.Data, w, h, 1, model.RunOptions{Taps: func(string) bool { return true }})
+			require.NoError(t, err)
+			r := res[0]
+			stages := [][2]string{{"embed", "vit.embed"}}
+			for k := 0; k < 4; k++ {
+				stages = append(stages, [2]string{"feat." + itoa(k), "vit.feat." + itoa(k)})
+			}
+			for s := 0; s < 4; s++ {
+				stages = append(stages, [2]string{"reassemble." + itoa(s), "head.reassemble." + itoa(s)}, [2]string{"rn." + itoa(s), "head.rn." + itoa(s)})
+			}
+			for k := 4; k >= 1; k-- {
+				stages = append(stages, [2]string{"fusion." + itoa(k), "head.fusion." + itoa(k)})
+			}
+			stages = append(stages, [2]string{"out1", "head.out1"}, [2]string{"logit", "head.logits"})
+			for _, st := range stages {
+				want, ok := ref[st[0]]
+				if !ok {
+					continue
+				}
+				got, ok := r.Taps[st[1]]
+				require.True(t, ok, "tap %s missing", st[1])
+				gate(t, st[0], want.Data, got.Data, 0.99999, 1e-4)
+			}
+			gate(t, "depth (end to end)", ref["depth"].Data, r.Depth, 0.99999, 1e-4)
+		})
+	}
+}
+
+func itoa(i int) string { return string(rune('0' + i)) }
