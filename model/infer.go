@@ -254,6 +254,7 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions) (
 	pixels := stackPixels(views)
 	budget := m.nodeBudget(S)
 	from := 0
+	stageA := map[string]backend.Tensor{}
 	var xTokens []float32
 	var grid vit.Grid
 	if S >= 3 && cfg.AltStart >= 1 && m.vit.CameraToken != nil {
@@ -276,6 +277,11 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions) (
 			return nil, err
 		}
 		xTokens = out["x"].Data
+		for k, t := range out {
+			if k != "x" {
+				stageA[k] = t
+			}
+		}
 		ref := 0
 		switch opt.RefView {
 		case "", RefSaddleBalanced:
@@ -363,7 +369,11 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions) (
 			return nil, err
 		}
 		for k, t := range ho {
-			headOut[k] = append(headOut[k], t.Data...)
+			if k == "depth" || k == "conf" || k == "sky" {
+				headOut[k] = append(headOut[k], t.Data...)
+			} else if opt.Taps != nil && a == 0 && e == S {
+				out[k] = t // taps of the (only) head chunk
+			}
 		}
 	}
 	all := map[string]backend.Tensor{}
@@ -383,6 +393,9 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions) (
 			if opt.Taps(name) {
 				res[0].Taps[name] = t
 			}
+		}
+		for name, t := range stageA {
+			res[0].Taps[name] = t
 		}
 		res[0].Taps["order"] = backend.Tensor{Data: intsToFloats(order), Shape: []int{S}}
 	}

@@ -1,0 +1,124 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/da3-go/da3-go/convert"
+	"github.com/da3-go/da3-go/model"
+)
+
+// toOriginal maps per-view data in network position order to the original
+// view order: out[order[p]] = in[p].
+func toOriginal(in []float32, order []int, per int) []float32 {
+	out := make([]float32, len(in))
+	for p, src := range order {
+		copy(out[src*per:(src+1)*per], in[p*per:(p+1)*per])
+	}
+	return out
+}
+
+// Parity of the DA3 any-view graph against the official depth-anything-3
+// package (the network called directly in float32), stage by stage, for one
+// view at a non-square size, two views, and four views where saddle_balanced
+// picks a non-zero reference view.
+func TestParityDA3(t *testing.T) {
+	dir := fixture(t, "da3-tiny")
+	m := loadModel(t, convertFixture(t, dir, convert.Options{}))
+	require.Equal(t, model.DA3, m.Config().Arch)
+	require.True(t, m.Config().HasCamera)
+	for _, tc := range []string{"one", "two", "four"} {
+		t.Run(tc, func(t *testing.T) {
+			meta := readMeta(t, dir+"/"+tc+"/meta.json")
+			ref := refTensors(t, dir+"/"+tc+"/ref.safetensors")
+			in := ref["input"]
+			S, h, w := in.Shape[1], in.Shape[3], in.Shape[4]
+			res, err := m.Forward(context.Background(), in.Data, w, h, S, model.RunOptions{Taps: func(string) bool { return true }})
+			require.NoError(t, err)
+			require.Len(t, res, S)
+			taps := res[0].Taps
+			order := make([]int, S)
+			for i := range order {
+				order[i] = i
+			}
+			if o, ok := taps["order"]; ok {
+				for i, v := range o.Data {
+					order[i] = int(v)
+				}
+			}
+			if rv, ok := meta["ref_view"].(float64); ok && S >= 3 {
+				assert.Equal(t, int(rv), order[0], "reference view choice")
+				t.Logf("reference view: %d (reference %d)", order[0], int(rv))
+			}
+			cmp := func(refName, tapName string, positionOrder bool) {
+				want, ok := ref[refName]
+				if !ok {
+					t.Logf("reference has no %s", refName)
+					return
+				}
+				got, ok := taps[tapName]
+				if !assert.True(t, ok, "tap %s missing", tapName) {
+					return
+				}
+				data := got.Data
+				if positionOrder && S > 1 {
+					data = toOriginal(data, order, len(data)/S)
+				}
+				gate(t, refName, want.Data, data, 0.99999, 1e-4)
+			}
+			cmp("embed", "vit.embed", false)
+			for k := 0; k < 4; k++ {
+				cmp(fmt.Sprintf("feat.%d", k), fmt.Sprintf("vit.feat.%d", k), true)
+				cmp(fmt.Sprintf("cam_tok.%d", k), fmt.Sprintf("vit.cam_tok.%d", k), true)
+			}
+			for s := 0; s < 4; s++ {
+				cmp(fmt.Sprintf("reassemble.%d", s), fmt.Sprintf("head.reassemble.%d", s), true)
+				cmp(fmt.Sprintf("rn.%d", s), fmt.Sprintf("head.rn.%d", s), true)
+			}
+			for k := 4; k >= 1; k-- {
+				cmp(fmt.Sprintf("fusion.%d", k), fmt.Sprintf("head.fusion.%d", k), true)
+			}
+			cmp("out1", "head.out1", true)
+			cmp("out1_up", "head.out1_up", true)
+			cmp("logits", "head.logits", true)
+
+			var depth, conf, pose, ext, intr []float32
+			for _, r := range res {
+				depth = append(depth, r.Depth...)
+				conf = append(conf, r.Conf...)
+				require.NotNil(t, r.Camera)
+				pose = append(pose, r.Camera.PoseEncoding[:]...)
+				for i := 0; i < 3; i++ {
+					for j := 0; j < 4; j++ {
+						ext = append(ext, float32(r.Camera.Extrinsics[i][j]))
+					}
+					for j := 0; j < 3; j++ {
+						intr = append(intr, float32(r.Camera.Intrinsics[i][j]))
+					}
+				}
+			}
+			gate(t, "depth (end to end)", ref["depth"].Data, depth, 0.99999, 1e-4)
+			gate(t, "conf (end to end)", ref["conf"].Data, conf, 0.99999, 1e-4)
+			gate(t, "pose_enc", ref["pose_enc"].Data, pose, 0.99999, 1e-4)
+			maxAbs := func(a, b []float32) float64 {
+				var m float64
+				for i := range a {
+					d := float64(a[i] - b[i])
+					if d < 0 {
+						d = -d
+					}
+					m = max(m, d)
+				}
+				return m
+			}
+			de, di := maxAbs(ref["extrinsics"].Data, ext), maxAbs(ref["intrinsics"].Data, intr)
+			t.Logf("extrinsics max|d| %.3g, intrinsics max|d| %.3g", de, di)
+			assert.LessOrEqual(t, de, 1e-4, "extrinsics")
+			assert.LessOrEqual(t, di, 1e-4, "intrinsics")
+		})
+	}
+}
