@@ -15,3 +15,5 @@ $PY -m pip install -q "tokenizers>=0.22.0,<=0.23.0" "huggingface_hub>=0.34.0,<1.
 # cross-check transformers; --no-deps because it declares gradio/torchvision which the oracle does not need.
 $PY -m pip install -q --no-deps "jkp-depth-anything-v2==0.1.1"
 $PY -c "import importlib.util, transformers; assert importlib.util.find_spec('depth_anything_v2'); print('da2 oracle deps ok: transformers', transformers.__version__)"
+# DA3 oracle: depth_anything_3.utils.parallel_utils (imported by InputProcessor) needs imageio (pure Python).
+$PY -m pip install -q imageio
