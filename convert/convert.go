@@ -123,7 +123,7 @@ func Convert(ctx context.Context, src, dst string, opts Options) error {
 	for _, o := range outs {
 		path := dst
 		if o.suffix != "" {
-			path = strings.TrimSuffix(dst, ".gguf") + o.suffix + ".gguf"
+			path = suffixed(dst, o.suffix)
 		}
 		wts := make([]loader.WriterTensor, len(o.tensors))
 		for i, t := range o.tensors {
@@ -151,6 +151,20 @@ func Convert(ctx context.Context, src, dst string, opts Options) error {
 		written = append(written, path)
 	}
 	return nil
+}
+
+// OutputPaths returns the files Convert writes for a checkpoint of family f
+// and destination dst: dst itself, or for FamilyDA3Nested dst with
+// "-anyview" and "-metric" inserted before the .gguf extension.
+func OutputPaths(f Family, dst string) []string {
+	if f == FamilyDA3Nested {
+		return []string{suffixed(dst, "-anyview"), suffixed(dst, "-metric")}
+	}
+	return []string{dst}
+}
+
+func suffixed(dst, suffix string) string {
+	return strings.TrimSuffix(dst, ".gguf") + suffix + ".gguf"
 }
 
 // output is one GGUF file to write.

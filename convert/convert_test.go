@@ -301,7 +301,7 @@ func TestConvertDA2Fixture(t *testing.T) {
 	b := filepath.Join(out, "hf.gguf")
 	require.NoError(t, Convert(context.Background(), pth, a, Options{Name: "da2-tiny", Heads: 2, OutLayers: []int{0, 1, 2, 3}}))
 	fa := openGGUF(t, a)
-	assert.Len(t, fa.Tensors(), 238-8*16+4*16, "DA2 schema with 4 blocks")
+	assert.Len(t, fa.Tensors(), 238-8*14, "DA2-Small schema (14 tensors per block) with 4 instead of 12 blocks")
 	c, err := OpenPth(pth)
 	require.NoError(t, err)
 	defer c.Close()
@@ -654,4 +654,35 @@ func TestInspectUnknown(t *testing.T) {
 	_, err = Inspect(filepath.Join(t.TempDir(), "nope"))
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, os.ErrNotExist))
+}
+
+// TestConvertDA3Fixture converts the committed DA3 tiny fixture (written by
+// DepthAnything3.save_pretrained, tests/oracle/da3_oracle.py).
+func TestConvertDA3Fixture(t *testing.T) {
+	dir := filepath.Join("..", "tests", "fixtures", "da3-tiny")
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err != nil {
+		t.Skipf("fixture %s not present (written by tests/oracle/da3_oracle.py)", dir)
+	}
+	c, err := OpenCheckpoint(dir)
+	require.NoError(t, err)
+	defer c.Close()
+	var src []stTensor
+	for _, n := range c.Names() {
+		tn, _ := c.Tensor(n)
+		vals, err := tn.Float32s()
+		require.NoError(t, err)
+		src = append(src, stTensor{name: n, dtype: "F32", shape: tn.Shape, data: vals})
+	}
+	for _, aux := range []bool{false, true} {
+		out := filepath.Join(t.TempDir(), "da3-tiny.gguf")
+		require.NoError(t, Convert(context.Background(), dir, out, Options{WithAux: aux}))
+		f := openGGUF(t, out)
+		checkMapping(t, f, src, func(k string) string { return expectedName(k, aux) }, loader.TypeF32)
+		ol, err := f.KV().Int32s("depthanything3.vit.out_layers")
+		require.NoError(t, err)
+		assert.Equal(t, []int32{1, 3, 5, 7}, ol, "from config.json arch")
+		dim, err := f.KV().Uint32("depthanything3.cam.dim_in")
+		require.NoError(t, err)
+		assert.Equal(t, uint32(64), dim, "2C")
+	}
 }
