@@ -436,3 +436,20 @@ func TestResolveBadBaseURL(t *testing.T) {
 	assert.Contains(t, err.Error(), "bad base URL")
 	assert.False(t, errors.Is(err, fetch.ErrChecksum))
 }
+
+func TestOptionsRegistry(t *testing.T) {
+	m, _ := fakeModel(t, 10)
+	o := fetch.Options{Registry: []fetch.Model{m}}
+	assert.Equal(t, []fetch.Model{m}, o.Models())
+	got, ok := o.Lookup("Fake-Small-F32")
+	assert.True(t, ok)
+	assert.Equal(t, m, got)
+	_, ok = o.Lookup("da2-small")
+	assert.False(t, ok, "the override replaces the published models")
+
+	def := fetch.Options{}
+	assert.Equal(t, fetch.Names(), def.Models())
+	got, ok = def.Lookup("da2-small")
+	assert.True(t, ok)
+	assert.Equal(t, "depth-anything2-small-f32.gguf", got.File)
+}

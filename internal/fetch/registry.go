@@ -261,3 +261,20 @@ func rank(order []string, s string) int {
 	}
 	return len(order)
 }
+
+// Models lists the models opts select: Registry when set, else Names().
+func (o Options) Models() []Model {
+	if o.Registry == nil {
+		return Names()
+	}
+	return slices.Clone(o.Registry)
+}
+
+// Lookup is the package Lookup over the models opts select.
+func (o Options) Lookup(name string) (Model, bool) {
+	r, err := o.registry()
+	if err != nil {
+		return Model{}, false
+	}
+	return r.lookup(name)
+}
