@@ -220,11 +220,46 @@ func (b *Backend) Compute(g *Context) error {
 	if b == nil || b.b == nil {
 		return ErrClosed
 	}
-	if g.Closed() || g.gf == nil {
+	if g.Closed() {
+		return fmt.Errorf("ggml: compute: %w context", ErrClosed)
+	}
+	if g.gf == nil {
 		return errors.New("ggml: compute: context has no graph (call Expand)")
+	}
+	if err := b.checkGraph(g); err != nil {
+		return err
 	}
 	if st := C.ggml_backend_graph_compute(b.b, g.gf); st != C.GGML_STATUS_SUCCESS {
 		return &StatusError{Op: "compute", Status: int(st)}
+	}
+	return nil
+}
+
+// checkGraph reports nodes or operands that have no data, or whose data is in
+// a buffer the backend cannot use: computing them would crash.
+func (b *Backend) checkGraph(g *Context) error {
+	n := int(C.ggml_graph_n_nodes(g.gf))
+	for i := 0; i < n; i++ {
+		node := C.ggml_graph_node(g.gf, C.int(i))
+		ts := []*C.struct_ggml_tensor{node}
+		for j := 0; j < C.GGML_MAX_SRC; j++ {
+			if node.src[j] != nil {
+				ts = append(ts, node.src[j])
+			}
+		}
+		for _, p := range ts {
+			t := &Tensor{p: p}
+			if p.data == nil && C.ggml_nelements(p) > 0 {
+				return fmt.Errorf("ggml: compute: tensor %q (%s) %w", t.Name(), t.Op(), errNoBuffer)
+			}
+			buf := p.buffer
+			if p.view_src != nil && p.view_src.buffer != nil {
+				buf = p.view_src.buffer
+			}
+			if buf != nil && !C.ggml_backend_supports_buft(b.b, C.ggml_backend_buffer_get_type(buf)) {
+				return fmt.Errorf("ggml: compute: tensor %q is in a %s buffer, which backend %s cannot use", t.Name(), C.GoString(C.ggml_backend_buffer_name(buf)), b.Name())
+			}
+		}
 	}
 	return nil
 }
@@ -256,6 +291,11 @@ func (bt BufferType) IsHost() bool { return bt.t != nil && bool(C.ggml_backend_b
 // Buffer is a backend buffer holding tensor data. Close it when done.
 type Buffer struct {
 	b C.ggml_backend_buffer_t
+	// The context whose tensors were allocated in the buffer, and those
+	// tensors: Close detaches them so that later data transfers return an
+	// error instead of touching freed memory.
+	ctx     *Context
+	tensors []*C.struct_ggml_tensor
 }
 
 // BufferUsage tells a backend what a buffer holds.
@@ -281,15 +321,22 @@ func (g *Context) AllocTensors(bt BufferType, usage BufferUsage) (*Buffer, error
 		return &Buffer{}, nil
 	}
 	var need C.size_t
+	var fresh []*C.struct_ggml_tensor
 	for p := C.ggml_get_first_tensor(g.c); p != nil; p = C.ggml_get_next_tensor(g.c, p) {
-		need += C.ggml_backend_buft_get_alloc_size(bt.t, p)
+		if p.data == nil && p.buffer == nil {
+			need += C.ggml_backend_buft_get_alloc_size(bt.t, p)
+			fresh = append(fresh, p)
+		}
+	}
+	if len(fresh) == 0 {
+		return &Buffer{}, nil
 	}
 	b := C.ggml_backend_alloc_ctx_tensors_from_buft(g.c, bt.t)
 	if b == nil {
-		return nil, fmt.Errorf("ggml: allocating %d tensors (%.1f MiB) on %s: %w", g.tensors, float64(need)/(1<<20), bt.Name(), ErrOutOfMemory)
+		return nil, fmt.Errorf("ggml: allocating %d tensors (%.1f MiB) on %s: %w", len(fresh), float64(need)/(1<<20), bt.Name(), ErrOutOfMemory)
 	}
 	C.ggml_backend_buffer_set_usage(b, C.enum_ggml_backend_buffer_usage(usage))
-	return &Buffer{b: b}, nil
+	return &Buffer{b: b, ctx: g, tensors: fresh}, nil
 }
 
 // Size is the buffer's size in bytes.
@@ -308,13 +355,24 @@ func (b *Buffer) Name() string {
 	return C.GoString(C.ggml_backend_buffer_name(b.b))
 }
 
-// Close frees the buffer; tensors allocated in it lose their data.
-// Idempotent and nil-safe.
+// Close frees the buffer; tensors allocated in it lose their data (their
+// data transfers then fail). Idempotent and nil-safe.
 func (b *Buffer) Close() error {
 	if b == nil || b.b == nil {
 		return nil
 	}
+	if !b.ctx.Closed() {
+		for _, p := range b.tensors {
+			p.buffer, p.data = nil, nil
+		}
+		// Views of the detached tensors (allocated with them) lose their data too.
+		for p := C.ggml_get_first_tensor(b.ctx.c); p != nil; p = C.ggml_get_next_tensor(b.ctx.c, p) {
+			if p.view_src != nil && p.view_src.buffer == nil {
+				p.buffer, p.data = nil, nil
+			}
+		}
+	}
 	C.ggml_backend_buffer_free(b.b)
-	b.b = nil
+	b.b, b.ctx, b.tensors = nil, nil, nil
 	return nil
 }

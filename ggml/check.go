@@ -14,7 +14,11 @@ type ShapeError struct {
 	Op     string  // the ggml op, e.g. "mul_mat"
 	Shapes [][]int // the operand shapes in ggml order
 	Msg    string
+	Err    error // the underlying cause, if any (ErrClosed for use after Close)
 }
+
+// Unwrap returns the cause (ErrClosed for an op on a closed context).
+func (e *ShapeError) Unwrap() error { return e.Err }
 
 func (e *ShapeError) Error() string {
 	var b strings.Builder
@@ -28,6 +32,10 @@ func (e *ShapeError) Error() string {
 			fmt.Fprintf(&b, " %v", s)
 		}
 		b.WriteString(")")
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
 	}
 	return b.String()
 }
@@ -52,10 +60,15 @@ func mustf(ok bool, op string, ts []*Tensor, format string, args ...any) {
 	}
 }
 
+// notNil panics unless every operand is a usable handle: not nil and not
+// from a closed context.
 func notNil(op string, ts ...*Tensor) {
 	for i, t := range ts {
 		if t == nil || t.p == nil {
 			panic(&ShapeError{Op: op, Msg: fmt.Sprintf("operand %d is nil", i)})
+		}
+		if t.closed() {
+			panic(&ShapeError{Op: op, Msg: fmt.Sprintf("operand %d belongs to a closed context", i), Err: ErrClosed})
 		}
 	}
 }
@@ -96,3 +109,17 @@ func normShape(op string, shape []int) [4]int64 {
 	}
 	return ne
 }
+
+// rowsContiguous reports whether the elements of each row are adjacent
+// (nb0 is the type size), which most CPU kernels assert.
+func (t *Tensor) rowsContiguous() bool {
+	return t.nb(0) == int64(t.Type().TypeSize())
+}
+
+// denseRows reports whether rows and rows of a plane are adjacent (nb0 is
+// the type size and nb1 = ne0·nb0): the CPU im2col reads planes as arrays.
+func (t *Tensor) denseRows() bool {
+	return t.rowsContiguous() && (t.ne(1) == 1 || t.nb(1) == t.ne(0)*t.nb(0))
+}
+
+func isFloat(t Type) bool { return t == TypeF32 || t == TypeF16 || t == TypeBF16 }

@@ -18,6 +18,7 @@ type Context struct {
 	maxTensors int
 	graphSize  int
 	tensors    int
+	sched      *Scheduler // the scheduler that last allocated the graph, if any
 }
 
 // NewContext creates an arena for up to maxNodes tensors and a graph with room
@@ -52,7 +53,7 @@ func (g *Context) Closed() bool { return g == nil || g.c == nil }
 
 func (g *Context) live(op string) {
 	if g == nil || g.c == nil {
-		panic(&ShapeError{Op: op, Msg: "context is closed (" + ErrClosed.Error() + ")"})
+		panic(&ShapeError{Op: op, Msg: "the context is closed", Err: ErrClosed})
 	}
 }
 
@@ -67,16 +68,26 @@ func (g *Context) reserve(op string, n int) {
 }
 
 // Tensors is the number of tensors created in g so far.
-func (g *Context) Tensors() int { return g.tensors }
+func (g *Context) Tensors() int {
+	if g == nil {
+		return 0
+	}
+	return g.tensors
+}
 
 // MaxNodes is the node budget g was created with.
-func (g *Context) MaxNodes() int { return g.maxTensors }
+func (g *Context) MaxNodes() int {
+	if g == nil {
+		return 0
+	}
+	return g.maxTensors
+}
 
 func (g *Context) wrap(op string, p *C.struct_ggml_tensor) *Tensor {
 	if p == nil {
 		panic(&ShapeError{Op: op, Msg: "ggml returned no tensor"})
 	}
-	return &Tensor{p: p}
+	return &Tensor{p: p, ctx: g}
 }
 
 // NewTensor creates a tensor of type t with shape ne (ggml order, 1 to 4 dims)
@@ -96,6 +107,7 @@ func (g *Context) NewTensor(t Type, shape ...int) *Tensor {
 
 // Input marks t as a graph input (ggml_set_input) and returns it.
 func (g *Context) Input(t *Tensor) *Tensor {
+	g.live("set_input")
 	notNil("set_input", t)
 	C.ggml_set_input(t.p)
 	return t
@@ -104,6 +116,7 @@ func (g *Context) Input(t *Tensor) *Tensor {
 // Output marks t as a graph output (ggml_set_output): its memory is not reused
 // by later nodes, so it can be read after compute. It returns t.
 func (g *Context) Output(t *Tensor) *Tensor {
+	g.live("set_output")
 	notNil("set_output", t)
 	C.ggml_set_output(t.p)
 	return t
@@ -133,7 +146,7 @@ func (g *Context) Expand(ts ...*Tensor) {
 
 // Nodes is the number of nodes in g's graph.
 func (g *Context) Nodes() int {
-	if g.gf == nil {
+	if g == nil || g.gf == nil {
 		return 0
 	}
 	return int(C.ggml_graph_n_nodes(g.gf))
@@ -141,10 +154,11 @@ func (g *Context) Nodes() int {
 
 // Node returns the i-th graph node (0 <= i < Nodes()).
 func (g *Context) Node(i int) *Tensor {
+	g.live("graph_node")
 	if g.gf == nil || i < 0 || i >= g.Nodes() {
 		panic(&ShapeError{Op: "graph_node", Msg: fmt.Sprintf("node %d out of range [0,%d)", i, g.Nodes())})
 	}
-	return &Tensor{p: C.ggml_graph_node(g.gf, C.int(i))}
+	return &Tensor{p: C.ggml_graph_node(g.gf, C.int(i)), ctx: g}
 }
 
 // TensorByName finds a tensor of the context by name (ggml_get_tensor), or nil.
@@ -156,13 +170,13 @@ func (g *Context) TensorByName(name string) *Tensor {
 	if p == nil {
 		return nil
 	}
-	return &Tensor{p: p}
+	return &Tensor{p: p, ctx: g}
 }
 
 // EachTensor calls fn for every tensor of the context, in creation order.
 func (g *Context) EachTensor(fn func(t *Tensor)) {
 	g.live("get_first_tensor")
 	for p := C.ggml_get_first_tensor(g.c); p != nil; p = C.ggml_get_next_tensor(g.c, p) {
-		fn(&Tensor{p: p})
+		fn(&Tensor{p: p, ctx: g})
 	}
 }

@@ -1,6 +1,8 @@
 package ggml
 
 // #include "ggml.h"
+// #include "ggml-cpu.h"
+// static int da3_vec_dot_type(enum ggml_type t) { return ggml_get_type_traits_cpu(t)->vec_dot_type; }
 import "C"
 
 import "fmt"
@@ -11,35 +13,49 @@ import "fmt"
 
 func (t *Tensor) binary(g *Context, op string, b *Tensor, f func(*C.struct_ggml_context, *C.struct_ggml_tensor, *C.struct_ggml_tensor) *C.struct_ggml_tensor) *Tensor {
 	notNil(op, t, b)
-	mustf(canRepeat(b, t), op, []*Tensor{t, b}, "second operand must broadcast to the first (each dim of b divides the dim of a)")
+	ts := []*Tensor{t, b}
+	mustf(canRepeat(b, t), op, ts, "second operand must broadcast to the first (each dim of b divides the dim of a)")
+	// The CPU kernels (binary-ops.cpp) assert these.
+	mustf(t.rowsContiguous(), op, ts, "first operand rows must be contiguous (nb0 = type size): use Cont")
+	mustf(b.rowsContiguous() || sameShape(t, b), op, ts, "a second operand with non-contiguous rows cannot be broadcast: use Cont")
+	mustf(isFloat(t.Type()) && (b.Type() == t.Type() || b.Type() == TypeF32) && (t.Type() != TypeF32 || b.Type() == TypeF32),
+		op, ts, "unsupported types %s and %s (f32, f16 or bf16; the second may be f32)", t.Type(), b.Type())
 	g.reserve(op, 1)
 	return g.wrap(op, f(g.c, t.p, b.p))
 }
 
 // Add is ggml_add: t + b, with b broadcast (repeated) to t's shape.
 func (t *Tensor) Add(g *Context, b *Tensor) *Tensor {
-	return t.binary(g, "add", b, func(c *C.struct_ggml_context, x, y *C.struct_ggml_tensor) *C.struct_ggml_tensor { return C.ggml_add(c, x, y) })
+	return t.binary(g, "add", b, func(c *C.struct_ggml_context, x, y *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+		return C.ggml_add(c, x, y)
+	})
 }
 
 // Sub is ggml_sub: t - b, b broadcast to t.
 func (t *Tensor) Sub(g *Context, b *Tensor) *Tensor {
-	return t.binary(g, "sub", b, func(c *C.struct_ggml_context, x, y *C.struct_ggml_tensor) *C.struct_ggml_tensor { return C.ggml_sub(c, x, y) })
+	return t.binary(g, "sub", b, func(c *C.struct_ggml_context, x, y *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+		return C.ggml_sub(c, x, y)
+	})
 }
 
 // Mul is ggml_mul: element-wise t * b, b broadcast to t.
 func (t *Tensor) Mul(g *Context, b *Tensor) *Tensor {
-	return t.binary(g, "mul", b, func(c *C.struct_ggml_context, x, y *C.struct_ggml_tensor) *C.struct_ggml_tensor { return C.ggml_mul(c, x, y) })
+	return t.binary(g, "mul", b, func(c *C.struct_ggml_context, x, y *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+		return C.ggml_mul(c, x, y)
+	})
 }
 
 // Div is ggml_div: element-wise t / b, b broadcast to t.
 func (t *Tensor) Div(g *Context, b *Tensor) *Tensor {
-	return t.binary(g, "div", b, func(c *C.struct_ggml_context, x, y *C.struct_ggml_tensor) *C.struct_ggml_tensor { return C.ggml_div(c, x, y) })
+	return t.binary(g, "div", b, func(c *C.struct_ggml_context, x, y *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+		return C.ggml_div(c, x, y)
+	})
 }
 
-// Scale is ggml_scale: s * t. t's rows must be contiguous.
+// Scale is ggml_scale: s * t. t must be contiguous F32 (the CPU kernel asserts it).
 func (t *Tensor) Scale(g *Context, s float32) *Tensor {
 	notNil("scale", t)
-	mustf(t.isPadded1D(), "scale", []*Tensor{t}, "operand must have contiguous rows")
+	mustf(t.IsContiguous() && t.Type() == TypeF32, "scale", []*Tensor{t}, "operand must be contiguous f32 (use Cont)")
 	g.reserve("scale", 1)
 	return g.wrap("scale", C.ggml_scale(g.c, t.p, C.float(s)))
 }
@@ -47,7 +63,7 @@ func (t *Tensor) Scale(g *Context, s float32) *Tensor {
 // ScaleBias is ggml_scale_bias: s * t + b.
 func (t *Tensor) ScaleBias(g *Context, s, b float32) *Tensor {
 	notNil("scale_bias", t)
-	mustf(t.isPadded1D(), "scale_bias", []*Tensor{t}, "operand must have contiguous rows")
+	mustf(t.IsContiguous() && t.Type() == TypeF32, "scale_bias", []*Tensor{t}, "operand must be contiguous f32 (use Cont)")
 	g.reserve("scale_bias", 1)
 	return g.wrap("scale_bias", C.ggml_scale_bias(g.c, t.p, C.float(s), C.float(b)))
 }
@@ -55,13 +71,17 @@ func (t *Tensor) ScaleBias(g *Context, s, b float32) *Tensor {
 // MulMat is ggml_mul_mat: the matrix product of t:[K, M, a2, a3] and
 // b:[K, N, b2, b3] giving [M, N, b2, b3]; b2 and b3 must be multiples of a2 and
 // a3 (t is broadcast). For a Linear layer, t is the weight [in, out] and b the
-// input [in, tokens]. t must not be transposed.
+// input [in, tokens]. The rows of both must be contiguous (b may be permuted
+// in dims 1 to 3); b must be F32 (the CPU converts it to t's dot type).
 func (t *Tensor) MulMat(g *Context, b *Tensor) *Tensor {
 	notNil("mul_mat", t, b)
 	ts := []*Tensor{t, b}
 	mustf(t.ne(0) == b.ne(0), "mul_mat", ts, "inner dimensions differ (ne0 %d vs %d)", t.ne(0), b.ne(0))
 	mustf(t.ne(2) != 0 && t.ne(3) != 0 && b.ne(2)%t.ne(2) == 0 && b.ne(3)%t.ne(3) == 0, "mul_mat", ts, "batch dims of b must be multiples of those of a")
-	mustf(!t.IsTransposed(), "mul_mat", ts, "first operand must not be transposed (use Cont)")
+	mustf(!t.IsTransposed() && t.rowsContiguous(), "mul_mat", ts, "first operand must not be transposed or permuted in dim 0 (use Cont)")
+	mustf(b.rowsContiguous(), "mul_mat", ts, "second operand rows must be contiguous (use Cont)")
+	mustf(b.Type() == TypeF32 || int(b.Type()) == int(C.da3_vec_dot_type(C.enum_ggml_type(t.Type()))), "mul_mat", ts,
+		"second operand must be f32 (or %s, the dot type of %s), not %s", Type(C.da3_vec_dot_type(C.enum_ggml_type(t.Type()))), t.Type(), b.Type())
 	g.reserve("mul_mat", 1)
 	return g.wrap("mul_mat", C.ggml_mul_mat(g.c, t.p, b.p))
 }
@@ -70,6 +90,8 @@ func (t *Tensor) MulMat(g *Context, b *Tensor) *Tensor {
 // variance (biased), no affine: (x - mean) / sqrt(var + eps).
 func (t *Tensor) Norm(g *Context, eps float32) *Tensor {
 	notNil("norm", t)
+	mustf(t.Type() == TypeF32 && t.rowsContiguous(), "norm", []*Tensor{t}, "operand must be f32 with contiguous rows")
+	mustf(eps >= 0, "norm", []*Tensor{t}, "negative eps %g", eps)
 	g.reserve("norm", 1)
 	return g.wrap("norm", C.ggml_norm(g.c, t.p, C.float(eps)))
 }
@@ -77,6 +99,8 @@ func (t *Tensor) Norm(g *Context, eps float32) *Tensor {
 // RMSNorm is ggml_rms_norm: x / sqrt(mean(x²) + eps) over ne0.
 func (t *Tensor) RMSNorm(g *Context, eps float32) *Tensor {
 	notNil("rms_norm", t)
+	mustf(t.Type() == TypeF32 && t.rowsContiguous(), "rms_norm", []*Tensor{t}, "operand must be f32 with contiguous rows")
+	mustf(eps >= 0, "rms_norm", []*Tensor{t}, "negative eps %g", eps)
 	g.reserve("rms_norm", 1)
 	return g.wrap("rms_norm", C.ggml_rms_norm(g.c, t.p, C.float(eps)))
 }
@@ -86,7 +110,8 @@ func (t *Tensor) RMSNorm(g *Context, eps float32) *Tensor {
 // mask.ne0 == t.ne0, mask.ne1 >= t.ne1, broadcast over dims 2 and 3.
 func (t *Tensor) SoftMaxExt(g *Context, mask *Tensor, scale, maxBias float32) *Tensor {
 	notNil("soft_max_ext", t)
-	mustf(t.IsContiguous(), "soft_max_ext", []*Tensor{t}, "operand must be contiguous")
+	mustf(t.IsContiguous() && t.Type() == TypeF32, "soft_max_ext", []*Tensor{t}, "operand must be contiguous f32")
+	mustf(maxBias <= 0 || mask != nil, "soft_max_ext", []*Tensor{t}, "ALiBi (maxBias > 0) needs a mask")
 	var m *C.struct_ggml_tensor
 	if mask != nil {
 		ts := []*Tensor{t, mask}
@@ -103,6 +128,7 @@ func (t *Tensor) SoftMaxExt(g *Context, mask *Tensor, scale, maxBias float32) *T
 func (t *Tensor) unary(g *Context, op string, f func(*C.struct_ggml_context, *C.struct_ggml_tensor) *C.struct_ggml_tensor) *Tensor {
 	notNil(op, t)
 	mustf(bool(C.ggml_is_contiguous_1(t.p)), op, []*Tensor{t}, "operand rows must be contiguous (use Cont)")
+	mustf(isFloat(t.Type()), op, []*Tensor{t}, "operand must be f32, f16 or bf16, not %s", t.Type())
 	g.reserve(op, 1)
 	return g.wrap(op, f(g.c, t.p))
 }
@@ -110,32 +136,44 @@ func (t *Tensor) unary(g *Context, op string, f func(*C.struct_ggml_context, *C.
 // GELU is ggml_gelu, the tanh approximation of GELU. PyTorch's default
 // nn.GELU() is the exact form: use GELUErf for parity.
 func (t *Tensor) GELU(g *Context) *Tensor {
-	return t.unary(g, "gelu", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor { return C.ggml_gelu(c, x) })
+	return t.unary(g, "gelu", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+		return C.ggml_gelu(c, x)
+	})
 }
 
 // GELUErf is ggml_gelu_erf: 0.5·x·(1 + erf(x/√2)), torch's nn.GELU().
 func (t *Tensor) GELUErf(g *Context) *Tensor {
-	return t.unary(g, "gelu_erf", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor { return C.ggml_gelu_erf(c, x) })
+	return t.unary(g, "gelu_erf", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+		return C.ggml_gelu_erf(c, x)
+	})
 }
 
 // SiLU is ggml_silu: x·sigmoid(x).
 func (t *Tensor) SiLU(g *Context) *Tensor {
-	return t.unary(g, "silu", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor { return C.ggml_silu(c, x) })
+	return t.unary(g, "silu", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+		return C.ggml_silu(c, x)
+	})
 }
 
 // ReLU is ggml_relu: max(x, 0).
 func (t *Tensor) ReLU(g *Context) *Tensor {
-	return t.unary(g, "relu", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor { return C.ggml_relu(c, x) })
+	return t.unary(g, "relu", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+		return C.ggml_relu(c, x)
+	})
 }
 
 // Sigmoid is ggml_sigmoid: 1/(1+exp(-x)).
 func (t *Tensor) Sigmoid(g *Context) *Tensor {
-	return t.unary(g, "sigmoid", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor { return C.ggml_sigmoid(c, x) })
+	return t.unary(g, "sigmoid", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+		return C.ggml_sigmoid(c, x)
+	})
 }
 
 // Tanh is ggml_tanh.
 func (t *Tensor) Tanh(g *Context) *Tensor {
-	return t.unary(g, "tanh", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor { return C.ggml_tanh(c, x) })
+	return t.unary(g, "tanh", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+		return C.ggml_tanh(c, x)
+	})
 }
 
 // Exp is ggml_exp.
@@ -155,16 +193,14 @@ func (t *Tensor) Abs(g *Context) *Tensor {
 
 // Sqr is ggml_sqr: x².
 func (t *Tensor) Sqr(g *Context) *Tensor {
-	notNil("sqr", t)
-	g.reserve("sqr", 1)
-	return g.wrap("sqr", C.ggml_sqr(g.c, t.p))
+	return t.unary(g, "sqr", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor { return C.ggml_sqr(c, x) })
 }
 
 // Sqrt is ggml_sqrt: √x.
 func (t *Tensor) Sqrt(g *Context) *Tensor {
-	notNil("sqrt", t)
-	g.reserve("sqrt", 1)
-	return g.wrap("sqrt", C.ggml_sqrt(g.c, t.p))
+	return t.unary(g, "sqrt", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+		return C.ggml_sqrt(c, x)
+	})
 }
 
 // Clamp is ggml_clamp: min(max(x, lo), hi), into a new contiguous tensor.
@@ -182,6 +218,7 @@ func (t *Tensor) Clamp(g *Context, lo, hi float32) *Tensor {
 // SumRows is ggml_sum_rows: [n0, n1, n2, n3] -> [1, n1, n2, n3], the sum over ne0.
 func (t *Tensor) SumRows(g *Context) *Tensor {
 	notNil("sum_rows", t)
+	mustf(t.Type() == TypeF32 && t.rowsContiguous(), "sum_rows", []*Tensor{t}, "operand must be f32 with contiguous rows")
 	g.reserve("sum_rows", 1)
 	return g.wrap("sum_rows", C.ggml_sum_rows(g.c, t.p))
 }
@@ -189,6 +226,7 @@ func (t *Tensor) SumRows(g *Context) *Tensor {
 // Mean is ggml_mean: [n0, n1, n2, n3] -> [1, n1, n2, n3], the mean over ne0.
 func (t *Tensor) Mean(g *Context) *Tensor {
 	notNil("mean", t)
+	mustf(t.Type() == TypeF32 && t.rowsContiguous(), "mean", []*Tensor{t}, "operand must be f32 with contiguous rows")
 	g.reserve("mean", 1)
 	return g.wrap("mean", C.ggml_mean(g.c, t.p))
 }
@@ -196,6 +234,7 @@ func (t *Tensor) Mean(g *Context) *Tensor {
 // Sum is ggml_sum: the sum of all elements, shape [1].
 func (t *Tensor) Sum(g *Context) *Tensor {
 	notNil("sum", t)
+	mustf(isFloat(t.Type()) && t.rowsContiguous(), "sum", []*Tensor{t}, "operand must be f32, f16 or bf16 with contiguous rows")
 	g.reserve("sum", 1)
 	return g.wrap("sum", C.ggml_sum(g.c, t.p))
 }
@@ -207,6 +246,7 @@ func (t *Tensor) Concat(g *Context, b *Tensor, dim int) *Tensor {
 	ts := []*Tensor{t, b}
 	mustf(dim >= 0 && dim < 4, "concat", ts, "dim %d out of range [0,4)", dim)
 	mustf(t.Type() == b.Type(), "concat", ts, "types differ (%s vs %s)", t.Type(), b.Type())
+	mustf(!t.Type().IsQuantized(), "concat", ts, "cannot concatenate quantized %s tensors", t.Type())
 	for d := 0; d < 4; d++ {
 		if d != dim {
 			mustf(t.ne(d) == b.ne(d), "concat", ts, "dim %d differs (%d vs %d)", d, t.ne(d), b.ne(d))
@@ -336,6 +376,7 @@ func (t *Tensor) Cont(g *Context) *Tensor {
 func (t *Tensor) Cpy(g *Context, dst *Tensor) *Tensor {
 	notNil("cpy", t, dst)
 	mustf(t.Elements() == dst.Elements(), "cpy", []*Tensor{t, dst}, "element counts differ")
+	checkConvert("cpy", t, dst.Type(), dst)
 	g.reserve("cpy", 1)
 	return g.wrap("cpy", C.ggml_cpy(g.c, t.p, dst.p))
 }
@@ -344,6 +385,7 @@ func (t *Tensor) Cpy(g *Context, dst *Tensor) *Tensor {
 func (t *Tensor) Cast(g *Context, typ Type) *Tensor {
 	notNil("cast", t)
 	mustf(typ.Valid() && t.ne(0)%int64(typ.BlockSize()) == 0, "cast", []*Tensor{t}, "cannot cast to %s", typ)
+	checkConvert("cast", t, typ, nil)
 	g.reserve("cast", 1)
 	return g.wrap("cast", C.ggml_cast(g.c, t.p, C.enum_ggml_type(typ)))
 }
@@ -353,6 +395,7 @@ func (t *Tensor) Cast(g *Context, typ Type) *Tensor {
 func (t *Tensor) Repeat(g *Context, like *Tensor) *Tensor {
 	notNil("repeat", t, like)
 	mustf(canRepeat(t, like), "repeat", []*Tensor{t, like}, "target dims must be multiples of the source dims")
+	mustf(t.rowsContiguous() && (isFloat(t.Type()) || t.Type() == TypeI32 || t.Type() == TypeI16), "repeat", []*Tensor{t, like}, "operand must be f32, f16, bf16, i32 or i16 with contiguous rows")
 	g.reserve("repeat", 1)
 	return g.wrap("repeat", C.ggml_repeat(g.c, t.p, like.p))
 }
@@ -361,6 +404,7 @@ func (t *Tensor) Repeat(g *Context, like *Tensor) *Tensor {
 // 4 dims: pads = [lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3].
 func (t *Tensor) PadExt(g *Context, pads [8]int) *Tensor {
 	notNil("pad_ext", t)
+	mustf(t.Type() == TypeF32 && t.rowsContiguous(), "pad_ext", []*Tensor{t}, "operand must be f32 with contiguous rows")
 	for _, p := range pads {
 		mustf(p >= 0, "pad_ext", []*Tensor{t}, "negative padding %v", pads)
 	}
@@ -369,17 +413,42 @@ func (t *Tensor) PadExt(g *Context, pads [8]int) *Tensor {
 }
 
 // GetRows is ggml_get_rows: gathers rows of t:[n0, n1, n2, n3] by the I32
-// indices rows:[k, n2, n3] giving [n0, k, n2, n3] (F32).
+// indices rows:[k, n2, n3] giving [n0, k, n2, n3] (F32; I32 for an I32 t).
+// Every index must be in [0, n1): the CPU kernel aborts the process on an
+// index out of range, which cannot be checked when the graph is built.
 func (t *Tensor) GetRows(g *Context, rows *Tensor) *Tensor {
 	notNil("get_rows", t, rows)
 	ts := []*Tensor{t, rows}
 	mustf(rows.Type() == TypeI32, "get_rows", ts, "indices must be i32")
+	mustf(t.rowsContiguous(), "get_rows", ts, "source rows must be contiguous")
 	mustf(t.ne(2) == rows.ne(1) && t.ne(3) == rows.ne(2) && rows.ne(3) == 1, "get_rows", ts, "indices must be [k, ne2, ne3] of the source")
 	g.reserve("get_rows", 1)
 	return g.wrap("get_rows", C.ggml_get_rows(g.c, t.p, rows.p))
 }
 
-// isPadded1D mirrors ggml_is_padded_1d (ggml-impl.h).
-func (t *Tensor) isPadded1D() bool {
-	return t.nb(0) == int64(t.Type().TypeSize()) && t.nb(2) == t.nb(1)*t.ne(1) && t.nb(3) == t.nb(2)*t.ne(2)
+// checkConvert mirrors the CPU copy kernel (ggml_compute_forward_dup) and
+// the CPU's supports_op: float sources convert to float, i32 and the types
+// with a from_float (quantizing needs contiguous source rows and a contiguous
+// destination); i32 converts to f32; quantized types dequantize to f32.
+// dst is nil for Cast (a new contiguous tensor).
+func checkConvert(op string, t *Tensor, to Type, dst *Tensor) {
+	from := t.Type()
+	ts := []*Tensor{t, dst}
+	if dst == nil {
+		ts = ts[:1]
+	}
+	switch {
+	case from == to:
+	case isFloat(from) && isFloat(to), from == TypeF32 && to == TypeI32, from == TypeI32 && to == TypeF32:
+	case isFloat(from) && to.IsQuantized():
+		switch to {
+		case TypeIQ3XXS, TypeIQ3S, TypeIQ2XXS, TypeIQ2XS, TypeIQ2S, TypeIQ1S, TypeIQ1M, TypeQ8_1:
+			panic(shapeErr(op, fmt.Sprintf("cannot convert %s to %s (no CPU quantizer)", from, to), ts...))
+		}
+		mustf(t.rowsContiguous() && (dst == nil || dst.IsContiguous()), op, ts, "quantizing to %s needs contiguous source rows and a contiguous destination", to)
+	case from.IsQuantized() && to == TypeF32:
+		mustf(dst == nil || dst.rowsContiguous(), op, ts, "dequantizing needs destination rows that are contiguous")
+	default:
+		panic(shapeErr(op, fmt.Sprintf("cannot convert %s to %s", from, to), ts...))
+	}
 }

@@ -145,6 +145,9 @@ func TestConvTranspose2D(t *testing.T) {
 		{"4x4 stride 4", [4]int{4, 4, 2, 3}, [4]int{3, 3, 3, 1}, 4},
 		{"3x3 stride 2 overlapping", [4]int{3, 3, 2, 2}, [4]int{4, 3, 2, 1}, 2},
 		{"3x3 stride 1", [4]int{3, 3, 3, 2}, [4]int{4, 4, 2, 1}, 1},
+		// ggml's CPU kernel computes only image 0 of a batch; the binding
+		// splits the batch.
+		{"batch of 3", [4]int{2, 2, 3, 4}, [4]int{3, 2, 4, 3}, 2},
 	} {
 		cases = append(cases, opCase{name: v.name, build: func(h *harness, rng *rand.Rand) (*ggml.Tensor, *nd) {
 			kd := randn(rng, prod(v.k[:]), 1)

@@ -553,6 +553,13 @@ func TestLayoutOps(t *testing.T) {
 			x, xr := h.rand(rng, 4, 3, 2)
 			return x.Permute(h.g, 2, 1, 0).Cont(h.g).Reshape(h.g, 6, 4), &nd{ne: [4]int{6, 4, 1, 1}, v: xr.permute(2, 1, 0).v}
 		}},
+		{name: "Clamp leaves its operand unchanged", build: func(h *harness, rng *rand.Rand) (*ggml.Tensor, *nd) {
+			// ggml_clamp works in place; the binding clamps a copy, so x
+			// read after the clamp is still x.
+			x, xr := h.rand(rng, 9, 4)
+			y := x.Clamp(h.g, -0.25, 0.25)
+			return y.Add(h.g, x), xr.mapv(func(v float64) float64 { return math.Min(math.Max(v, -0.25), 0.25) + v })
+		}, atol: 1e-6},
 		{name: "Cpy to f16", build: func(h *harness, rng *rand.Rand) (*ggml.Tensor, *nd) {
 			x, xr := h.rand(rng, 4, 6)
 			dst := h.g.NewTensor(ggml.TypeF16, 24)

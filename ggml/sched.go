@@ -57,7 +57,15 @@ func (s *Scheduler) ok(g *Context) error {
 	if s == nil || s.s == nil {
 		return ErrClosed
 	}
-	if g.Closed() || g.gf == nil {
+	for i, b := range s.backends {
+		if b.b == nil {
+			return fmt.Errorf("ggml: scheduler: backend %d (%s) is closed: %w", i, b.dev.Name(), ErrClosed)
+		}
+	}
+	if g.Closed() {
+		return fmt.Errorf("ggml: scheduler: %w context", ErrClosed)
+	}
+	if g.gf == nil {
 		return errors.New("ggml: scheduler: context has no graph (call Expand)")
 	}
 	return nil
@@ -84,6 +92,7 @@ func (s *Scheduler) Alloc(g *Context) error {
 	if !C.ggml_backend_sched_alloc_graph(s.s, g.gf) {
 		return fmt.Errorf("ggml: allocating the graph: %w", ErrOutOfMemory)
 	}
+	g.sched = s
 	return nil
 }
 
@@ -93,6 +102,7 @@ func (s *Scheduler) Compute(g *Context) error {
 	if err := s.ok(g); err != nil {
 		return err
 	}
+	g.sched = s
 	if st := C.ggml_backend_sched_graph_compute(s.s, g.gf); st != C.GGML_STATUS_SUCCESS {
 		return &StatusError{Op: "sched compute", Status: int(st)}
 	}
@@ -109,7 +119,7 @@ func (s *Scheduler) Reset() {
 
 // BackendOf is the backend node t was assigned to (nil if none).
 func (s *Scheduler) BackendOf(t *Tensor) *Backend {
-	if s == nil || s.s == nil || t == nil {
+	if s == nil || s.s == nil || t == nil || t.p == nil || t.closed() {
 		return nil
 	}
 	b := C.ggml_backend_sched_get_tensor_backend(s.s, t.p)

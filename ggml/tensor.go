@@ -14,9 +14,39 @@ import (
 )
 
 // Tensor is a non-owning handle to a ggml_tensor. It is valid until its
-// context closes; never free it individually.
+// context closes; never free it individually. Using a tensor whose context is
+// closed panics with a *ShapeError (metadata and ops) or returns ErrClosed
+// (data transfer) instead of touching freed memory.
 type Tensor struct {
-	p *C.struct_ggml_tensor
+	p   *C.struct_ggml_tensor
+	ctx *Context // the owning context; nil when unknown (Src)
+}
+
+// closed reports whether the tensor's owning context is known to be closed.
+func (t *Tensor) closed() bool { return t.ctx != nil && t.ctx.c == nil }
+
+// live panics unless t is a usable handle.
+func (t *Tensor) live(op string) {
+	if t == nil || t.p == nil {
+		panic(&ShapeError{Op: op, Msg: "nil tensor"})
+	}
+	if t.closed() {
+		panic(&ShapeError{Op: op, Msg: "the tensor's context is closed", Err: ErrClosed})
+	}
+}
+
+// ioErr is the error of a data transfer on an unusable handle, or nil.
+func (t *Tensor) ioErr() error {
+	if t == nil || t.p == nil {
+		return errors.New("ggml: nil tensor")
+	}
+	if t.closed() {
+		return fmt.Errorf("ggml: tensor of a closed context: %w", ErrClosed)
+	}
+	if s := t.ctx; s != nil && s.sched != nil && s.sched.s == nil {
+		return fmt.Errorf("ggml: tensor allocated by a closed scheduler: %w", ErrClosed)
+	}
+	return nil
 }
 
 func (t *Tensor) ne(i int) int64 { return int64(t.p.ne[i]) }
@@ -30,6 +60,7 @@ func (t *Tensor) isEmpty() bool { return t.ne(0) == 0 || t.ne(1) == 0 || t.ne(2)
 
 // Dim is ne[i], the size of dimension i in ggml order (0 = fastest).
 func (t *Tensor) Dim(i int) int {
+	t.live("dim")
 	if i < 0 || i > 3 {
 		panic(&ShapeError{Op: "dim", Msg: fmt.Sprintf("dimension %d out of range [0,4)", i)})
 	}
@@ -37,13 +68,17 @@ func (t *Tensor) Dim(i int) int {
 }
 
 // NDims is ggml_n_dims: the number of dimensions up to the last one > 1 (at least 1).
-func (t *Tensor) NDims() int { return int(C.ggml_n_dims(t.p)) }
+func (t *Tensor) NDims() int {
+	t.live("n_dims")
+	return int(C.ggml_n_dims(t.p))
+}
 
 // Shape is ne[0:NDims()].
 func (t *Tensor) Shape() []int { return t.ne4()[:t.NDims()] }
 
 // Stride is nb[i], the byte stride of dimension i.
 func (t *Tensor) Stride(i int) int {
+	t.live("stride")
 	if i < 0 || i > 3 {
 		panic(&ShapeError{Op: "stride", Msg: fmt.Sprintf("dimension %d out of range [0,4)", i)})
 	}
@@ -51,16 +86,28 @@ func (t *Tensor) Stride(i int) int {
 }
 
 // Elements is ggml_nelements.
-func (t *Tensor) Elements() int { return int(C.ggml_nelements(t.p)) }
+func (t *Tensor) Elements() int {
+	t.live("nelements")
+	return int(C.ggml_nelements(t.p))
+}
 
 // Bytes is ggml_nbytes, the size of the tensor's data.
-func (t *Tensor) Bytes() int { return int(C.ggml_nbytes(t.p)) }
+func (t *Tensor) Bytes() int {
+	t.live("nbytes")
+	return int(C.ggml_nbytes(t.p))
+}
 
 // Type is the tensor's element type.
-func (t *Tensor) Type() Type { return Type(t.p._type) }
+func (t *Tensor) Type() Type {
+	t.live("type")
+	return Type(t.p._type)
+}
 
 // Name is the tensor's name.
-func (t *Tensor) Name() string { return C.GoString(&t.p.name[0]) }
+func (t *Tensor) Name() string {
+	t.live("get_name")
+	return C.GoString(&t.p.name[0])
+}
 
 // SetName sets the tensor's name (truncated to ggml's 63 bytes) and returns t
 // for chaining.
@@ -72,19 +119,32 @@ func (t *Tensor) SetName(name string) *Tensor {
 }
 
 // IsContiguous is ggml_is_contiguous.
-func (t *Tensor) IsContiguous() bool { return bool(C.ggml_is_contiguous(t.p)) }
+func (t *Tensor) IsContiguous() bool {
+	t.live("is_contiguous")
+	return bool(C.ggml_is_contiguous(t.p))
+}
 
 // IsTransposed is ggml_is_transposed.
-func (t *Tensor) IsTransposed() bool { return bool(C.ggml_is_transposed(t.p)) }
+func (t *Tensor) IsTransposed() bool {
+	t.live("is_transposed")
+	return bool(C.ggml_is_transposed(t.p))
+}
 
 // HasData reports whether the tensor is allocated in a backend buffer.
-func (t *Tensor) HasData() bool { return t.p.buffer != nil || (t.p.view_src != nil && t.p.view_src.buffer != nil) }
+func (t *Tensor) HasData() bool {
+	t.live("has_data")
+	return t.p.buffer != nil || (t.p.view_src != nil && t.p.view_src.buffer != nil)
+}
 
 // Op is the name of the op that produced the tensor ("NONE" for leaves).
-func (t *Tensor) Op() string { return C.GoString(C.ggml_op_desc(t.p)) }
+func (t *Tensor) Op() string {
+	t.live("op_desc")
+	return C.GoString(C.ggml_op_desc(t.p))
+}
 
 // Src returns the i-th source of the node, or nil.
 func (t *Tensor) Src(i int) *Tensor {
+	t.live("src")
 	if i < 0 || i >= C.GGML_MAX_SRC || t.p.src[i] == nil {
 		return nil
 	}
@@ -93,14 +153,17 @@ func (t *Tensor) Src(i int) *Tensor {
 
 // String describes the tensor: name, type and shape.
 func (t *Tensor) String() string {
+	if t == nil || t.p == nil || t.closed() {
+		return "<invalid tensor>"
+	}
 	return fmt.Sprintf("%s %s %v", t.Name(), t.Type(), t.Shape())
 }
 
 var errNoBuffer = errors.New("tensor has no backend buffer: allocate its context on a buffer type or through a scheduler first")
 
 func (t *Tensor) checkIO(n int) error {
-	if t == nil || t.p == nil {
-		return errors.New("ggml: nil tensor")
+	if err := t.ioErr(); err != nil {
+		return err
 	}
 	if !t.HasData() {
 		return fmt.Errorf("ggml: tensor %q: %w", t.Name(), errNoBuffer)
@@ -129,8 +192,8 @@ func (t *Tensor) SetBytes(data []byte) error {
 
 // ReadBytes copies the tensor's raw data out (ggml_backend_tensor_get).
 func (t *Tensor) ReadBytes() ([]byte, error) {
-	if t == nil || t.p == nil {
-		return nil, errors.New("ggml: nil tensor")
+	if err := t.ioErr(); err != nil {
+		return nil, err
 	}
 	out := make([]byte, t.Bytes())
 	if err := t.checkIO(len(out)); err != nil {
@@ -145,8 +208,8 @@ func (t *Tensor) ReadBytes() ([]byte, error) {
 // SetFloat32s copies v into an F32 tensor, or converts it to F16/BF16 or
 // quantizes it for tensors of those types. len(v) must equal Elements().
 func (t *Tensor) SetFloat32s(v []float32) error {
-	if t == nil || t.p == nil {
-		return errors.New("ggml: nil tensor")
+	if err := t.ioErr(); err != nil {
+		return err
 	}
 	if len(v) != t.Elements() {
 		return fmt.Errorf("ggml: tensor %q %v has %d elements, got %d", t.Name(), t.Shape(), t.Elements(), len(v))
@@ -173,8 +236,8 @@ func (t *Tensor) SetFloat32s(v []float32) error {
 // Float32s copies the tensor's data out as float32, converting or
 // dequantizing non-F32 types.
 func (t *Tensor) Float32s() ([]float32, error) {
-	if t == nil || t.p == nil {
-		return nil, errors.New("ggml: nil tensor")
+	if err := t.ioErr(); err != nil {
+		return nil, err
 	}
 	if t.Type() == TypeF32 {
 		out := make([]float32, t.Elements())
@@ -195,8 +258,8 @@ func (t *Tensor) Float32s() ([]float32, error) {
 
 // SetInt32s copies v into an I32 tensor.
 func (t *Tensor) SetInt32s(v []int32) error {
-	if t == nil || t.p == nil {
-		return errors.New("ggml: nil tensor")
+	if err := t.ioErr(); err != nil {
+		return err
 	}
 	if t.Type() != TypeI32 {
 		return fmt.Errorf("ggml: tensor %q is %s, not i32", t.Name(), t.Type())
