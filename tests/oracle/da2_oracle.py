@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Depth Anything V2 reference oracle: seeded random weights, reference tensors for the Go parity tests.
+r"""Depth Anything V2 reference oracle: seeded random weights, reference tensors for the Go parity tests.
 
     python3 tests/oracle/da2_oracle.py --config tiny --out tests/fixtures/da2-tiny
     python3 tests/oracle/da2_oracle.py --config tiny --metric 20 --weights-from tests/fixtures/da2-tiny \
@@ -536,12 +536,14 @@ def main(argv=None):
           f"depth [{depth_stats['min']:.4g}, {depth_stats['max']:.4g}] positive {depth_stats['positive_fraction']:.2f}")
     if upstream:
         print(f"  vs original DA2 code: max rel diff {max(upstream.values()):.3g}")
-    print(f"  transformers' own pos-embed interpolation would change: "
+    print("  transformers' own pos-embed interpolation would change: "
           + ", ".join(f"{k} {v:.3g}" for k, v in hf_unpatched.items()))
     if appendix_checked:
         print("  state dict matches MODEL-SPEC Appendix B (239 keys and shapes)")
     print("  timings: " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
-    print(f"  wrote {args.out} ({common.dir_size(args.out) / 1024:.0f} KiB)")
+    own = sum(os.lstat(os.path.join(r, n)).st_size for r, _, fs in os.walk(args.out) for n in fs
+              if not os.path.islink(os.path.join(r, n)))
+    print(f"  wrote {args.out} ({own / 1024:.0f} KiB, symlinks not counted)")
     return 0
 
 

@@ -12,7 +12,6 @@ import sys
 import types
 from functools import partial
 
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
