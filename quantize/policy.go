@@ -1,0 +1,227 @@
+// Package quantize converts Depth Anything GGUF files to smaller tensor
+// types: a pure policy (Plan) decides each tensor's type, and Run streams the
+// file tensor by tensor, dequantizing and requantizing rows in parallel.
+//
+// # Policy
+//
+// Only the 2-D weight matrices of the transformer blocks and of the camera
+// decoder take the requested type:
+//
+//	{vit,m_vit}.blk.N.{attn_qkv,attn_proj,mlp_fc1,mlp_fc2,mlp_w12,mlp_w3}.weight
+//	cam.{bb0,bb2,fc_t,fc_q,fc_fov}.weight
+//
+// Norms, biases, LayerScale, position embeddings and tokens stay f32 (the
+// position embedding is interpolated on the host). Convolution kernels (4-D
+// weights under head., m_head., gs. and the patch embedding) stay f32, or
+// become f16 with Options.Conv = f16; transposed-convolution kernels
+// (resize.0, resize.1) always stay f32.
+//
+// # Block fallback and the accuracy ladder
+//
+// A block-quantized type needs the row width (ne0) to be a multiple of its
+// block: 256 for the k-quants, 32 for q4_0…q8_0. ViT-S has width 384, so
+// its qkv, proj and fc1 matrices cannot hold a k-quant. The C++ engine then
+// silently used q8_0; Plan instead picks the nearest type on this ladder,
+// ordered from least to most accurate, that is at least as accurate as the
+// requested type and whose block fits the row, and says so in the decision:
+//
+//	q4_0 < q4_1 < q4_K < q5_0 < q5_1 < q5_K < q6_K < q8_0 < bf16 < f16 < f32
+//
+// The order is the relative RMS error of ggml's own quantizers (no
+// importance matrix) on Gaussian, Laplacian and outlier-laden weights, as
+// measured by TestLadderOrder: for example q4_K 7.1 %, q5_0 4.3 %, q5_1
+// 3.8 %, q5_K 3.6 %, q6_K 1.8 %, q8_0 0.53 % on N(0, 0.02²) rows. So a
+// width-384 matrix gets q5_0 for q4_K, and q8_0 for q5_K or q6_K (q5_1 is
+// slightly less accurate than q5_K). bf16 is never a fallback: f16 has the
+// same size and three more mantissa bits, and weights are far from its
+// range limit.
+package quantize
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/loader"
+)
+
+// ErrUnknownType is returned (wrapped, naming the type and listing the
+// known ones) for a type that cannot be requested.
+var ErrUnknownType = errors.New("unknown quantization type")
+
+// ladder lists the types that can be requested, from least to most accurate
+// (see the package comment).
+var ladder = []ggml.Type{
+	ggml.TypeQ4_0, ggml.TypeQ4_1, ggml.TypeQ4K, ggml.TypeQ5_0, ggml.TypeQ5_1, ggml.TypeQ5K,
+	ggml.TypeQ6K, ggml.TypeQ8_0, ggml.TypeBF16, ggml.TypeF16, ggml.TypeF32,
+}
+
+// rank returns t's position on the ladder, or -1.
+func rank(t ggml.Type) int { return slices.Index(ladder, t) }
+
+// Types returns the types that can be requested, most accurate first.
+func Types() []ggml.Type {
+	out := slices.Clone(ladder)
+	slices.Reverse(out)
+	return out
+}
+
+func knownTypes() string {
+	var names []string
+	for _, t := range Types() {
+		names = append(names, t.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+// ParseType returns the requestable type named s, case-insensitively
+// ("q4_k", "Q8_0", "f16"). Other names return an error wrapping
+// ErrUnknownType that lists the known types.
+func ParseType(s string) (ggml.Type, error) {
+	t, ok := ggml.ParseType(s)
+	if !ok || rank(t) < 0 {
+		return 0, fmt.Errorf("%w %q: known types are %s", ErrUnknownType, s, knownTypes())
+	}
+	return t, nil
+}
+
+// Decision is the policy's verdict for one tensor.
+type Decision struct {
+	Name     string
+	Shape    []uint64 // ggml ne order
+	From, To ggml.Type
+	// Reason says why To was chosen, in words fit for the dry-run plan.
+	Reason string
+	// Group names the tensors that share a role, for the plan summary
+	// ("vit.blk.*.attn_qkv.weight", "head conv kernels").
+	Group string
+	// Matrix is set for the weight matrices that take the requested type.
+	Matrix bool
+	// Fallback is set for a matrix whose row width does not fit the
+	// requested type's block, so that another type was chosen.
+	Fallback bool
+}
+
+var (
+	blockMatrix = regexp.MustCompile(`^(vit|m_vit)\.blk\.([0-9]+)\.(attn_qkv|attn_proj|mlp_fc1|mlp_fc2|mlp_w12|mlp_w3)\.weight$`)
+	camMatrix   = regexp.MustCompile(`^cam\.(bb0|bb2|fc_t|fc_q|fc_fov)\.weight$`)
+	convTrans   = regexp.MustCompile(`^(head|m_head|gs)\.resize\.[01]\.weight$`)
+	patchEmbed  = regexp.MustCompile(`^(vit|m_vit)\.patch_embed\.weight$`)
+	posEmbed    = regexp.MustCompile(`^(vit|m_vit)\.pos_embed$`)
+	token       = regexp.MustCompile(`^(vit|m_vit)\.[a-z_]+_tokens?$`)
+	blockIndex  = regexp.MustCompile(`\.blk\.[0-9]+\.`)
+)
+
+// Plan decides the type of every tensor when quantizing to req with
+// opts.Conv (f32 or f16) for convolution kernels; the rest of opts is
+// ignored. It is a pure function of the tensor names, shapes and types.
+//
+// It fails for a req that is not one of Types (wrapping ErrUnknownType), a
+// conv type other than f32 or f16, a tensor of an unknown type, and a
+// tensor list without any weight matrix (not a Depth Anything file).
+func Plan(tensors []loader.TensorInfo, req ggml.Type, opts Options) ([]Decision, error) {
+	if rank(req) < 0 {
+		return nil, fmt.Errorf("%w %q: known types are %s", ErrUnknownType, req, knownTypes())
+	}
+	conv := opts.Conv
+	if conv != ggml.TypeF32 && conv != ggml.TypeF16 {
+		return nil, fmt.Errorf("convolution kernels can be f32 or f16, not %s", conv)
+	}
+	out := make([]Decision, 0, len(tensors))
+	matrices := 0
+	for _, ti := range tensors {
+		from := ggml.Type(ti.Type)
+		if !from.Valid() {
+			return nil, fmt.Errorf("tensor %q: unknown type %s", ti.Name, ti.Type)
+		}
+		d := decide(ti.Name, ti.Shape, from, req, conv)
+		if d.Matrix {
+			matrices++
+		}
+		out = append(out, d)
+	}
+	if matrices == 0 {
+		return nil, errors.New("no weight matrix to quantize (vit.blk.N.*, m_vit.blk.N.*, cam.*): not a Depth Anything model file")
+	}
+	return out, nil
+}
+
+// convertible reports whether t holds floating-point values that ggml can
+// dequantize.
+func convertible(t ggml.Type) bool {
+	return t == ggml.TypeF32 || t == ggml.TypeF16 || t == ggml.TypeBF16 || t.IsQuantized()
+}
+
+func decide(name string, shape []uint64, from, req, conv ggml.Type) Decision {
+	d := Decision{Name: name, Shape: slices.Clone(shape), From: from, To: ggml.TypeF32}
+	top, _, _ := strings.Cut(name, ".")
+	switch {
+	case !convertible(from):
+		d.To, d.Group, d.Reason = from, top+" non-float tensors", "not a floating-point tensor: copied"
+	case blockMatrix.MatchString(name), camMatrix.MatchString(name):
+		d.Group = blockIndex.ReplaceAllString(name, ".blk.*.")
+		if top == "cam" {
+			d.Group = "cam.*.weight"
+		}
+		if len(shape) != 2 {
+			d.Reason = fmt.Sprintf("named like a weight matrix but has %d dimensions: kept f32", len(shape))
+			return d
+		}
+		d.Matrix = true
+		d.To, d.Fallback = fit(req, shape[0])
+		if d.Fallback {
+			d.Reason = fmt.Sprintf("matrix: rows of %d do not fit the %s block of %d; %s is the nearest type at least as accurate that fits",
+				shape[0], req, req.BlockSize(), d.To)
+		} else {
+			d.Reason = fmt.Sprintf("matrix: %s as requested", req)
+		}
+	case posEmbed.MatchString(name):
+		d.Group, d.Reason = name, "position embedding, interpolated on the host: kept f32"
+	case token.MatchString(name):
+		d.Group, d.Reason = top+" tokens", "token: kept f32"
+	case len(shape) == 4 && convTrans.MatchString(name):
+		d.Group, d.Reason = top+" transposed-conv kernels", "transposed-convolution kernel: kept f32"
+	case len(shape) == 4 && strings.HasSuffix(name, ".weight") &&
+		(top == "head" || top == "m_head" || top == "gs" || patchEmbed.MatchString(name)):
+		d.Group = top + " conv kernels"
+		d.To = conv
+		if conv == ggml.TypeF16 {
+			d.Reason = "convolution kernel: f16 as requested"
+		} else {
+			d.Reason = "convolution kernel: kept f32 (f16 on request)"
+		}
+	case len(shape) <= 1 || isVector(shape):
+		d.Group, d.Reason = top+" norms, biases, LayerScale", "vector (norm, bias, LayerScale): kept f32"
+	default:
+		d.Group, d.Reason = top+" other", "not a weight matrix: kept f32"
+	}
+	return d
+}
+
+// isVector reports a shape with at most one dimension above 1.
+func isVector(shape []uint64) bool {
+	n := 0
+	for _, s := range shape {
+		if s > 1 {
+			n++
+		}
+	}
+	return n <= 1
+}
+
+// fit returns req when its block divides ne0, else the first type above req
+// on the ladder (skipping bf16) whose block does; f32 always fits.
+func fit(req ggml.Type, ne0 uint64) (ggml.Type, bool) {
+	if ne0%uint64(req.BlockSize()) == 0 {
+		return req, false
+	}
+	for _, t := range ladder[rank(req)+1:] {
+		if t != ggml.TypeBF16 && ne0%uint64(t.BlockSize()) == 0 {
+			return t, true
+		}
+	}
+	return ggml.TypeF32, true // unreachable: f32 has block 1
+}
