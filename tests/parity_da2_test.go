@@ -2,6 +2,9 @@ package tests
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,6 +25,7 @@ func TestParityDA2(t *testing.T) {
 		{"tiny-metric-hf", "da2-tiny-metric", "hf"},
 		{"tiny-square-hf", "da2-tiny-square", "hf"},
 	}
+	cases = append(cases, oracleCases(t, "da2-vit")...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := fixture(t, tc.fixture)
@@ -64,3 +68,24 @@ func TestParityDA2(t *testing.T) {
 }
 
 func itoa(i int) string { return string(rune('0' + i)) }
+
+// oracleCases lists full-size oracle outputs (tests/oracle/*.py --out DIR)
+// under $DA3_ORACLE_OUT whose directory names start with prefix, e.g.
+// da2-vits or da3-small. They are generated on demand, never committed.
+func oracleCases(t *testing.T, prefix string) []struct{ name, fixture, src string } {
+	root := os.Getenv("DA3_ORACLE_OUT")
+	if root == "" {
+		t.Logf("DA3_ORACLE_OUT not set: full-size parity cases (%s*) skipped; generate them with tests/oracle and set it", prefix)
+		return nil
+	}
+	ents, err := os.ReadDir(root)
+	require.NoError(t, err)
+	var out []struct{ name, fixture, src string }
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
+			abs, _ := filepath.Abs(filepath.Join(root, e.Name()))
+			out = append(out, struct{ name, fixture, src string }{e.Name(), abs, "model.pth"})
+		}
+	}
+	return out
+}
