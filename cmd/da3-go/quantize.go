@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/quantize"
+)
+
+func init() {
+	register(command{
+		name:    "quantize",
+		usage:   "da3-go quantize [-type T] [-conv f32|f16] [-dry-run] IN.gguf OUT.gguf",
+		summary: "convert a model's weight matrices to a smaller type (f16, bf16, q8_0, q6_k, q5_k, q5_0, q4_k, q4_0)",
+		run:     runQuantize,
+	})
+}
+
+// runQuantize quantizes IN to OUT, or prints the plan with -dry-run.
+func runQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags(commands["quantize"], stderr)
+	typName := fs.String("type", "q8_0", "type of the weight matrices: "+typeList())
+	convName := fs.String("conv", "f32", "type of the convolution kernels: f32 or f16")
+	dryRun := fs.Bool("dry-run", false, "print the plan (type and reason per tensor group, resulting size) and write nothing")
+	threads := fs.Int("threads", 0, "threads converting rows (0 = all cores)")
+	quiet := fs.Bool("quiet", false, "no progress bar and no result line")
+	pos, code, ok := parseInterspersed(fs, args)
+	if !ok {
+		return code
+	}
+	typ, err := quantize.ParseType(*typName)
+	if err != nil {
+		return usageError(fs, stderr, "-type: %v", err)
+	}
+	var conv ggml.Type
+	switch strings.ToLower(*convName) {
+	case "f32":
+		conv = ggml.TypeF32
+	case "f16":
+		conv = ggml.TypeF16
+	default:
+		return usageError(fs, stderr, "-conv %q: want f32 or f16", *convName)
+	}
+	if *threads < 0 {
+		return usageError(fs, stderr, "-threads %d: must not be negative", *threads)
+	}
+	switch {
+	case *dryRun && (len(pos) < 1 || len(pos) > 2):
+		return usageError(fs, stderr, "want IN.gguf (and optionally OUT.gguf), got %d arguments", len(pos))
+	case !*dryRun && len(pos) != 2:
+		return usageError(fs, stderr, "want IN.gguf and OUT.gguf, got %d arguments", len(pos))
+	}
+	in, err := resolveModel(ctx, pos[0], *quiet, stderr)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	opts := quantize.Options{
+		Conv:    conv,
+		Threads: *threads,
+		Warn:    func(s string) { fmt.Fprintf(stderr, "da3-go: warning: %s\n", s) },
+	}
+	if *dryRun {
+		rep, err := quantize.DryRun(ctx, in, typ, opts)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		if err := writePlan(stdout, pos[0], rep); err != nil {
+			return fail(stderr, fmt.Errorf("write output: %w", err))
+		}
+		return exitOK
+	}
+	out := pos[1]
+	update, finish := newBar(-1, "quantizing", true, *quiet, stderr)
+	opts.Progress = update
+	rep, err := quantize.Run(ctx, in, out, typ, opts)
+	finish()
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if !*quiet {
+		fmt.Fprintf(stdout, "wrote %s: %s, %s → %s (%.1f%%)\n", out, matrixSummary(rep),
+			humanBytes(uint64(rep.InSize)), humanBytes(uint64(rep.OutSize)), 100*float64(rep.OutSize)/float64(rep.InSize))
+	}
+	return exitOK
+}
+
+// parseInterspersed parses flags placed before, between or after the
+// positional arguments ("quantize IN OUT -type q4_k"); "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, code int, ok bool) {
+	for {
+		if code, ok := parseFlags(fs, args); !ok {
+			return nil, code, false
+		}
+		rest := fs.Args()
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), 0, true
+		}
+		if len(rest) == 0 {
+			return pos, 0, true
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func typeList() string {
+	var names []string
+	for _, t := range quantize.Types() {
+		names = append(names, strings.ToLower(t.String()))
+	}
+	return strings.Join(names, ", ")
+}
+
+// matrixSummary says which types the weight matrices got.
+func matrixSummary(rep quantize.Report) string {
+	n := rep.Requested + rep.Fallback
+	if rep.Fallback == 0 {
+		return fmt.Sprintf("%d weight matrices %s", n, rep.Type)
+	}
+	var fb []string
+	for _, d := range rep.Decisions {
+		if d.Fallback && !slices.Contains(fb, d.To.String()) {
+			fb = append(fb, d.To.String())
+		}
+	}
+	return fmt.Sprintf("%d weight matrices: %d %s, %d %s (rows that do not fit the %s block)",
+		n, rep.Requested, rep.Type, rep.Fallback, strings.Join(fb, "/"), rep.Type)
+}
+
+// writePlan prints the dry-run plan: one line per tensor group and decision.
+func writePlan(w io.Writer, in string, rep quantize.Report) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan: %s to %s (convolution kernels %s)\n\n", printable(in), rep.Type, rep.Conv)
+	rows := [][]string{{"GROUP", "N", "FROM", "TO", "SIZE", "NOW", "REASON"}}
+	for _, g := range rep.Groups {
+		rows = append(rows, []string{printable(g.Group), strconv.Itoa(g.Count), g.From.String(), g.To.String(),
+			humanBytes(uint64(g.InBytes)), humanBytes(uint64(g.OutBytes)), g.Reason})
+	}
+	writeColumns(&b, rows, []bool{false, true, false, false, true, true, false})
+	fmt.Fprintf(&b, "\n%s\n", matrixSummary(rep))
+	fmt.Fprintf(&b, "file size: %s → %s (%.1f%%)\n", humanBytes(uint64(rep.InSize)), humanBytes(uint64(rep.OutSize)),
+		100*float64(rep.OutSize)/float64(rep.InSize))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
