@@ -19,16 +19,29 @@ import (
 // must be the CPU. It allocates compute buffers and copies data between
 // backends.
 type Scheduler struct {
-	s        C.ggml_backend_sched_t
-	backends []*Backend
-	cb       []C.ggml_backend_t
+	s         C.ggml_backend_sched_t
+	backends  []*Backend
+	cb        []C.ggml_backend_t
+	graphSize int
+	// allocated is the context whose graph the scheduler has assigned and
+	// allocated (ggml's is_alloc), nil after Reset. ggml aborts when a graph is
+	// allocated twice and silently recomputes the old graph when another one
+	// is computed, so the binding resets in between.
+	allocated *Context
 }
 
+// maxSchedBackends is GGML_SCHED_MAX_BACKENDS.
+const maxSchedBackends = 16
+
 // NewScheduler creates a scheduler over backends (highest priority first, CPU
-// last) for graphs of up to graphSize nodes.
+// last) for graphs of up to graphSize nodes and leaves together (2048 when
+// graphSize < 1); larger graphs are refused with an error.
 func NewScheduler(backends []*Backend, graphSize int) (*Scheduler, error) {
 	if len(backends) == 0 {
 		return nil, errors.New("ggml: NewScheduler: no backends")
+	}
+	if len(backends) > maxSchedBackends {
+		return nil, fmt.Errorf("ggml: NewScheduler: %d backends, at most %d", len(backends), maxSchedBackends)
 	}
 	cb := (*[1 << 10]C.ggml_backend_t)(C.malloc(C.size_t(len(backends)) * C.size_t(unsafe.Sizeof(C.ggml_backend_t(nil)))))
 	for i, b := range backends {
@@ -50,7 +63,7 @@ func NewScheduler(backends []*Backend, graphSize int) (*Scheduler, error) {
 		C.free(unsafe.Pointer(cb))
 		return nil, errors.New("ggml: ggml_backend_sched_new failed")
 	}
-	return &Scheduler{s: s, backends: append([]*Backend(nil), backends...), cb: cb[:len(backends):len(backends)]}, nil
+	return &Scheduler{s: s, backends: append([]*Backend(nil), backends...), cb: cb[:len(backends):len(backends)], graphSize: graphSize}, nil
 }
 
 func (s *Scheduler) ok(g *Context) error {
@@ -68,7 +81,36 @@ func (s *Scheduler) ok(g *Context) error {
 	if g.gf == nil {
 		return errors.New("ggml: scheduler: context has no graph (call Expand)")
 	}
+	// ggml asserts that the graph's nodes and leaves fit the hash set sized
+	// from graphSize.
+	if nodes, leaves := graphCounts(g.gf); nodes+leaves > s.graphSize {
+		return fmt.Errorf("ggml: scheduler: graph of %d nodes and %d leaves exceeds the scheduler's graph size %d", nodes, leaves, s.graphSize)
+	}
 	return nil
+}
+
+// graphCounts counts the nodes of gf and its leaves (the distinct sources
+// that no op computes, such as inputs and weights).
+func graphCounts(gf *C.struct_ggml_cgraph) (nodes, leaves int) {
+	nodes = int(C.ggml_graph_n_nodes(gf))
+	seen := map[*C.struct_ggml_tensor]bool{}
+	for i := 0; i < nodes; i++ {
+		node := C.ggml_graph_node(gf, C.int(i))
+		for j := 0; j < C.GGML_MAX_SRC; j++ {
+			if src := node.src[j]; src != nil && src.op == C.GGML_OP_NONE && !seen[src] {
+				seen[src] = true
+			}
+		}
+	}
+	return nodes, len(seen)
+}
+
+// reset releases the last graph's assignments if there are any.
+func (s *Scheduler) reset() {
+	if s.allocated != nil {
+		C.ggml_backend_sched_reset(s.s)
+		s.allocated = nil
+	}
 }
 
 // Reserve sizes the compute buffers for g's graph (ggml_backend_sched_reserve);
@@ -77,6 +119,7 @@ func (s *Scheduler) Reserve(g *Context) error {
 	if err := s.ok(g); err != nil {
 		return err
 	}
+	s.reset()
 	if !C.ggml_backend_sched_reserve(s.s, g.gf) {
 		return fmt.Errorf("ggml: reserving compute buffers: %w", ErrOutOfMemory)
 	}
@@ -84,26 +127,39 @@ func (s *Scheduler) Reserve(g *Context) error {
 }
 
 // Alloc assigns backends to g's nodes and allocates them
-// (ggml_backend_sched_alloc_graph); inputs can then be set.
+// (ggml_backend_sched_alloc_graph); inputs can then be set. The previous
+// graph's assignments are released first (its tensors lose their data).
 func (s *Scheduler) Alloc(g *Context) error {
 	if err := s.ok(g); err != nil {
 		return err
 	}
+	s.reset()
 	if !C.ggml_backend_sched_alloc_graph(s.s, g.gf) {
+		C.ggml_backend_sched_reset(s.s)
 		return fmt.Errorf("ggml: allocating the graph: %w", ErrOutOfMemory)
 	}
+	s.allocated = g
 	g.sched = s
 	return nil
 }
 
 // Compute runs g's graph (ggml_backend_sched_graph_compute), allocating it
-// first if Alloc was not called.
+// first if Alloc was not called for it (inputs set before that allocation
+// are lost: call Alloc, set the inputs, then Compute). A graph can be
+// computed again with new inputs.
 func (s *Scheduler) Compute(g *Context) error {
 	if err := s.ok(g); err != nil {
 		return err
 	}
+	if s.allocated != g {
+		s.reset()
+	}
+	s.allocated = g
 	g.sched = s
 	if st := C.ggml_backend_sched_graph_compute(s.s, g.gf); st != C.GGML_STATUS_SUCCESS {
+		if st == C.GGML_STATUS_ALLOC_FAILED {
+			s.allocated = nil
+		}
 		return &StatusError{Op: "sched compute", Status: int(st)}
 	}
 	return nil
@@ -114,6 +170,7 @@ func (s *Scheduler) Compute(g *Context) error {
 func (s *Scheduler) Reset() {
 	if s != nil && s.s != nil {
 		C.ggml_backend_sched_reset(s.s)
+		s.allocated = nil
 	}
 }
 
@@ -157,6 +214,6 @@ func (s *Scheduler) Close() error {
 	}
 	C.ggml_backend_sched_free(s.s)
 	C.free(unsafe.Pointer(&s.cb[0]))
-	s.s, s.cb = nil, nil
+	s.s, s.cb, s.allocated = nil, nil, nil
 	return nil
 }
