@@ -219,6 +219,9 @@ func (m *Model) result(out map[string]backend.Tensor, v *Processed, i, S int, op
 	}
 	r := Result{Depth: slice("depth"), Conf: slice("conf"), Sky: slice("sky"), Width: W, Height: H,
 		ProcessedWidth: W, ProcessedHeight: H, OrigWidth: v.OrigWidth, OrigHeight: v.OrigHeight, RGB: v.RGB}
+	if r.Sky != nil {
+		FillSky(r.Depth, r.Sky)
+	}
 	if pe, ok := out["pose_enc"]; ok {
 		var enc [9]float32
 		copy(enc[:], pe.Data[i*9:(i+1)*9])
