@@ -159,14 +159,23 @@ const (
 )
 
 // Interpolate is ggml_interpolate: resamples the first two dims of t:[W, H, C, N]
-// (F32, any strides) to [w, h, C, N]. The modes match PyTorch's F.interpolate
-// called with size=(h, w) (scale = in/out; the tests check each against
-// torch's formulas): ScaleNearest is mode="nearest" (src = floor(dst·scale));
-// ScaleBilinear is mode="bilinear" with half-pixel centres
-// (align_corners=False); ScaleBilinear|ScaleAlignCorners is
-// align_corners=True; ScaleBicubic is mode="bicubic" (A = −0.75, edge
-// clamped). Calls that pass scale_factor to torch without
-// recompute_scale_factor use 1/scale_factor instead of in/out and can differ.
+// (F32, any strides) to [w, h, C, N]. The modes follow PyTorch's
+// F.interpolate called with size=(h, w), i.e. scale = in/out (the tests check
+// each against torch's formulas):
+//
+//   - ScaleBilinear is mode="bilinear" with half-pixel centres
+//     (align_corners=False); ScaleBilinear|ScaleAlignCorners is
+//     align_corners=True. They agree with torch to float rounding.
+//   - ScaleBicubic is mode="bicubic" (A = −0.75, clamped borders), with or
+//     without ScaleAlignCorners; also agrees to float rounding.
+//   - ScaleNearest is mode="nearest" except where the exact source position
+//     is an integer: ggml computes floor(dst / float32(out/in)) and can pick
+//     the pixel before torch's floor(dst · float32(in/out)) (14 → 4 picks
+//     columns 0 3 6 10, torch 0 3 7 10; 518 → 37 picks 14·i − 1 for most i).
+//
+// Calls that give torch a scale_factor (without recompute_scale_factor) use
+// 1/scale_factor instead of in/out; ggml cannot: DINOv2's position-embedding
+// resize with scale (ph+0.1)/37 must be computed another way.
 func (t *Tensor) Interpolate(g *Context, w, h int, mode ScaleMode) *Tensor {
 	notNil("interpolate", t)
 	mustf(w > 0 && h > 0, "interpolate", []*Tensor{t}, "target size %dx%d must be positive", w, h)

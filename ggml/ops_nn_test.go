@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/ggml"
@@ -218,6 +219,12 @@ func TestPool2D(t *testing.T) {
 //	bicubic:                 as bilinear but src is not clamped at 0; 4 taps
 //	                         with A = −0.75 and indices clamped to [0, in−1].
 func interpNearestIdx(dst, in, out int) int {
+	switch out {
+	case in: // torch's nearest_idx special cases
+		return dst
+	case 2 * in:
+		return dst >> 1
+	}
 	scale := float32(in) / float32(out)
 	return min(int(math.Floor(float64(float32(dst)*scale))), in-1)
 }
@@ -297,6 +304,8 @@ func TestInterpolate(t *testing.T) {
 		{"down", [2]int{9, 7}, [2]int{4, 3}},
 		{"DPT 37 to 74 by 28", [2]int{37, 16}, [2]int{74, 28}},
 		{"to one row", [2]int{5, 4}, [2]int{3, 1}},
+		{"same size", [2]int{5, 4}, [2]int{5, 4}},
+		{"from one pixel", [2]int{1, 1}, [2]int{3, 2}},
 	}
 	var cases []opCase
 	for _, m := range modes {
@@ -308,6 +317,24 @@ func TestInterpolate(t *testing.T) {
 		}
 	}
 	runOpCases(t, cases)
+}
+
+// TestInterpolateNearestDeviation pins a known difference from PyTorch:
+// ggml's nearest computes src = floor(dst / (out/in)) with the ratio rounded
+// to float32, so where the exact source position is an integer it can land
+// one pixel lower than torch's floor(dst · (in/out)). Resizing 14 → 4 picks
+// source columns 0 3 6 10 where torch picks 0 3 7 10 (exactly 3.5·dst).
+func TestInterpolateNearestDeviation(t *testing.T) {
+	h := newHarness(t, 4)
+	d := []float32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
+	x := h.input(ggml.TypeF32, d, 14, 1)
+	got := h.compute(x.Interpolate(h.g, 4, 1, ggml.ScaleNearest))[0]
+	assert.Equal(t, []float32{0, 3, 6, 10}, got, "ggml")
+	torch := make([]float32, 4)
+	for i := range torch {
+		torch[i] = float32(interpNearestIdx(i, 14, 4))
+	}
+	assert.Equal(t, []float32{0, 3, 7, 10}, torch, "PyTorch")
 }
 
 // ropeNeoXRef rotates the pairs (k, k+dims/2), k < dims/2, of each row of
