@@ -30,7 +30,7 @@ export CGO_CXXFLAGS := -O3 $(ARCH_FLAGS)
 VENDOR := ggml/vendor/include/da3_ggml_version.h
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build generate test test-short bench bench-compare fuzz vet clean cuda oracle flags
+.PHONY: all build generate test test-short bench bench-compare fuzz vet clean cuda cpu-dl ggml-src oracle flags
 
 all: build
 
@@ -58,11 +58,52 @@ fuzz: generate
 vet: generate
 	$(GO) vet ./...
 
+# PyTorch reference vs da3-go, side by side (needs `make oracle`; about 15 minutes on 2 cores).
+# BENCH_ARGS passes options to benchmarks/compare.py, e.g. BENCH_ARGS=--quick.
+bench-compare: build
+	python3 benchmarks/compare.py --bin bin/da3-go $(BENCH_ARGS)
+
 flags:
 	@echo "CGO_CFLAGS=$(CGO_CFLAGS)"
 
 oracle:
 	bash tests/oracle/setup.sh
+
+# Dynamically loadable ggml backends, built by CMake (ggml/cmake/) from the same
+# pinned ggml sources as the Go build: the module's tree where Go is available,
+# else the copy scripts/pack_ggml_src.sh wrote to ggml/vendor/ggml-src (GPU
+# machines without Go). See docs/gpu.md.
+CMAKE ?= cmake
+CUDA_ARCHS ?= native
+CPU_VARIANT ?= haswell
+JOBS ?= $(shell nproc 2>/dev/null || echo 4)
+GGML_MODULE_DIR = $(shell $(GO) list -m -f '{{.Dir}}' github.com/ollama/ollama 2>/dev/null)
+GGML_SRC ?= $(if $(GGML_MODULE_DIR),$(GGML_MODULE_DIR)/ml/backend/ggml/ggml,$(CURDIR)/ggml/vendor/ggml-src)
+GGML_SRC_VERSION = $(if $(GGML_MODULE_DIR),$(shell $(GO) list -m -f '{{.Path}} {{.Version}}' github.com/ollama/ollama))
+CMAKE_GEN := $(if $(shell command -v ninja 2>/dev/null),-G Ninja,)
+GGML_CMAKE = $(CMAKE) -S ggml/cmake $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
+	-DDA3_GGML_SOURCE="$(GGML_SRC)" -DDA3_GGML_VERSION="$(GGML_SRC_VERSION)"
+
+# make cuda: libggml-base.so + libggml-cuda.so into ggml/vendor/lib (needs nvcc).
+cuda:
+	$(GGML_CMAKE) -B ggml/vendor/build/cuda -DDA3_CUDA=ON -DDA3_CPU_VARIANT=none \
+		-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)"
+	$(CMAKE) --build ggml/vendor/build/cuda -j $(JOBS)
+	$(CMAKE) --install ggml/vendor/build/cuda --prefix $(CURDIR)/ggml/vendor/lib
+
+# make cpu-dl: a dynamically loadable CPU backend (libggml-cpu-$(CPU_VARIANT).so,
+# CPU_VARIANT=all for every variant) into ggml/vendor/lib/cpu-dl, a folder not
+# searched by default: it exercises the loadable-backend path without a GPU
+# (go test ./backend, or DA3_BACKEND_PATH=ggml/vendor/lib/cpu-dl).
+cpu-dl:
+	$(GGML_CMAKE) -B ggml/vendor/build/cpu-dl -DDA3_CUDA=OFF -DDA3_CPU_VARIANT=$(CPU_VARIANT)
+	$(CMAKE) --build ggml/vendor/build/cpu-dl -j $(JOBS)
+	$(CMAKE) --install ggml/vendor/build/cpu-dl --prefix $(CURDIR)/ggml/vendor/lib/cpu-dl
+
+# make ggml-src: copy the ggml sources into ggml/vendor/ggml-src to carry to a
+# machine without Go.
+ggml-src:
+	bash scripts/pack_ggml_src.sh
 
 clean:
 	rm -rf bin ggml/vendor
