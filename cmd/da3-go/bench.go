@@ -1,0 +1,513 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	_ "image/jpeg" // decoders for -image
+	_ "image/png"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/da3-go/da3-go/model"
+)
+
+func init() {
+	register(command{
+		name: "bench",
+		usage: "da3-go bench -model M.gguf [-image I[,I2...] | -size WxH | -pixels X.npy] [-views N] [-repeat N] " +
+			"[-threads T] [-process-res R] [-device D] [-attention auto|flash|naive] [-json] [-cpuprofile F]",
+		summary: "time a model: load, first run, median/p90/min per run, peak resident memory, device and buffers",
+		run:     runBench,
+	})
+}
+
+// benchReport is what bench prints; its JSON form is the -json output.
+// Times are milliseconds, sizes MiB.
+type benchReport struct {
+	Model     string `json:"model"`
+	Arch      string `json:"arch"`
+	Name      string `json:"name"`
+	Device    string `json:"device"`
+	Threads   int    `json:"threads"`
+	Attention string `json:"attention"`
+	GOOS      string `json:"goos"`
+	GOARCH    string `json:"goarch"`
+	CPUs      int    `json:"cpus"`
+
+	// Input: "image", "synthetic" (no -image: a generated image of -size)
+	// or "pixels" (-pixels: preprocessed input, network only).
+	Input           string `json:"input"`
+	Views           int    `json:"views"`
+	InputWidth      int    `json:"input_width"`
+	InputHeight     int    `json:"input_height"`
+	ProcessedWidth  int    `json:"processed_width"`
+	ProcessedHeight int    `json:"processed_height"`
+	ProcessRes      int    `json:"process_res,omitempty"`
+
+	LoadMS   float64   `json:"load_ms"`
+	FirstMS  float64   `json:"first_ms"`
+	RunsMS   []float64 `json:"runs_ms"`
+	MedianMS float64   `json:"median_ms"`
+	P90MS    float64   `json:"p90_ms"`
+	MinMS    float64   `json:"min_ms"`
+	MeanMS   float64   `json:"mean_ms"`
+	// PerViewMS is MedianMS divided by the number of views.
+	PerViewMS float64 `json:"per_view_ms"`
+
+	WeightsMiB float64 `json:"weights_mib"`
+	// RSS (VmRSS) after Load, and the peak (VmHWM) at the end; 0 where
+	// /proc/self/status is unavailable.
+	LoadRSSMiB float64 `json:"load_rss_mib"`
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	// ComputeBuffersMiB per backend, graph nodes and splits of the last run.
+	ComputeBuffersMiB map[string]float64 `json:"compute_buffers_mib"`
+	Nodes             int                `json:"nodes"`
+	Splits            int                `json:"splits"`
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags(commands["bench"], stderr)
+	modelArg := fs.String("model", "", "model GGUF file or published name (required)")
+	imageArg := fs.String("image", "", "input image(s), comma-separated (default: a synthetic image of -size)")
+	sizeArg := fs.String("size", "640x427", "size WxH of the synthetic image used without -image (640x427 processes at 504x336 for DA3)")
+	pixelsArg := fs.String("pixels", "", "preprocessed input: a float32 .npy of shape (3,H,W), (S,3,H,W) or (1,S,3,H,W); times the network only (Model.Forward)")
+	views := fs.Int("views", 0, "views per run (multi-view timing); default: the number of images, else 1")
+	repeat := fs.Int("repeat", 5, "timed runs after the first (warm-up) run")
+	threads := fs.Int("threads", 0, "CPU threads (0 = all cores)")
+	processRes := fs.Int("process-res", 0, "processed resolution (0 = the model's default: 504 DA3, 518 DA2)")
+	device := fs.String("device", "auto", "device: auto, cpu or a device name such as CUDA0")
+	attention := fs.String("attention", "auto", "attention kernel: auto, flash or naive")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile (pprof) of the whole command to this file")
+	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	verbose := fs.Bool("v", false, "debug logging")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	switch {
+	case fs.NArg() != 0:
+		return usageError(fs, stderr, "bench takes no arguments, got %q", fs.Args())
+	case *modelArg == "":
+		return usageError(fs, stderr, "-model is required")
+	case *repeat < 1:
+		return usageError(fs, stderr, "-repeat %d: want at least 1", *repeat)
+	case *threads < 0:
+		return usageError(fs, stderr, "-threads %d: must not be negative", *threads)
+	case *views < 0:
+		return usageError(fs, stderr, "-views %d: must not be negative", *views)
+	case *processRes < 0:
+		return usageError(fs, stderr, "-process-res %d: must not be negative", *processRes)
+	case *pixelsArg != "" && *imageArg != "":
+		return usageError(fs, stderr, "-pixels and -image exclude each other")
+	}
+	switch strings.ToLower(*attention) {
+	case "auto", "flash", "naive":
+	default:
+		return usageError(fs, stderr, "-attention %q: want auto, flash or naive", *attention)
+	}
+	synthW, synthH, err := parseSize(*sizeArg)
+	if err != nil {
+		return usageError(fs, stderr, "-size: %v", err)
+	}
+	setupLog(stderr, *verbose, *quiet)
+	progress := func(format string, args ...any) {
+		if !*quiet {
+			fmt.Fprintf(stderr, "da3-go bench: "+format+"\n", args...)
+		}
+	}
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fail(stderr, fmt.Errorf("cpu profile: %w", err))
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fail(stderr, fmt.Errorf("cpu profile: %w", err))
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	rep := benchReport{Threads: *threads, Attention: strings.ToLower(*attention), ProcessRes: *processRes,
+		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU()}
+	if rep.Threads == 0 {
+		rep.Threads = runtime.NumCPU()
+	}
+
+	// Inputs are prepared before the model is loaded so that decoding does
+	// not count towards the load time.
+	var imgs []model.Image
+	var pixels []float32
+	var pw, ph int
+	switch {
+	case *pixelsArg != "":
+		var shape []int
+		pixels, shape, err = readNPYFloat32(*pixelsArg)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		S, err := pixelViews(shape)
+		if err != nil {
+			return fail(stderr, fmt.Errorf("%s: %w", *pixelsArg, err))
+		}
+		pw, ph = shape[len(shape)-1], shape[len(shape)-2]
+		if *views != 0 && *views != S {
+			if S != 1 {
+				return usageError(fs, stderr, "-views %d: %s holds %d views", *views, *pixelsArg, S)
+			}
+			one := pixels
+			pixels = make([]float32, 0, len(one)**views)
+			for range *views {
+				pixels = append(pixels, one...)
+			}
+			S = *views
+		}
+		rep.Input, rep.Views = "pixels", S
+		rep.InputWidth, rep.InputHeight, rep.ProcessedWidth, rep.ProcessedHeight = pw, ph, pw, ph
+	case *imageArg != "":
+		paths := splitList(*imageArg)
+		for _, p := range paths {
+			im, err := decodeImage(p)
+			if err != nil {
+				return fail(stderr, err)
+			}
+			imgs = append(imgs, im)
+		}
+		if *views != 0 {
+			// Cycle through the images to make -views of them.
+			for len(imgs) < *views {
+				imgs = append(imgs, imgs[len(imgs)%len(paths)])
+			}
+			imgs = imgs[:*views]
+		}
+		b := imgs[0].Bounds()
+		rep.Input, rep.Views, rep.InputWidth, rep.InputHeight = "image", len(imgs), b.Dx(), b.Dy()
+	default:
+		n := max(*views, 1)
+		for v := range n {
+			imgs = append(imgs, syntheticImage(synthW, synthH, v))
+		}
+		rep.Input, rep.Views, rep.InputWidth, rep.InputHeight = "synthetic", n, synthW, synthH
+	}
+
+	path, err := resolveModel(ctx, *modelArg, *quiet, stderr)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	rep.Model = path
+	update, finish := newBar(-1, "loading", true, *quiet, stderr)
+	t0 := time.Now()
+	m, err := model.Load(ctx, path, model.Options{Device: *device, Threads: *threads, Progress: update, Attention: *attention})
+	load := time.Since(t0)
+	finish()
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer m.Close()
+	cfg := m.Config()
+	rep.Arch, rep.Name, rep.Device = cfg.Arch.String(), cfg.Name, m.Device()
+	rep.LoadMS = millis(load)
+	rep.WeightsMiB = float64(m.WeightBytes()) / (1 << 20)
+	rep.LoadRSSMiB = procStatusMiB("VmRSS")
+	progress("loaded %s (%s, %.1f MiB of weights) on %s in %.0f ms", filepath.Base(path), rep.Arch, rep.WeightsMiB, rep.Device, rep.LoadMS)
+
+	opt := model.RunOptions{ProcessRes: *processRes}
+	once := func() (time.Duration, error) {
+		start := time.Now()
+		var rs []model.Result
+		var err error
+		if pixels != nil {
+			rs, err = m.Forward(ctx, pixels, pw, ph, rep.Views, opt)
+		} else {
+			rs, err = m.MultiView(ctx, imgs, opt)
+		}
+		d := time.Since(start)
+		if err == nil && len(rs) > 0 {
+			rep.ProcessedWidth, rep.ProcessedHeight = rs[0].ProcessedWidth, rs[0].ProcessedHeight
+		}
+		return d, err
+	}
+	d, err := once()
+	if err != nil {
+		return fail(stderr, err)
+	}
+	rep.FirstMS = millis(d)
+	progress("first run (%dx%d, %d view(s)): %.1f ms", rep.ProcessedWidth, rep.ProcessedHeight, rep.Views, rep.FirstMS)
+	for i := range *repeat {
+		d, err := once()
+		if err != nil {
+			return fail(stderr, err)
+		}
+		rep.RunsMS = append(rep.RunsMS, millis(d))
+		progress("run %d/%d: %.1f ms", i+1, *repeat, millis(d))
+	}
+	st := m.Runtime().LastStats()
+	rep.Nodes, rep.Splits = st.Nodes, st.Splits
+	rep.ComputeBuffersMiB = map[string]float64{}
+	for name, b := range st.ComputeBuffers {
+		rep.ComputeBuffersMiB[name] = float64(b) / (1 << 20)
+	}
+	rep.MedianMS, rep.P90MS, rep.MinMS, rep.MeanMS = summarize(rep.RunsMS)
+	rep.PerViewMS = rep.MedianMS / float64(rep.Views)
+	rep.PeakRSSMiB = procStatusMiB("VmHWM")
+
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return fail(stderr, fmt.Errorf("write output: %w", err))
+		}
+		return exitOK
+	}
+	if err := writeBench(stdout, &rep); err != nil {
+		return fail(stderr, fmt.Errorf("write output: %w", err))
+	}
+	return exitOK
+}
+
+func writeBench(w io.Writer, r *benchReport) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "model      %s (%s %s)\n", r.Model, r.Arch, r.Name)
+	fmt.Fprintf(&b, "device     %s, %d threads, attention %s\n", r.Device, r.Threads, r.Attention)
+	fmt.Fprintf(&b, "input      %s %dx%d, %d view(s), processed %dx%d\n", r.Input, r.InputWidth, r.InputHeight, r.Views, r.ProcessedWidth, r.ProcessedHeight)
+	fmt.Fprintf(&b, "load       %.1f ms\n", r.LoadMS)
+	fmt.Fprintf(&b, "first run  %.1f ms\n", r.FirstMS)
+	fmt.Fprintf(&b, "runs       %d: median %.1f ms, p90 %.1f ms, min %.1f ms, mean %.1f ms", len(r.RunsMS), r.MedianMS, r.P90MS, r.MinMS, r.MeanMS)
+	if r.Views > 1 {
+		fmt.Fprintf(&b, " (%.1f ms per view)", r.PerViewMS)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "memory     weights %.1f MiB, RSS after load %.1f MiB, peak RSS %.1f MiB\n", r.WeightsMiB, r.LoadRSSMiB, r.PeakRSSMiB)
+	names := make([]string, 0, len(r.ComputeBuffersMiB))
+	for n := range r.ComputeBuffersMiB {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var bufs []string
+	for _, n := range names {
+		bufs = append(bufs, fmt.Sprintf("%s %.1f MiB", n, r.ComputeBuffersMiB[n]))
+	}
+	fmt.Fprintf(&b, "graph      %d nodes, %d splits, compute buffers: %s\n", r.Nodes, r.Splits, strings.Join(bufs, ", "))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// summarize returns the median, the 90th percentile (nearest rank), the
+// minimum and the mean of xs (not empty).
+func summarize(xs []float64) (median, p90, lo, mean float64) {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		median = s[n/2]
+	} else {
+		median = (s[n/2-1] + s[n/2]) / 2
+	}
+	p90 = s[int(math.Ceil(0.9*float64(n)))-1]
+	for _, x := range s {
+		mean += x
+	}
+	return median, p90, s[0], mean / float64(n)
+}
+
+// procStatusMiB reads a kB field (VmRSS, VmHWM) of /proc/self/status in MiB;
+// 0 when unavailable.
+func procStatusMiB(field string) float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), field+":")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+		if err != nil {
+			return 0
+		}
+		return kb / 1024
+	}
+	return 0
+}
+
+func parseSize(s string) (w, h int, err error) {
+	a, b, ok := strings.Cut(strings.ToLower(s), "x")
+	if ok {
+		w, err = strconv.Atoi(a)
+		if err == nil {
+			h, err = strconv.Atoi(b)
+		}
+	}
+	if !ok || err != nil || w < 1 || h < 1 || w > 16384 || h > 16384 {
+		return 0, 0, fmt.Errorf("%q: want WxH with sides 1 to 16384", s)
+	}
+	return w, h, nil
+}
+
+func decodeImage(path string) (image.Image, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open image: %w", err)
+	}
+	defer f.Close()
+	im, _, err := image.Decode(bufio.NewReader(f))
+	if err != nil {
+		return nil, fmt.Errorf("decode image %s: %w", path, err)
+	}
+	return im, nil
+}
+
+// syntheticImage is a deterministic test scene (smooth gradients, a disc and
+// a stripe pattern, varied per view) so that runs are reproducible without
+// an image file.
+func syntheticImage(w, h, view int) *image.NRGBA {
+	im := image.NewNRGBA(image.Rect(0, 0, w, h))
+	shift := float64(view) * 0.07
+	cx, cy, r := (0.45+shift)*float64(w), 0.55*float64(h), 0.2*float64(min(w, h))
+	for y := range h {
+		for x := range w {
+			u, v := float64(x)/float64(w), float64(y)/float64(h)
+			rr := 0.5 + 0.5*math.Sin(6*u+3*v+shift*10)
+			gg := v
+			bb := 0.5 + 0.5*math.Cos(11*u*v+shift)
+			if math.Hypot(float64(x)-cx, float64(y)-cy) < r {
+				rr, gg, bb = 0.9, 0.3, 0.2
+			}
+			if (x/16+y/16)%7 == 0 {
+				gg = 1 - gg
+			}
+			im.SetNRGBA(x, y, color.NRGBA{uint8(255 * rr), uint8(255 * gg), uint8(255 * bb), 255})
+		}
+	}
+	return im
+}
+
+// pixelViews checks a preprocessed input's shape, (3,H,W), (S,3,H,W) or
+// (1,S,3,H,W), and returns S.
+func pixelViews(shape []int) (int, error) {
+	switch {
+	case len(shape) == 3 && shape[0] == 3:
+		return 1, nil
+	case len(shape) == 4 && shape[1] == 3 && shape[0] >= 1:
+		return shape[0], nil
+	case len(shape) == 5 && shape[0] == 1 && shape[2] == 3 && shape[1] >= 1:
+		return shape[1], nil
+	}
+	return 0, fmt.Errorf("shape %v is not (3,H,W), (S,3,H,W) or (1,S,3,H,W)", shape)
+}
+
+var npyShapeRE = regexp.MustCompile(`'shape':\s*\(([0-9,\s]*)\)`)
+
+// readNPYFloat32 reads a little-endian float32, C-order .npy file.
+func readNPYFloat32(path string) ([]float32, []int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open pixels: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("pixels %s: %w", path, err)
+	}
+	data, shape, err := parseNPYFloat32(bufio.NewReader(f), st.Size())
+	if err != nil {
+		return nil, nil, fmt.Errorf("pixels %s: %w", path, err)
+	}
+	return data, shape, nil
+}
+
+// size is the file size, or −1 when unknown.
+func parseNPYFloat32(r io.Reader, size int64) ([]float32, []int, error) {
+	var pre [10]byte
+	if _, err := io.ReadFull(r, pre[:8]); err != nil || string(pre[:6]) != "\x93NUMPY" {
+		return nil, nil, errors.New("not a .npy file")
+	}
+	var hlen int
+	var start int64 // offset of the data
+	switch pre[6] {
+	case 1:
+		if _, err := io.ReadFull(r, pre[8:10]); err != nil {
+			return nil, nil, errors.New("truncated .npy header")
+		}
+		hlen = int(binary.LittleEndian.Uint16(pre[8:10]))
+		start = 10 + int64(hlen)
+	case 2, 3:
+		var b [4]byte
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return nil, nil, errors.New("truncated .npy header")
+		}
+		hlen = int(binary.LittleEndian.Uint32(b[:]))
+		start = 12 + int64(hlen)
+	default:
+		return nil, nil, fmt.Errorf(".npy version %d not supported", pre[6])
+	}
+	if hlen > 1<<16 {
+		return nil, nil, fmt.Errorf(".npy header of %d bytes is too long", hlen)
+	}
+	hdr := make([]byte, hlen)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return nil, nil, errors.New("truncated .npy header")
+	}
+	h := string(hdr)
+	if !strings.Contains(h, "'descr': '<f4'") {
+		return nil, nil, fmt.Errorf("dtype is not little-endian float32 (header %q)", strings.TrimSpace(h))
+	}
+	if !strings.Contains(h, "'fortran_order': False") {
+		return nil, nil, errors.New("fortran-order arrays are not supported")
+	}
+	mt := npyShapeRE.FindStringSubmatch(h)
+	if mt == nil {
+		return nil, nil, fmt.Errorf("no shape in header %q", strings.TrimSpace(h))
+	}
+	var shape []int
+	n := int64(1)
+	for _, p := range strings.Split(mt[1], ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		d, err := strconv.Atoi(p)
+		if err != nil || d < 1 || d > 1<<20 {
+			return nil, nil, fmt.Errorf("bad dimension %q in shape", p)
+		}
+		shape = append(shape, d)
+		n *= int64(d)
+		if n > 1<<31 {
+			return nil, nil, errors.New("array too large")
+		}
+	}
+	if len(shape) == 0 {
+		return nil, nil, errors.New("scalar arrays are not supported")
+	}
+	if size >= 0 && n*4 != size-start {
+		return nil, nil, fmt.Errorf("shape %v needs %d bytes of data, the file has %d", shape, n*4, size-start)
+	}
+	buf := make([]byte, n*4)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, nil, fmt.Errorf("data: %w", err)
+	}
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
+	}
+	return out, shape, nil
+}

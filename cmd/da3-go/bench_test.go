@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/da3-go/da3-go/convert"
+)
+
+// tinyDA3 converts the committed tiny DA3 fixture into a temp dir.
+func tinyDA3(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join("..", "..", "tests", "fixtures", "da3-tiny")
+	if _, err := os.Stat(filepath.Join(src, "model.safetensors")); err != nil {
+		t.Skipf("fixture %s not present", src)
+	}
+	dst := filepath.Join(t.TempDir(), "da3-tiny.gguf")
+	require.NoError(t, convert.Convert(context.Background(), src, dst, convert.Options{}))
+	return dst
+}
+
+// npyBytes encodes a float32 array as a version-1 .npy file.
+func npyBytes(shape []int, data []float32) []byte {
+	dims := make([]string, len(shape))
+	for i, d := range shape {
+		dims[i] = fmt.Sprint(d)
+	}
+	sh := strings.Join(dims, ", ")
+	if len(shape) == 1 {
+		sh += ","
+	}
+	hdr := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }", sh)
+	for (10+len(hdr)+1)%64 != 0 {
+		hdr += " "
+	}
+	hdr += "\n"
+	var b bytes.Buffer
+	b.WriteString("\x93NUMPY\x01\x00")
+	_ = binary.Write(&b, binary.LittleEndian, uint16(len(hdr)))
+	b.WriteString(hdr)
+	_ = binary.Write(&b, binary.LittleEndian, data)
+	return b.Bytes()
+}
+
+func writePixels(t *testing.T, shape ...int) string {
+	t.Helper()
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	px := make([]float32, n)
+	for i := range px {
+		px[i] = float32(math.Sin(float64(i) * 0.37))
+	}
+	p := filepath.Join(t.TempDir(), "pixels.npy")
+	require.NoError(t, os.WriteFile(p, npyBytes(shape, px), 0o644))
+	return p
+}
+
+func runBenchJSON(t *testing.T, args ...string) benchReport {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"bench", "-json", "-threads", "1"}, args...), &stdout, &stderr)
+	require.Equal(t, exitOK, code, stderr.String())
+	var rep benchReport
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), stdout.String())
+	return rep
+}
+
+func TestBenchPixels(t *testing.T) {
+	gguf := tinyDA3(t)
+	rep := runBenchJSON(t, "-model", gguf, "-pixels", writePixels(t, 1, 1, 3, 42, 56), "-repeat", "3", "-quiet")
+	assert.Equal(t, "pixels", rep.Input)
+	assert.Equal(t, "depthanything3", rep.Arch)
+	assert.Equal(t, "CPU", rep.Device)
+	assert.Equal(t, 1, rep.Threads)
+	assert.Equal(t, 1, rep.Views)
+	assert.Equal(t, [2]int{56, 42}, [2]int{rep.ProcessedWidth, rep.ProcessedHeight})
+	require.Len(t, rep.RunsMS, 3)
+	assert.Positive(t, rep.LoadMS)
+	assert.Positive(t, rep.FirstMS)
+	assert.Positive(t, rep.MinMS)
+	assert.LessOrEqual(t, rep.MinMS, rep.MedianMS)
+	assert.LessOrEqual(t, rep.MedianMS, rep.P90MS)
+	assert.InDelta(t, rep.MedianMS, rep.PerViewMS, 1e-9)
+	assert.Positive(t, rep.WeightsMiB)
+	assert.Positive(t, rep.Nodes)
+	assert.Positive(t, rep.ComputeBuffersMiB["CPU"])
+	if _, err := os.Stat("/proc/self/status"); err == nil {
+		assert.Positive(t, rep.LoadRSSMiB)
+		assert.GreaterOrEqual(t, rep.PeakRSSMiB, rep.LoadRSSMiB)
+	}
+}
+
+func TestBenchPixelsViews(t *testing.T) {
+	gguf := tinyDA3(t)
+	// One view repeated to two by -views, and a file holding two views.
+	for _, tc := range []struct {
+		name  string
+		shape []int
+		args  []string
+	}{
+		{"repeated", []int{3, 42, 56}, []string{"-views", "2"}},
+		{"from file", []int{2, 3, 42, 56}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"-model", gguf, "-pixels", writePixels(t, tc.shape...), "-repeat", "2", "-quiet"}, tc.args...)
+			rep := runBenchJSON(t, args...)
+			assert.Equal(t, 2, rep.Views)
+			require.Len(t, rep.RunsMS, 2)
+			assert.InDelta(t, rep.MedianMS/2, rep.PerViewMS, 1e-9)
+		})
+	}
+}
+
+func TestBenchSyntheticImage(t *testing.T) {
+	gguf := tinyDA3(t)
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"bench", "-model", gguf, "-size", "61x45", "-process-res", "56",
+		"-repeat", "2", "-threads", "1"}, &stdout, &stderr)
+	require.Equal(t, exitOK, code, stderr.String())
+	out := stdout.String()
+	assert.Contains(t, out, "input      synthetic 61x45, 1 view(s), processed 56x42\n")
+	assert.Contains(t, out, "runs       2: median ")
+	assert.Contains(t, out, "device     CPU, 1 threads, attention auto\n")
+	// Progress goes to stderr, one line per run.
+	assert.Contains(t, stderr.String(), "da3-go bench: run 2/2: ")
+	assert.NotContains(t, out, "da3-go bench:")
+}
+
+func TestBenchCPUProfile(t *testing.T) {
+	gguf := tinyDA3(t)
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	runBenchJSON(t, "-model", gguf, "-pixels", writePixels(t, 3, 42, 56), "-repeat", "1", "-quiet", "-cpuprofile", prof)
+	b, err := os.ReadFile(prof)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 2)
+	assert.Equal(t, []byte{0x1f, 0x8b}, b[:2], "pprof profiles are gzipped protobufs")
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no model", []string{}, "-model is required"},
+		{"positional", []string{"-model", "m.gguf", "extra"}, "takes no arguments"},
+		{"zero repeat", []string{"-model", "m.gguf", "-repeat", "0"}, "want at least 1"},
+		{"negative threads", []string{"-model", "m.gguf", "-threads", "-1"}, "must not be negative"},
+		{"negative views", []string{"-model", "m.gguf", "-views", "-2"}, "must not be negative"},
+		{"bad attention", []string{"-model", "m.gguf", "-attention", "fast"}, "want auto, flash or naive"},
+		{"bad size", []string{"-model", "m.gguf", "-size", "640"}, "want WxH"},
+		{"pixels and image", []string{"-model", "m.gguf", "-pixels", "a.npy", "-image", "b.png"}, "exclude each other"},
+		{"unknown flag", []string{"-bogus"}, "bogus"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), append([]string{"bench"}, tc.args...), &stdout, &stderr)
+			assert.Equal(t, exitUsage, code)
+			assert.Contains(t, stderr.String(), tc.want)
+			assert.Empty(t, stdout.String())
+		})
+	}
+}
+
+func TestBenchRuntimeErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.npy")
+	require.NoError(t, os.WriteFile(bad, []byte("not numpy"), 0o644))
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing model", []string{"-model", filepath.Join(dir, "none.gguf")}, "none.gguf"},
+		{"missing image", []string{"-model", "m.gguf", "-image", filepath.Join(dir, "none.png")}, "open image"},
+		{"bad pixels", []string{"-model", "m.gguf", "-pixels", bad}, "not a .npy file"},
+		{"pixels shape", []string{"-model", "m.gguf", "-pixels", writePixels(t, 4, 5, 6)}, "is not (3,H,W)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), append([]string{"bench", "-quiet"}, tc.args...), &stdout, &stderr)
+			assert.Equal(t, exitFailure, code)
+			assert.Contains(t, stderr.String(), "da3-go: ")
+			assert.Contains(t, stderr.String(), tc.want)
+			assert.Empty(t, stdout.String())
+		})
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		xs                    []float64
+		median, p90, lo, mean float64
+	}{
+		{"one", []float64{5}, 5, 5, 5, 5},
+		{"odd", []float64{3, 1, 2}, 2, 3, 1, 2},
+		{"even", []float64{4, 1, 3, 2}, 2.5, 4, 1, 2.5},
+		{"ten", []float64{10, 9, 8, 7, 6, 5, 4, 3, 2, 1}, 5.5, 9, 1, 5.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			orig := append([]float64(nil), tc.xs...)
+			median, p90, lo, mean := summarize(tc.xs)
+			assert.Equal(t, tc.median, median, "median")
+			assert.Equal(t, tc.p90, p90, "p90")
+			assert.Equal(t, tc.lo, lo, "min")
+			assert.InDelta(t, tc.mean, mean, 1e-12, "mean")
+			assert.Equal(t, orig, tc.xs, "input left unsorted")
+		})
+	}
+}
+
+func TestParseNPY(t *testing.T) {
+	good := npyBytes([]int{2, 3}, []float32{1, 2, 3, 4, 5, -6.5})
+	data, shape, err := parseNPYFloat32(bytes.NewReader(good), int64(len(good)))
+	require.NoError(t, err)
+	assert.Equal(t, []int{2, 3}, shape)
+	assert.Equal(t, []float32{1, 2, 3, 4, 5, -6.5}, data)
+
+	f64 := bytes.Replace(good, []byte("'<f4'"), []byte("'<f8'"), 1)
+	fortran := bytes.Replace(good, []byte("False"), []byte("True "), 1)
+	huge := npyBytes([]int{1 << 20, 1 << 20}, nil)
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"empty", nil, "not a .npy file"},
+		{"bad magic", []byte("\x93NUMPX\x01\x00\x10\x00"), "not a .npy file"},
+		{"version", []byte("\x93NUMPY\x07\x00\x10\x00"), "version 7"},
+		{"truncated header", good[:20], "truncated .npy header"},
+		{"float64", f64, "not little-endian float32"},
+		{"fortran", fortran, "fortran-order"},
+		{"truncated data", good[:len(good)-3], "needs 24 bytes of data, the file has 21"},
+		{"huge", huge, "too large"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := parseNPYFloat32(bytes.NewReader(tc.b), int64(len(tc.b)))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestPixelViews(t *testing.T) {
+	for _, tc := range []struct {
+		shape []int
+		views int
+		ok    bool
+	}{
+		{[]int{3, 42, 56}, 1, true},
+		{[]int{4, 3, 42, 56}, 4, true},
+		{[]int{1, 2, 3, 42, 56}, 2, true},
+		{[]int{2, 2, 3, 42, 56}, 0, false},
+		{[]int{1, 42, 56}, 0, false},
+		{[]int{42, 56}, 0, false},
+	} {
+		v, err := pixelViews(tc.shape)
+		if tc.ok {
+			require.NoError(t, err, "%v", tc.shape)
+			assert.Equal(t, tc.views, v, "%v", tc.shape)
+		} else {
+			assert.Error(t, err, "%v", tc.shape)
+		}
+	}
+}
+
+func TestSyntheticImageDeterministic(t *testing.T) {
+	a, b := syntheticImage(64, 48, 0), syntheticImage(64, 48, 0)
+	assert.Equal(t, a.Pix, b.Pix)
+	assert.NotEqual(t, a.Pix, syntheticImage(64, 48, 1).Pix, "views differ")
+	assert.Equal(t, 64, a.Bounds().Dx())
+	assert.Equal(t, 48, a.Bounds().Dy())
+}
