@@ -63,11 +63,6 @@ vet: generate
 bench-compare: build
 	python3 benchmarks/compare.py --bin bin/da3-go $(BENCH_ARGS)
 
-# PyTorch reference vs da3-go, side by side (needs `make oracle`; about 15 minutes on 2 cores).
-# BENCH_ARGS passes options to benchmarks/compare.py, e.g. BENCH_ARGS=--quick.
-bench-compare: build
-	python3 benchmarks/compare.py --bin bin/da3-go $(BENCH_ARGS)
-
 flags:
 	@echo "CGO_CFLAGS=$(CGO_CFLAGS)"
 
