@@ -112,6 +112,7 @@ func (t *Tensor) Name() string {
 // SetName sets the tensor's name (truncated to ggml's 63 bytes) and returns t
 // for chaining.
 func (t *Tensor) SetName(name string) *Tensor {
+	t.live("set_name")
 	cs := C.CString(name)
 	defer C.free(unsafe.Pointer(cs))
 	C.da3_set_name(t.p, cs)
