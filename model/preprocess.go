@@ -1,0 +1,343 @@
+package model
+
+// Preprocessing (MODEL-SPEC §2): the policy layer over internal/imgproc. Output pixels are CHW float32,
+// normalised with the model's mean/std, at the processed size (multiples of 14 for the normal methods).
+//
+// DA3 follows depth_anything_3.utils.io.input_processor.InputProcessor: a uint8 boundary resize (cv2
+// INTER_CUBIC when enlarging, INTER_AREA otherwise), then a second uint8 resize (or a centre crop) to
+// multiples of 14, then ToTensor (u8/255 in float32) and Normalize ((x−mean)/std in float32).
+// DA2 follows DepthAnythingV2.image2tensor: float64 image/255, one float64 INTER_CUBIC resize to the
+// lower-bound size rounded to multiples of 14, normalisation in float64, cast to float32.
+
+import (
+	"errors"
+	"fmt"
+	"image"
+	"math"
+	"strconv"
+
+	"github.com/da3-go/da3-go/internal/imgproc"
+)
+
+// PatchSize is the ViT patch size; processed sides are multiples of it.
+const PatchSize = 14
+
+// Default preprocessing parameters of the reference implementations.
+const (
+	DefaultProcessRes  = 504 // DA3 InputProcessor process_res
+	DefaultDA2InputRes = 518 // DA2 image2tensor input_size
+)
+
+// ImageNet normalisation used by every published DA2/DA3 checkpoint.
+var (
+	ImageNetMean = [3]float32{0.485, 0.456, 0.406}
+	ImageNetStd  = [3]float32{0.229, 0.224, 0.225}
+)
+
+// ResizeMethod is the DA3 process_res_method.
+type ResizeMethod int
+
+const (
+	UpperBoundResize ResizeMethod = iota // "upper_bound_resize" (default): longest side → ProcessRes, sides rounded to ×14 by resizing
+	LowerBoundResize                     // "lower_bound_resize": shortest side → ProcessRes, sides rounded to ×14 by resizing
+	UpperBoundCrop                       // "upper_bound_crop": longest side → ProcessRes, sides floored to ×14 by centre crop
+	LowerBoundCrop                       // "lower_bound_crop": shortest side → ProcessRes, sides floored to ×14 by centre crop
+)
+
+var resizeMethodNames = [...]string{"upper_bound_resize", "lower_bound_resize", "upper_bound_crop", "lower_bound_crop"}
+
+// String returns the reference name (process_res_method).
+func (m ResizeMethod) String() string {
+	if m < 0 || int(m) >= len(resizeMethodNames) {
+		return fmt.Sprintf("ResizeMethod(%d)", int(m))
+	}
+	return resizeMethodNames[m]
+}
+
+// ParseResizeMethod parses a reference method name such as "upper_bound_resize".
+func ParseResizeMethod(s string) (ResizeMethod, error) {
+	for i, n := range resizeMethodNames {
+		if s == n {
+			return ResizeMethod(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown resize method %q (want one of upper_bound_resize, lower_bound_resize, upper_bound_crop, lower_bound_crop)", s)
+}
+
+func (m ResizeMethod) upper() bool { return m == UpperBoundResize || m == UpperBoundCrop }
+func (m ResizeMethod) crop() bool  { return m == UpperBoundCrop || m == LowerBoundCrop }
+
+// CubicImpl selects which OpenCV INTER_CUBIC implementation the uint8 enlargements reproduce. The two differ
+// by ±1 in about 4% of the enlarged pixel values.
+type CubicImpl int
+
+const (
+	// CubicIPP (default) matches the x86-64 opencv-python wheels (5.0.0 measured), which run 8-bit
+	// INTER_CUBIC through Intel IPP when both source sides are ≥ 4 px: about 2e-5 of the values still
+	// differ by one (exact .5 ties decided by IPP's private operation order).
+	CubicIPP CubicImpl = iota
+	// CubicOpenCV is OpenCV's own 11-bit fixed-point code, bit-exact with cv2 built without IPP (ARM
+	// wheels) or with cv2.ipp.setUseIPP(False).
+	CubicOpenCV
+)
+
+// PreprocessOptions configures PreprocessDA3. The zero value means ProcessRes 504, upper_bound_resize,
+// ImageNet mean/std and the IPP cubic model.
+type PreprocessOptions struct {
+	ProcessRes int          // boundary size; 0 means DefaultProcessRes
+	Method     ResizeMethod // process_res_method
+	Mean, Std  [3]float32   // per-channel normalisation; all-zero means ImageNetMean/ImageNetStd
+	Cubic      CubicImpl    // which cv2 INTER_CUBIC to reproduce for enlargements
+}
+
+// Processed is one preprocessed image.
+type Processed struct {
+	Pixels                []float32 // CHW planar, normalised, 3·Height·Width
+	Width, Height         int       // processed size
+	OrigWidth, OrigHeight int       // decoded image size
+	// ScaleX, ScaleY map original to processed pixel coordinates together with the crop:
+	// x_processed = x_original·ScaleX − CropX. They are the ratio of the resized (pre-crop) size to the
+	// original size, covering both resize steps (intrinsics: fx, cx scale by ScaleX, then cx −= CropX).
+	ScaleX, ScaleY float64
+	CropX, CropY   int     // total centre-crop offsets, in resized pixels (crop methods, multi-view batches)
+	RGB            []uint8 // processed image as 8-bit RGB, HWC, for colour exports
+}
+
+// PreprocessDA3 prepares one image for a DA3 model (MODEL-SPEC §2.1 steps 1–3).
+func PreprocessDA3(img image.Image, opt PreprocessOptions) (*Processed, error) {
+	if opt.ProcessRes == 0 {
+		opt.ProcessRes = DefaultProcessRes
+	}
+	if opt.ProcessRes < 0 || opt.ProcessRes > imgproc.MaxSide {
+		return nil, fmt.Errorf("process resolution %d out of range", opt.ProcessRes)
+	}
+	if opt.Method < UpperBoundResize || opt.Method > LowerBoundCrop {
+		return nil, fmt.Errorf("invalid resize method %d", int(opt.Method))
+	}
+	if opt.Cubic != CubicIPP && opt.Cubic != CubicOpenCV {
+		return nil, fmt.Errorf("invalid cubic implementation %d", int(opt.Cubic))
+	}
+	mean, std, err := normalisation(opt.Mean, opt.Std)
+	if err != nil {
+		return nil, err
+	}
+	rgb, err := toRGB(img)
+	if err != nil {
+		return nil, err
+	}
+	cubic := imgproc.ResizeCubicU8IPP
+	if opt.Cubic == CubicOpenCV {
+		cubic = imgproc.ResizeCubicU8
+	}
+	ow, oh := rgb.W, rgb.H
+
+	// Step 1: boundary resize (_resize_longest_side / _resize_shortest_side).
+	l := min(ow, oh)
+	if opt.Method.upper() {
+		l = max(ow, oh)
+	}
+	if l != opt.ProcessRes {
+		scale := float64(opt.ProcessRes) / float64(l)
+		w1 := max(1, int(math.RoundToEven(float64(ow)*scale)))
+		h1 := max(1, int(math.RoundToEven(float64(oh)*scale)))
+		if err := imgproc.CheckSize(w1, h1); err != nil {
+			return nil, fmt.Errorf("resize %dx%d to %s %d: %w", ow, oh, opt.Method, opt.ProcessRes, err)
+		}
+		if scale > 1 {
+			rgb = cubic(rgb, w1, h1)
+		} else {
+			rgb = imgproc.ResizeAreaU8(rgb, w1, h1)
+		}
+	}
+
+	// Step 2: make both sides multiples of 14.
+	p := &Processed{OrigWidth: ow, OrigHeight: oh}
+	w, h := rgb.W, rgb.H
+	if opt.Method.crop() {
+		w2, h2 := w/PatchSize*PatchSize, h/PatchSize*PatchSize
+		if w2 == 0 || h2 == 0 {
+			return nil, fmt.Errorf("image %dx%d resized to %dx%d: too small to crop to a multiple of %d", ow, oh, w, h, PatchSize)
+		}
+		if w2 != w || h2 != h {
+			p.CropX, p.CropY = (w-w2)/2, (h-h2)/2
+			rgb = rgb.Crop(p.CropX, p.CropY, w2, h2)
+		}
+	} else {
+		w2, h2 := max(1, nearestMultiple(w, PatchSize)), max(1, nearestMultiple(h, PatchSize))
+		if err := imgproc.CheckSize(w2, h2); err != nil {
+			return nil, fmt.Errorf("resize %dx%d to multiples of %d: %w", w, h, PatchSize, err)
+		}
+		if w2 != w || h2 != h {
+			if w2 > w || h2 > h {
+				rgb = cubic(rgb, w2, h2)
+			} else {
+				rgb = imgproc.ResizeAreaU8(rgb, w2, h2)
+			}
+			w, h = w2, h2
+		}
+	}
+	p.ScaleX, p.ScaleY = float64(w)/float64(ow), float64(h)/float64(oh)
+
+	// Step 3: ToTensor + Normalize, float32.
+	p.Width, p.Height, p.RGB = rgb.W, rgb.H, rgb.Pix
+	p.Pixels = make([]float32, 3*rgb.W*rgb.H)
+	n := rgb.W * rgb.H
+	for c := range 3 {
+		plane := p.Pixels[c*n : (c+1)*n]
+		for i := range plane {
+			plane[i] = (float32(rgb.Pix[3*i+c])/255 - mean[c]) / std[c]
+		}
+	}
+	return p, nil
+}
+
+// nearestMultiple is InputProcessor's nearest_multiple: ties go up.
+func nearestMultiple(x, p int) int {
+	down := x / p * p
+	up := down + p
+	if up-x <= x-down {
+		return up
+	}
+	return down
+}
+
+// CropViewsToSmallest centre-crops every view to the smallest height and the smallest width in the batch
+// (MODEL-SPEC §2.1 step 4; torchvision CenterCrop offsets round((H−minH)/2), which equal the (H−minH)//2 the
+// reference applies to intrinsics because processed sides differ by multiples of 14). Pixels, RGB, sizes and
+// CropX/CropY are updated in place. Views that already have the smallest size are untouched.
+func CropViewsToSmallest(views []*Processed) {
+	if len(views) == 0 {
+		return
+	}
+	minW, minH := views[0].Width, views[0].Height
+	for _, v := range views[1:] {
+		minW, minH = min(minW, v.Width), min(minH, v.Height)
+	}
+	for _, v := range views {
+		if v.Width == minW && v.Height == minH {
+			continue
+		}
+		top := int(math.RoundToEven(float64(v.Height-minH) / 2))
+		left := int(math.RoundToEven(float64(v.Width-minW) / 2))
+		pix := make([]float32, 3*minW*minH)
+		for c := range 3 {
+			for y := range minH {
+				src := v.Pixels[(c*v.Height+top+y)*v.Width+left:]
+				copy(pix[(c*minH+y)*minW:(c*minH+y+1)*minW], src[:minW])
+			}
+		}
+		rgb := make([]uint8, 3*minW*minH)
+		for y := range minH {
+			src := v.RGB[((top+y)*v.Width+left)*3:]
+			copy(rgb[y*minW*3:(y+1)*minW*3], src[:minW*3])
+		}
+		v.Pixels, v.RGB = pix, rgb
+		v.Width, v.Height = minW, minH
+		v.CropX += left
+		v.CropY += top
+	}
+}
+
+// PreprocessDA2 prepares one image for a DA2 model (MODEL-SPEC §2.2): float64 image/255, lower-bound resize
+// to inputSize (0 means 518) with sides rounded to multiples of 14 (never below inputSize), one float64
+// INTER_CUBIC resize, (x − mean)/std in float64, cast to float32. Mean and std are widened through their
+// shortest decimal form (float32 0.485 becomes float64 0.485), as the reference's Python floats are.
+// RGB holds the resized image rounded and clamped to 8 bits.
+func PreprocessDA2(img image.Image, inputSize int, mean, std [3]float32) (*Processed, error) {
+	if inputSize == 0 {
+		inputSize = DefaultDA2InputRes
+	}
+	if inputSize < 0 || inputSize > imgproc.MaxSide {
+		return nil, fmt.Errorf("input size %d out of range", inputSize)
+	}
+	m32, s32, err := normalisation(mean, std)
+	if err != nil {
+		return nil, err
+	}
+	rgb, err := toRGB(img)
+	if err != nil {
+		return nil, err
+	}
+	ow, oh := rgb.W, rgb.H
+	nw, nh := da2TargetSize(ow, oh, inputSize)
+	if err := imgproc.CheckSize(nw, nh); err != nil {
+		return nil, fmt.Errorf("resize %dx%d to lower bound %d: %w", ow, oh, inputSize, err)
+	}
+	n := ow * oh
+	src := &imgproc.Planar64{W: ow, H: oh, C: 3, Pix: make([]float64, 3*n)}
+	for c := range 3 {
+		for i := range n {
+			src.Pix[c*n+i] = float64(rgb.Pix[3*i+c]) / 255
+		}
+	}
+	res := imgproc.ResizeCubicF64(src, nw, nh)
+	p := &Processed{
+		Width: nw, Height: nh, OrigWidth: ow, OrigHeight: oh,
+		ScaleX: float64(nw) / float64(ow), ScaleY: float64(nh) / float64(oh),
+		Pixels: make([]float32, len(res.Pix)),
+		RGB:    make([]uint8, len(res.Pix)),
+	}
+	m := nw * nh
+	for c := range 3 {
+		mc, sc := widen(m32[c]), widen(s32[c])
+		for i := range m {
+			v := res.Pix[c*m+i]
+			p.Pixels[c*m+i] = float32((v - mc) / sc)
+			p.RGB[3*i+c] = uint8(max(0, min(255, math.RoundToEven(v*255))))
+		}
+	}
+	return p, nil
+}
+
+// da2TargetSize is Resize(keep_aspect_ratio, ensure_multiple_of=14, resize_method="lower_bound").get_size.
+func da2TargetSize(w, h, size int) (int, int) {
+	scaleH, scaleW := float64(size)/float64(h), float64(size)/float64(w)
+	if scaleW > scaleH {
+		scaleH = scaleW
+	} else {
+		scaleW = scaleH
+	}
+	constrain := func(x float64) int {
+		y := math.RoundToEven(x/PatchSize) * PatchSize
+		if y < float64(size) {
+			y = math.Ceil(x/PatchSize) * PatchSize
+		}
+		if y > math.MaxInt32 {
+			return math.MaxInt32 // rejected by CheckSize
+		}
+		return int(y)
+	}
+	return constrain(scaleW * float64(w)), constrain(scaleH * float64(h))
+}
+
+// widen converts a float32 to the float64 with the same shortest decimal representation.
+func widen(v float32) float64 {
+	f, err := strconv.ParseFloat(strconv.FormatFloat(float64(v), 'g', -1, 32), 64)
+	if err != nil {
+		return float64(v)
+	}
+	return f
+}
+
+func normalisation(mean, std [3]float32) ([3]float32, [3]float32, error) {
+	if mean == ([3]float32{}) && std == ([3]float32{}) {
+		return ImageNetMean, ImageNetStd, nil
+	}
+	for c, s := range std {
+		if !(s > 0) || math.IsInf(float64(s), 0) || math.IsNaN(float64(mean[c])) || math.IsInf(float64(mean[c]), 0) {
+			return mean, std, fmt.Errorf("invalid normalisation for channel %d: mean %g, std %g", c, mean[c], s)
+		}
+	}
+	return mean, std, nil
+}
+
+func toRGB(img image.Image) (*imgproc.RGB8, error) {
+	if img == nil {
+		return nil, errors.New("nil image")
+	}
+	b := img.Bounds()
+	if err := imgproc.CheckSize(b.Dx(), b.Dy()); err != nil {
+		return nil, err
+	}
+	return imgproc.FromImage(img), nil
+}
