@@ -1,0 +1,118 @@
+// Package imgio decodes input images and writes depth/disparity maps (PFM, NPY, 8- and 16-bit PNG,
+// colour-mapped PNG). Every writer is atomic: it writes a temporary file in the destination directory and
+// renames it over the destination, removing the temporary file on any error, so a failed write never leaves a
+// truncated output (nor destroys an existing one).
+//
+// Maps are row-major float32, top row first, w×h values.
+package imgio
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"image"
+	_ "image/gif" // registered decoders
+	_ "image/jpeg"
+	_ "image/png"
+	"io"
+	"os"
+	"path/filepath"
+
+	_ "golang.org/x/image/bmp"
+	_ "golang.org/x/image/tiff"
+	_ "golang.org/x/image/webp"
+
+	"github.com/da3-go/da3-go/internal/imgproc"
+)
+
+// Decode reads a JPEG, PNG, BMP, TIFF, WebP or GIF image. The header's declared size is validated against
+// imgproc.CheckSize before any pixel is decoded. EXIF orientation is not applied (neither do the
+// references). Errors name the file.
+func Decode(path string) (img image.Image, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open image: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat image %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("image %s: not a regular file", path)
+	}
+	if st.Size() == 0 {
+		return nil, fmt.Errorf("image %s: empty file", path)
+	}
+	// Some decoders have panicked on hostile input in the past: never let that escape.
+	defer func() {
+		if r := recover(); r != nil {
+			img, err = nil, fmt.Errorf("decode image %s: corrupt data (decoder panic: %v)", path, r)
+		}
+	}()
+	cfg, format, err := image.DecodeConfig(bufio.NewReader(f))
+	if err != nil {
+		if errors.Is(err, image.ErrFormat) {
+			return nil, fmt.Errorf("decode image %s: unknown format (want JPEG, PNG, BMP, TIFF, WebP or GIF)", path)
+		}
+		return nil, fmt.Errorf("decode image header %s: %w", path, err)
+	}
+	if err := imgproc.CheckSize(cfg.Width, cfg.Height); err != nil {
+		return nil, fmt.Errorf("image %s (%s): %w", path, format, err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("read image %s: %w", path, err)
+	}
+	img, _, err = image.Decode(bufio.NewReader(f))
+	if err != nil {
+		return nil, fmt.Errorf("decode image %s (%s): %w", path, format, err)
+	}
+	b := img.Bounds()
+	if b.Dx() != cfg.Width || b.Dy() != cfg.Height {
+		return nil, fmt.Errorf("image %s (%s): decoded %dx%d but header says %dx%d", path, format, b.Dx(), b.Dy(), cfg.Width, cfg.Height)
+	}
+	return img, nil
+}
+
+// writeAtomic streams write's output into a temporary file next to path and renames it to path once
+// everything (including Close) succeeded. On error the temporary file is removed and path is untouched.
+func writeAtomic(path string, write func(w io.Writer) error) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close() // may already be closed; the error is irrelevant then
+			os.Remove(tmp)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<16)
+	if err = write(bw); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = bw.Flush(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func checkMap(data []float32, w, h int) error {
+	if err := imgproc.CheckSize(w, h); err != nil {
+		return err
+	}
+	if len(data) != w*h {
+		return fmt.Errorf("%dx%d map needs %d values, got %d", w, h, w*h, len(data))
+	}
+	return nil
+}

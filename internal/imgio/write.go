@@ -1,0 +1,211 @@
+package imgio
+
+import (
+	"encoding/binary"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// WritePFM writes a single-channel little-endian PFM (MODEL-SPEC §13.1): header "Pf\n<W> <H>\n-1.0\n", then
+// the rows bottom row first, raw values, no normalisation.
+func WritePFM(path string, data []float32, w, h int) error {
+	if err := checkMap(data, w, h); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return writeAtomic(path, func(out io.Writer) error {
+		if _, err := fmt.Fprintf(out, "Pf\n%d %d\n-1.0\n", w, h); err != nil {
+			return err
+		}
+		row := make([]byte, 4*w)
+		for y := h - 1; y >= 0; y-- {
+			for x, v := range data[y*w : (y+1)*w] {
+				binary.LittleEndian.PutUint32(row[4*x:], math.Float32bits(v))
+			}
+			if _, err := out.Write(row); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// WriteNPY writes data as a NumPy .npy file (format 1.0, dtype '<f4', C order) with the given shape; the
+// product of shape must equal len(data) (an empty shape is a scalar).
+func WriteNPY(path string, data []float32, shape ...int) error {
+	n := 1
+	dims := make([]string, len(shape))
+	for i, d := range shape {
+		if d < 0 || (d > 0 && n > math.MaxInt32/d) {
+			return fmt.Errorf("write %s: invalid shape %v", path, shape)
+		}
+		n *= d
+		dims[i] = strconv.Itoa(d)
+	}
+	if n != len(data) {
+		return fmt.Errorf("write %s: shape %v needs %d values, got %d", path, shape, n, len(data))
+	}
+	tuple := "(" + strings.Join(dims, ", ") + ")"
+	if len(shape) == 1 {
+		tuple = "(" + dims[0] + ",)"
+	}
+	header := "{'descr': '<f4', 'fortran_order': False, 'shape': " + tuple + ", }"
+	// magic(6) + version(2) + header length(2) + header, padded with spaces and '\n' to a multiple of 64.
+	pad := 64 - (10+len(header)+1)%64
+	if pad == 64 {
+		pad = 0
+	}
+	header += strings.Repeat(" ", pad) + "\n"
+	return writeAtomic(path, func(out io.Writer) error {
+		pre := []byte{0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0}
+		binary.LittleEndian.PutUint16(pre[8:], uint16(len(header)))
+		if _, err := out.Write(pre); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(out, header); err != nil {
+			return err
+		}
+		buf := make([]byte, 4*4096)
+		for len(data) > 0 {
+			k := min(len(data), 4096)
+			for i, v := range data[:k] {
+				binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
+			}
+			if _, err := out.Write(buf[:4*k]); err != nil {
+				return err
+			}
+			data = data[k:]
+		}
+		return nil
+	})
+}
+
+// Normalize maps data to [0, 1] by min-max over the finite values: t = (v − min)/(max − min), t = 0 when
+// max = min, and t = 1 − t when invert is set (depth: near = bright). Non-finite values map to 0 (before
+// inversion too: they stay black).
+func Normalize(data []float32, invert bool) []float64 {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, v := range data {
+		f := float64(v)
+		if !math.IsInf(f, 0) && !math.IsNaN(f) {
+			lo, hi = min(lo, f), max(hi, f)
+		}
+	}
+	out := make([]float64, len(data))
+	for i, v := range data {
+		f := float64(v)
+		if math.IsInf(f, 0) || math.IsNaN(f) {
+			continue
+		}
+		t := 0.0
+		if hi > lo {
+			t = (f - lo) / (hi - lo)
+		}
+		if invert {
+			t = 1 - t
+		}
+		out[i] = t
+	}
+	return out
+}
+
+func quantize(t float64, maxv int) int {
+	return max(0, min(maxv, int(float64(maxv)*t+0.5)))
+}
+
+// WritePNGGray writes an 8-bit grey PNG (MODEL-SPEC §13.2): pixel = clamp(int(255·t + 0.5)) with t from
+// Normalize(data, invert).
+func WritePNGGray(path string, data []float32, w, h int, invert bool) error {
+	if err := checkMap(data, w, h); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	img := image.NewGray(image.Rect(0, 0, w, h))
+	for i, t := range Normalize(data, invert) {
+		img.Pix[i] = uint8(quantize(t, 255))
+	}
+	return writePNG(path, img)
+}
+
+// WritePNG16 writes a 16-bit grey PNG: pixel = clamp(int(65535·t + 0.5)) with t from Normalize(data, invert).
+func WritePNG16(path string, data []float32, w, h int, invert bool) error {
+	if err := checkMap(data, w, h); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	img := image.NewGray16(image.Rect(0, 0, w, h))
+	for i, t := range Normalize(data, invert) {
+		binary.BigEndian.PutUint16(img.Pix[2*i:], uint16(quantize(t, 65535)))
+	}
+	return writePNG(path, img)
+}
+
+// WritePNGColor writes an 8-bit RGB PNG of Colorize(data, w, h, cmap, invert).
+func WritePNGColor(path string, data []float32, w, h int, cmap Colormap, invert bool) error {
+	if err := checkMap(data, w, h); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	img, err := Colorize(data, w, h, cmap, invert)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return writePNG(path, img)
+}
+
+func writePNG(path string, img image.Image) error {
+	return writeAtomic(path, func(out io.Writer) error { return png.Encode(out, img) })
+}
+
+// Colormap selects the palette of Colorize.
+type Colormap int
+
+const (
+	Turbo Colormap = iota // Google Turbo: low = dark blue, high = dark red
+	Gray                  // grey ramp: low = black, high = white
+)
+
+// String returns the colormap's flag name.
+func (c Colormap) String() string {
+	switch c {
+	case Turbo:
+		return "turbo"
+	case Gray:
+		return "gray"
+	}
+	return fmt.Sprintf("Colormap(%d)", int(c))
+}
+
+// ParseColormap parses "turbo", "gray" or "grey".
+func ParseColormap(s string) (Colormap, error) {
+	switch strings.ToLower(s) {
+	case "turbo":
+		return Turbo, nil
+	case "gray", "grey":
+		return Gray, nil
+	}
+	return 0, fmt.Errorf("unknown colormap %q (want turbo or gray)", s)
+}
+
+// Colorize maps data through cmap: index = clamp(int(255·t + 0.5)) with t from Normalize(data, invert), so
+// high values (or, inverted, low values) are warm/bright. Pixels are opaque.
+func Colorize(data []float32, w, h int, cmap Colormap, invert bool) (*image.RGBA, error) {
+	if err := checkMap(data, w, h); err != nil {
+		return nil, err
+	}
+	if cmap != Turbo && cmap != Gray {
+		return nil, fmt.Errorf("invalid colormap %d", int(cmap))
+	}
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i, t := range Normalize(data, invert) {
+		k := quantize(t, 255)
+		c := color.RGBA{uint8(k), uint8(k), uint8(k), 255}
+		if cmap == Turbo {
+			c = color.RGBA{turboLUT[k][0], turboLUT[k][1], turboLUT[k][2], 255}
+		}
+		img.Pix[4*i], img.Pix[4*i+1], img.Pix[4*i+2], img.Pix[4*i+3] = c.R, c.G, c.B, c.A
+	}
+	return img, nil
+}
