@@ -54,15 +54,6 @@ func DefaultBackendDirs() []string {
 
 var loadOnce sync.Once
 
-// LoadBackends loads the dynamic backends found in dirs (once per directory).
-func LoadBackends(dirs []string) {
-	for _, d := range dirs {
-		if _, err := ggml.LoadBackends(d); err != nil {
-			slog.Debug("loading backends", "dir", d, "err", err)
-		}
-	}
-}
-
 // Runtime owns the backends and the scheduler. It is safe for concurrent use;
 // calls to Run are serialised.
 type Runtime struct {
@@ -95,8 +86,9 @@ func Open(opts Options) (*Runtime, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	loadOnce.Do(func() { LoadBackends(DefaultBackendDirs()) })
-	LoadBackends(opts.BackendDirs)
+	// Refused or failing folders are logged; the devices of the others are used.
+	loadOnce.Do(func() { loadBackends(DefaultBackendDirs(), log) })
+	loadBackends(opts.BackendDirs, log)
 
 	name := opts.Device
 	if name == "" {
@@ -151,6 +143,9 @@ func pickDevice(name string) (ggml.Device, error) {
 	}
 	d, err := ggml.DeviceByName(name)
 	if err != nil {
+		if refused := BackendErrors(); len(refused) > 0 {
+			return ggml.Device{}, fmt.Errorf("%w: %v; %w", ErrNoDevice, err, errors.Join(refused...))
+		}
 		return ggml.Device{}, fmt.Errorf("%w: %v", ErrNoDevice, err)
 	}
 	return d, nil

@@ -1,11 +1,32 @@
 package ggml
 
 /*
+#cgo linux LDFLAGS: -ldl
 #include <stdlib.h>
 #include "ggml.h"
 #include "ggml-backend.h"
 #include "ggml-alloc.h"
 #include "ggml-cpu.h"
+#include <dlfcn.h>
+
+extern void da3GoLog(int level, char *text, void *user_data);
+
+// Loaded backends link their own libggml-base.so (this binary's copy is
+// static and its symbols are not exported), whose log sink prints to stderr:
+// point it at ours. name is a loaded library's soname or path.
+typedef void (*da3_log_set_t)(ggml_log_callback, void *);
+static int da3_forward_log(const char *name) {
+    void *h = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+    if (h == NULL) return 0;
+    int ok = 0;
+    da3_log_set_t fn = (da3_log_set_t) dlsym(h, "ggml_log_set");
+    if (fn != NULL && fn != (da3_log_set_t) ggml_log_set) {
+        fn((ggml_log_callback) da3GoLog, NULL);
+        ok = 1;
+    }
+    dlclose(h);
+    return ok;
+}
 
 typedef void (*da3_set_threads_t)(ggml_backend_t, int);
 static int da3_set_n_threads(ggml_backend_t b, int n) {
@@ -149,7 +170,8 @@ var loadedDirs = map[string]bool{}
 
 // LoadBackends loads every dynamic backend library (libggml-*.so) in dir
 // (ggml_backend_load_all_from_path) once per directory, and returns the
-// devices added. A missing directory is not an error.
+// devices added. A missing directory is not an error. It does not check the
+// libraries' ggml version: backend.LoadBackends does, before calling this.
 func LoadBackends(dir string) ([]Device, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -164,11 +186,38 @@ func LoadBackends(dir string) ([]Device, error) {
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
 		return nil, nil
 	}
-	before := len(Devices())
+	before := map[C.ggml_backend_dev_t]bool{}
+	for _, d := range Devices() {
+		before[d.d] = true
+	}
 	cs := C.CString(abs)
 	defer C.free(unsafe.Pointer(cs))
 	C.ggml_backend_load_all_from_path(cs)
-	return Devices()[before:], nil
+	// The registry keeps devices sorted by backend score, so new ones are not
+	// necessarily at the end.
+	var added []Device
+	for _, d := range Devices() {
+		if !before[d.d] {
+			added = append(added, d)
+		}
+	}
+	if len(added) > 0 {
+		forwardLog(abs)
+	}
+	return added, nil
+}
+
+// forwardLog points the log of the libggml-base.so that loaded backends use
+// at slog, as init does for the static copy.
+func forwardLog(dir string) {
+	for _, name := range []string{"libggml-base.so.0", filepath.Join(dir, "libggml-base.so")} {
+		cs := C.CString(name)
+		ok := C.da3_forward_log(cs) != 0
+		C.free(unsafe.Pointer(cs))
+		if ok {
+			return
+		}
+	}
 }
 
 // LoadBackend loads one dynamic backend library (ggml_backend_load).
@@ -179,6 +228,9 @@ func LoadBackend(path string) error {
 	defer C.free(unsafe.Pointer(cs))
 	if C.ggml_backend_load(cs) == nil {
 		return fmt.Errorf("ggml: loading backend %s failed (see the log; a backend built from another ggml version is refused)", path)
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		forwardLog(filepath.Dir(abs))
 	}
 	return nil
 }
