@@ -148,6 +148,11 @@ func (m *Model) preprocess(imgs []Image, opt RunOptions) ([]*Processed, error) {
 		if err != nil {
 			return nil, fmt.Errorf("image %d: %w", i, err)
 		}
+		ps := m.cfg.ViT.PatchSize
+		if p.Width < ps || p.Height < ps || p.Width%ps != 0 || p.Height%ps != 0 {
+			return nil, fmt.Errorf("image %d: %dx%d preprocesses to %dx%d, not a multiple of the %d-pixel patch: the aspect ratio is too extreme for -process-res %d",
+				i, p.OrigWidth, p.OrigHeight, p.Width, p.Height, ps, opt.ProcessRes)
+		}
 		views[i] = p
 	}
 	if len(views) > 1 {

@@ -116,3 +116,12 @@ func checkMap(data []float32, w, h int) error {
 	}
 	return nil
 }
+
+// WriteFileAtomic writes data to path through a temporary file in the same
+// directory that is renamed into place, so path is never left half-written.
+func WriteFileAtomic(path string, data []byte) error {
+	return writeAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/model"
+)
+
+func init() {
+	register(command{
+		name:    "depth",
+		usage:   "da3-go depth -model M.gguf [flags] IMAGE...",
+		summary: "estimate depth (and confidence, sky) for images; several images are one scene for DA3 models unless -independent",
+		run:     runDepth,
+	})
+}
+
+type depthFlags struct {
+	modelFlags
+	out           string
+	formats       string
+	cmap          string
+	conf, sky     bool
+	independent   bool
+	processedSize bool
+}
+
+func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags(commands["depth"], stderr)
+	var f depthFlags
+	f.register(fs)
+	fs.StringVar(&f.out, "o", "", "output directory (default: next to each image), or the output file for one image and one format")
+	fs.StringVar(&f.formats, "format", "png", "comma-separated outputs: png (colourised), png16 (16-bit), pfm, npy")
+	fs.StringVar(&f.cmap, "cmap", "turbo", "colour map for png: turbo or gray")
+	fs.BoolVar(&f.conf, "conf", false, "also write the confidence map (DA3 any-view models)")
+	fs.BoolVar(&f.sky, "sky", false, "also write the sky map (DA3 mono/metric models)")
+	fs.BoolVar(&f.independent, "independent", false, "run each image alone instead of as views of one scene")
+	fs.BoolVar(&f.processedSize, "processed-size", false, "write maps at the network's processed size instead of the image size")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	setupLog(stderr, f.verbose, f.quiet)
+	inputs := fs.Args()
+	if len(inputs) == 0 {
+		return usageError(fs, stderr, "no input images")
+	}
+	if f.model == "" {
+		return usageError(fs, stderr, "-model is required")
+	}
+	formats := splitList(f.formats)
+	if len(formats) == 0 {
+		return usageError(fs, stderr, "-format is empty")
+	}
+	for _, fm := range formats {
+		switch fm {
+		case "png", "png16", "pfm", "npy":
+		default:
+			return usageError(fs, stderr, "unknown -format %q (png, png16, pfm, npy)", fm)
+		}
+	}
+	cmap, err := imgio.ParseColormap(f.cmap)
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	opt, err := f.runOptions()
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	opt.ProcessedSize = f.processedSize
+	single := len(inputs) == 1 && len(formats) == 1 && !f.conf && !f.sky
+	if f.out != "" && !single {
+		if fi, err := os.Stat(f.out); err == nil && !fi.IsDir() {
+			return usageError(fs, stderr, "-o %s is a file, but several outputs are written: give a directory", f.out)
+		}
+	}
+	// Decode all inputs first: a bad image fails before any model work.
+	imgs := make([]image.Image, len(inputs))
+	for i, p := range inputs {
+		if imgs[i], err = imgio.Decode(p); err != nil {
+			return fail(stderr, err)
+		}
+	}
+	m, err := f.load(ctx, stderr)
+	if err != nil {
+		var ue usageErr
+		if errors.As(err, &ue) {
+			return usageError(fs, stderr, "%v", err)
+		}
+		return fail(stderr, err)
+	}
+	defer m.Close()
+	cfg := m.Config()
+	if f.conf && cfg.Arch != model.DA3 {
+		return fail(stderr, fmt.Errorf("-conf: model %q (%s) has no confidence output", cfg.Name, cfg.Arch))
+	}
+	if f.sky && cfg.Arch != model.DA3Mono {
+		return fail(stderr, fmt.Errorf("-sky: model %q (%s) has no sky output", cfg.Name, cfg.Arch))
+	}
+	// DA2 relative models predict disparity (larger = nearer); all others depth.
+	invert := !(cfg.Arch == model.DA2 && !cfg.Metric)
+
+	var results []model.Result
+	if cfg.Arch == model.DA3 && len(imgs) > 1 && !f.independent {
+		if f.out != "" && !f.quiet {
+			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (-independent to run them one by one)\n", len(imgs))
+		}
+		results, err = m.MultiView(ctx, imgs, opt)
+		if err != nil {
+			return fail(stderr, err)
+		}
+	} else {
+		update, finish := newBar(int64(len(imgs)), "depth", false, f.quiet || len(imgs) == 1, stderr)
+		for i, im := range imgs {
+			r, err := m.Depth(ctx, im, opt)
+			if err != nil {
+				finish()
+				return fail(stderr, fmt.Errorf("%s: %w", inputs[i], err))
+			}
+			results = append(results, *r)
+			update(int64(i+1), int64(len(imgs)))
+		}
+		finish()
+	}
+	for i, r := range results {
+		maps := []struct {
+			kind   string
+			data   []float32
+			invert bool
+		}{{"depth", r.Depth, invert}}
+		if f.conf {
+			maps = append(maps, struct {
+				kind   string
+				data   []float32
+				invert bool
+			}{"conf", r.Conf, false})
+		}
+		if f.sky {
+			maps = append(maps, struct {
+				kind   string
+				data   []float32
+				invert bool
+			}{"sky", r.Sky, false})
+		}
+		for _, mp := range maps {
+			for _, fm := range formats {
+				path := outputPath(f.out, single, inputs[i], mp.kind, fm)
+				if err := writeMap(path, fm, mp.data, r.Width, r.Height, cmap, mp.invert); err != nil {
+					return fail(stderr, err)
+				}
+				if !f.quiet {
+					fmt.Fprintf(stdout, "wrote %s\n", path)
+				}
+			}
+		}
+	}
+	return exitOK
+}
+
+// outputPath names an output: <dir>/<image base>_<kind>.<ext>, with dir the
+// -o directory or the image's own; -o is the file itself for a single output.
+func outputPath(out string, single bool, input, kind, format string) string {
+	ext := map[string]string{"png": ".png", "png16": "_16.png", "pfm": ".pfm", "npy": ".npy"}[format]
+	if single && out != "" {
+		if fi, err := os.Stat(out); err != nil || !fi.IsDir() {
+			return out
+		}
+	}
+	dir := out
+	if dir == "" {
+		dir = filepath.Dir(input)
+	}
+	base := strings.TrimSuffix(filepath.Base(input), filepath.Ext(input))
+	return filepath.Join(dir, base+"_"+kind+ext)
+}
+
+func writeMap(path, format string, data []float32, w, h int, cmap imgio.Colormap, invert bool) error {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	switch format {
+	case "png":
+		return imgio.WritePNGColor(path, data, w, h, cmap, invert)
+	case "png16":
+		return imgio.WritePNG16(path, data, w, h, invert)
+	case "pfm":
+		return imgio.WritePFM(path, data, w, h)
+	case "npy":
+		return imgio.WriteNPY(path, data, h, w)
+	}
+	return fmt.Errorf("unknown format %q", format)
+}

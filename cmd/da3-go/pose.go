@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"io"
+	"os"
+
+	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/model"
+)
+
+func init() {
+	register(command{
+		name:    "pose",
+		usage:   "da3-go pose -model M.gguf [flags] IMAGE...",
+		summary: "estimate the cameras (extrinsics, intrinsics) of images taken as views of one scene; prints JSON",
+		run:     runPose,
+	})
+}
+
+// PoseView is one view in the pose JSON.
+type PoseView struct {
+	Image           string       `json:"image"`
+	Width           int          `json:"width"`
+	Height          int          `json:"height"`
+	ProcessedWidth  int          `json:"processed_width"`
+	ProcessedHeight int          `json:"processed_height"`
+	Extrinsics      [3][4]float64 `json:"extrinsics"`
+	Intrinsics      [3][3]float64 `json:"intrinsics"`
+	IntrinsicsOrig  [3][3]float64 `json:"intrinsics_original"`
+}
+
+// PoseOutput is the pose command's JSON document.
+type PoseOutput struct {
+	Model      string     `json:"model"`
+	Convention string     `json:"convention"`
+	Views      []PoseView `json:"views"`
+}
+
+func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags(commands["pose"], stderr)
+	var f modelFlags
+	f.register(fs)
+	out := fs.String("o", "-", "output JSON file, or - for stdout")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	setupLog(stderr, f.verbose, f.quiet)
+	inputs := fs.Args()
+	if len(inputs) == 0 {
+		return usageError(fs, stderr, "no input images")
+	}
+	if f.model == "" {
+		return usageError(fs, stderr, "-model is required")
+	}
+	opt, err := f.runOptions()
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	imgs := make([]image.Image, len(inputs))
+	for i, p := range inputs {
+		if imgs[i], err = imgio.Decode(p); err != nil {
+			return fail(stderr, err)
+		}
+	}
+	m, err := f.load(ctx, stderr)
+	if err != nil {
+		var ue usageErr
+		if errors.As(err, &ue) {
+			return usageError(fs, stderr, "%v", err)
+		}
+		return fail(stderr, err)
+	}
+	defer m.Close()
+	if !m.Config().HasCamera {
+		return fail(stderr, fmt.Errorf("%w: %q is a %s model; pose needs a DA3 any-view model (da3-small, -base, -large, -giant)", model.ErrNoCamera, m.Config().Name, m.Config().Arch))
+	}
+	res, err := m.MultiView(ctx, imgs, opt)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	doc := PoseOutput{Model: m.Config().Name, Convention: "extrinsics: world-to-camera [R|t], OpenCV axes (x right, y down, z forward); intrinsics in pixels"}
+	for i, r := range res {
+		c := r.Camera
+		doc.Views = append(doc.Views, PoseView{Image: inputs[i], Width: r.OrigWidth, Height: r.OrigHeight,
+			ProcessedWidth: r.ProcessedWidth, ProcessedHeight: r.ProcessedHeight,
+			Extrinsics: c.Extrinsics, Intrinsics: c.Intrinsics, IntrinsicsOrig: c.IntrinsicsOriginal})
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return fail(stderr, err)
+	}
+	b = append(b, '\n')
+	if *out == "-" {
+		_, err = stdout.Write(b)
+	} else {
+		err = imgio.WriteFileAtomic(*out, b)
+	}
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if *out != "-" && !f.quiet {
+		fmt.Fprintf(stdout, "wrote %s\n", *out)
+	}
+	_ = os.Stdout
+	return exitOK
+}
