@@ -84,7 +84,7 @@ func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph,
 		out.Conf = channel(logits, logits.Dim(2)-1).Cont(g).Exp(g).ScaleBias(g, 1, 1)
 	case Mono:
 		out.Depth = channel(logits, 0).Cont(g).Exp(g)
-		out.Sky = sc.SkyOut2b.Forward(g, sc.SkyOut2a.Forward(g, z).ReLU(g)).ReLU(g)
+		out.Sky = b.Tap("head.sky_logits", sc.SkyOut2b.Forward(g, sc.SkyOut2a.Forward(g, z).ReLU(g))).ReLU(g)
 	}
 	return out
 }
