@@ -11,11 +11,11 @@ import (
 	"github.com/da3-go/da3-go/ggml"
 )
 
-// relRMSE quantizes x (rows of cols) to t and returns the relative RMS
-// error of the round trip.
+// relRMSE quantizes x (rows of cols) to t as Run does and returns the
+// relative RMS error of the round trip.
 func relRMSE(t *testing.T, typ ggml.Type, x []float32, cols int) float64 {
 	t.Helper()
-	q, err := ggml.QuantizeChunk(typ, x, len(x)/cols, cols, nil)
+	q, err := quantizeRows(typ, x, len(x)/cols, cols)
 	require.NoError(t, err, typ)
 	y, err := ggml.ToFloat32(typ, q, len(x))
 	require.NoError(t, err, typ)
@@ -29,11 +29,11 @@ func relRMSE(t *testing.T, typ ggml.Type, x []float32, cols int) float64 {
 }
 
 // TestLadderOrder verifies the accuracy ladder the fallback relies on: with
-// ggml's quantizers, each type's round-trip error is below the previous
-// one's, on weight-like data of three distributions.
+// ggml's quantizers called as Run calls them, each type's round-trip error
+// is below the previous one's, on weight-like data of four distributions.
 func TestLadderOrder(t *testing.T) {
 	const rows, cols = 256, 1536 // 1536 fits every block size
-	for _, dist := range []string{"normal", "laplace", "outliers"} {
+	for _, dist := range []string{"normal", "laplace", "uniform", "outliers"} {
 		t.Run(dist, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(1, 2))
 			x := make([]float32, rows*cols)
@@ -43,6 +43,8 @@ func TestLadderOrder(t *testing.T) {
 					x[i] = float32(0.02 * r.NormFloat64())
 				case "laplace":
 					x[i] = float32(0.02 * r.ExpFloat64() * float64(1-2*r.IntN(2)))
+				case "uniform":
+					x[i] = float32(0.1 * (2*r.Float64() - 1))
 				case "outliers":
 					x[i] = float32(0.02 * r.NormFloat64())
 					if r.IntN(200) == 0 {
@@ -59,6 +61,29 @@ func TestLadderOrder(t *testing.T) {
 			}
 			assert.Zero(t, relRMSE(t, ggml.TypeF32, x, cols))
 		})
+	}
+}
+
+// TestImportanceHelps checks that the uniform importance matrix Run passes
+// lowers the error of every type ggml searches scales for.
+func TestImportanceHelps(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const cols = 1536
+	x := make([]float32, 128*cols)
+	for i := range x {
+		x[i] = float32(0.02 * r.NormFloat64())
+	}
+	for _, typ := range []ggml.Type{ggml.TypeQ4_0, ggml.TypeQ4K, ggml.TypeQ4_1, ggml.TypeQ5_0, ggml.TypeQ5K, ggml.TypeQ5_1, ggml.TypeQ6K} {
+		plain, err := ggml.QuantizeChunk(typ, x, len(x)/cols, cols, nil)
+		require.NoError(t, err)
+		y, err := ggml.ToFloat32(typ, plain, len(x))
+		require.NoError(t, err)
+		var e, ref float64
+		for i := range x {
+			e += float64(x[i]-y[i]) * float64(x[i]-y[i])
+			ref += float64(x[i]) * float64(x[i])
+		}
+		assert.Less(t, relRMSE(t, typ, x, cols), math.Sqrt(e/ref), typ)
 	}
 }
 

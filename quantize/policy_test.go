@@ -33,11 +33,11 @@ func TestPlanTable(t *testing.T) {
 		fallback bool
 	}{
 		// ViT-S rows of 384 cannot hold a 256-block k-quant.
-		{"vits qkv q4_K→q5_0", ti("vit.blk.0.attn_qkv.weight", f32, 384, 1152), ggml.TypeQ4K, 0, ggml.TypeQ5_0, true, true},
-		{"vits proj q4_K→q5_0", ti("vit.blk.11.attn_proj.weight", f32, 384, 384), ggml.TypeQ4K, 0, ggml.TypeQ5_0, true, true},
-		{"vits fc1 q4_K→q5_0", ti("vit.blk.3.mlp_fc1.weight", f32, 384, 1536), ggml.TypeQ4K, 0, ggml.TypeQ5_0, true, true},
+		{"vits qkv q4_K→q4_1", ti("vit.blk.0.attn_qkv.weight", f32, 384, 1152), ggml.TypeQ4K, 0, ggml.TypeQ4_1, true, true},
+		{"vits proj q4_K→q4_1", ti("vit.blk.11.attn_proj.weight", f32, 384, 384), ggml.TypeQ4K, 0, ggml.TypeQ4_1, true, true},
+		{"vits fc1 q4_K→q4_1", ti("vit.blk.3.mlp_fc1.weight", f32, 384, 1536), ggml.TypeQ4K, 0, ggml.TypeQ4_1, true, true},
 		{"vits fc2 q4_K fits", ti("vit.blk.3.mlp_fc2.weight", f32, 1536, 384), ggml.TypeQ4K, 0, ggml.TypeQ4K, true, false},
-		{"vits qkv q5_K→q8_0", ti("vit.blk.0.attn_qkv.weight", f32, 384, 1152), ggml.TypeQ5K, 0, ggml.TypeQ8_0, true, true},
+		{"vits qkv q5_K→q5_1", ti("vit.blk.0.attn_qkv.weight", f32, 384, 1152), ggml.TypeQ5K, 0, ggml.TypeQ5_1, true, true},
 		{"vits qkv q6_K→q8_0", ti("vit.blk.0.attn_qkv.weight", f32, 384, 1152), ggml.TypeQ6K, 0, ggml.TypeQ8_0, true, true},
 		{"vits qkv q8_0", ti("vit.blk.0.attn_qkv.weight", f32, 384, 1152), ggml.TypeQ8_0, 0, ggml.TypeQ8_0, true, false},
 		{"vits qkv q4_0", ti("vit.blk.0.attn_qkv.weight", f32, 384, 1152), ggml.TypeQ4_0, 0, ggml.TypeQ4_0, true, false},
@@ -51,7 +51,7 @@ func TestPlanTable(t *testing.T) {
 		// The metric branch of the nested model is quantized too.
 		{"m_vit w12", ti("m_vit.blk.7.mlp_w12.weight", f32, 1536, 8192), ggml.TypeQ4K, 0, ggml.TypeQ4K, true, false},
 		{"m_vit w3", ti("m_vit.blk.7.mlp_w3.weight", f32, 4096, 1536), ggml.TypeQ6K, 0, ggml.TypeQ6K, true, false},
-		{"m_vit qkv vits", ti("m_vit.blk.0.attn_qkv.weight", f32, 384, 1152), ggml.TypeQ4K, 0, ggml.TypeQ5_0, true, true},
+		{"m_vit qkv vits", ti("m_vit.blk.0.attn_qkv.weight", f32, 384, 1152), ggml.TypeQ4K, 0, ggml.TypeQ4_1, true, true},
 		// Camera decoder.
 		{"cam bb0", ti("cam.bb0.weight", f32, 768, 768), ggml.TypeQ4K, 0, ggml.TypeQ4K, true, false},
 		{"cam fc_t", ti("cam.fc_t.weight", f32, 768, 3), ggml.TypeQ8_0, 0, ggml.TypeQ8_0, true, false},
@@ -164,8 +164,8 @@ func TestPlanViTS(t *testing.T) {
 		fallbackType        ggml.Type
 	}{
 		// 12 fc2 (rows of 1536) and 5 camera matrices (rows of 768) fit 256.
-		{ggml.TypeQ4K, 17, 36, ggml.TypeQ5_0},
-		{ggml.TypeQ5K, 17, 36, ggml.TypeQ8_0},
+		{ggml.TypeQ4K, 17, 36, ggml.TypeQ4_1},
+		{ggml.TypeQ5K, 17, 36, ggml.TypeQ5_1},
 		{ggml.TypeQ6K, 17, 36, ggml.TypeQ8_0},
 		{ggml.TypeQ8_0, 53, 0, 0},
 		{ggml.TypeQ4_0, 53, 0, 0},
@@ -199,7 +199,7 @@ func TestPlanErrors(t *testing.T) {
 		_, err := quantize.Plan(ts, typ, quantize.Options{})
 		require.Error(t, err, typ)
 		assert.ErrorIs(t, err, quantize.ErrUnknownType, typ)
-		assert.Contains(t, err.Error(), "f32, f16, bf16, q8_0, q6_K, q5_K, q5_1, q5_0, q4_K, q4_1, q4_0")
+		assert.Contains(t, err.Error(), "f32, f16, bf16, q8_0, q6_K, q5_1, q5_K, q5_0, q4_1, q4_K, q4_0")
 	}
 	_, err := quantize.Plan(ts, ggml.TypeQ8_0, quantize.Options{Conv: ggml.TypeQ8_0})
 	assert.ErrorContains(t, err, "convolution kernels can be f32 or f16, not q8_0")
@@ -223,6 +223,6 @@ func TestParseType(t *testing.T) {
 		_, err := quantize.ParseType(bad)
 		require.Error(t, err, bad)
 		assert.True(t, errors.Is(err, quantize.ErrUnknownType), bad)
-		assert.Contains(t, err.Error(), fmt.Sprintf("%q: known types are f32, f16, bf16, q8_0, q6_K, q5_K, q5_1, q5_0, q4_K, q4_1, q4_0", bad))
+		assert.Contains(t, err.Error(), fmt.Sprintf("%q: known types are f32, f16, bf16, q8_0, q6_K, q5_1, q5_K, q5_0, q4_1, q4_K, q4_0", bad))
 	}
 }

@@ -398,5 +398,21 @@ func convertRows(from, to ggml.Type, src []byte, nrows, ncols int) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	return ggml.QuantizeChunk(to, x, nrows, ncols, nil)
+	return quantizeRows(to, x, nrows, ncols)
+}
+
+// quantizeRows converts rows of float32 to t. Block-quantized types get a
+// uniform importance matrix: it switches ggml's q4_0…q5_1 and k-quant
+// quantizers from rounding with the block's max (and min) to a weighted
+// search for the best scale, which lowers the round-trip error by 1–12 %
+// (see TestLadderOrder); q8_0 always rounds.
+func quantizeRows(t ggml.Type, x []float32, nrows, ncols int) ([]byte, error) {
+	var imatrix []float32
+	if t.IsQuantized() {
+		imatrix = make([]float32, ncols)
+		for i := range imatrix {
+			imatrix[i] = 1
+		}
+	}
+	return ggml.QuantizeChunk(t, x, nrows, ncols, imatrix)
 }

@@ -4,20 +4,22 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"image"
 	"io"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/quantize"
 )
 
 func init() {
 	register(command{
 		name:    "quantize",
-		usage:   "da3-go quantize [-type T] [-conv f32|f16] [-dry-run] IN.gguf OUT.gguf",
-		summary: "convert a model's weight matrices to a smaller type (f16, bf16, q8_0, q6_k, q5_k, q5_0, q4_k, q4_0)",
+		usage:   "da3-go quantize [-type T] [-conv f32|f16] [-dry-run] [-check IMAGE] IN.gguf OUT.gguf",
+		summary: "convert a model's weight matrices to a smaller type (f16, bf16, q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0)",
 		run:     runQuantize,
 	})
 }
@@ -28,7 +30,9 @@ func runQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	typName := fs.String("type", "q8_0", "type of the weight matrices: "+typeList())
 	convName := fs.String("conv", "f32", "type of the convolution kernels: f32 or f16")
 	dryRun := fs.Bool("dry-run", false, "print the plan (type and reason per tensor group, resulting size) and write nothing")
+	check := fs.String("check", "", "after quantizing, run IN and OUT on `IMAGE` and print how closely depth (and pose) agree")
 	threads := fs.Int("threads", 0, "threads converting rows (0 = all cores)")
+	device := fs.String("device", "auto", "device for -check: auto, cpu or a device name such as CUDA0")
 	quiet := fs.Bool("quiet", false, "no progress bar and no result line")
 	pos, code, ok := parseInterspersed(fs, args)
 	if !ok {
@@ -51,10 +55,18 @@ func runQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return usageError(fs, stderr, "-threads %d: must not be negative", *threads)
 	}
 	switch {
+	case *dryRun && *check != "":
+		return usageError(fs, stderr, "-check needs a real run, not -dry-run")
 	case *dryRun && (len(pos) < 1 || len(pos) > 2):
 		return usageError(fs, stderr, "want IN.gguf (and optionally OUT.gguf), got %d arguments", len(pos))
 	case !*dryRun && len(pos) != 2:
 		return usageError(fs, stderr, "want IN.gguf and OUT.gguf, got %d arguments", len(pos))
+	}
+	var img image.Image
+	if *check != "" { // before the work, so that a bad image fails fast
+		if img, err = imgio.Decode(*check); err != nil {
+			return fail(stderr, fmt.Errorf("check: %w", err))
+		}
 	}
 	in, err := resolveModel(ctx, pos[0], *quiet, stderr)
 	if err != nil {
@@ -86,6 +98,12 @@ func runQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if !*quiet {
 		fmt.Fprintf(stdout, "wrote %s: %s, %s → %s (%.1f%%)\n", out, matrixSummary(rep),
 			humanBytes(uint64(rep.InSize)), humanBytes(uint64(rep.OutSize)), 100*float64(rep.OutSize)/float64(rep.InSize))
+	}
+	if *check != "" {
+		setupLog(stderr, false, *quiet)
+		if err := checkQuantized(ctx, img, *check, in, out, *device, *threads, stdout); err != nil {
+			return fail(stderr, fmt.Errorf("check: %w", err))
+		}
 	}
 	return exitOK
 }

@@ -7,12 +7,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/internal/testutil"
 	"github.com/da3-go/da3-go/loader"
 )
@@ -70,7 +73,7 @@ func TestQuantizeDryRunGolden(t *testing.T) {
 	got := strings.ReplaceAll(stdout, in, "IN.gguf")
 	checkGolden(t, "quantize_plan.golden", []byte(got))
 	assert.Contains(t, got, "vit.blk.*.attn_qkv.weight")
-	assert.Contains(t, got, "rows of 384 do not fit the q4_K block of 256; q5_0 is the nearest type at least as accurate that fits")
+	assert.Contains(t, got, "rows of 384 do not fit the q4_K block of 256; q4_1 is the nearest type at least as accurate that fits")
 	entries, err := os.ReadDir(filepath.Dir(in))
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "dry run wrote a file")
@@ -89,13 +92,13 @@ func TestQuantizeRun(t *testing.T) {
 	code, stdout, stderr := runCmd(t, "quantize", in, out, "-type", "Q4_K", "-conv", "f16", "-threads", "2")
 	require.Equal(t, exitOK, code, stderr)
 	assert.Empty(t, stderr)
-	assert.Regexp(t, `^wrote .*q4\.gguf: 10 weight matrices: 4 q4_K, 6 q5_0 \(rows that do not fit the q4_K block\), .* MiB → .* (KiB|MiB) \([0-9.]+%\)\n$`, stdout)
+	assert.Regexp(t, `^wrote .*q4\.gguf: 10 weight matrices: 4 q4_K, 6 q4_1 \(rows that do not fit the q4_K block\), .* MiB → .* (KiB|MiB) \([0-9.]+%\)\n$`, stdout)
 
 	f, err := loader.Open(out)
 	require.NoError(t, err)
 	defer f.Close()
 	for name, typ := range map[string]loader.Type{
-		"vit.blk.0.attn_qkv.weight": loader.TypeQ5_0, "vit.blk.1.mlp_fc2.weight": loader.TypeQ4K,
+		"vit.blk.0.attn_qkv.weight": loader.TypeQ4_1, "vit.blk.1.mlp_fc2.weight": loader.TypeQ4K,
 		"cam.bb0.weight": loader.TypeQ4K, "head.scratch.rn1.out.weight": loader.TypeF16,
 		"head.resize.0.weight": loader.TypeF32, "vit.pos_embed": loader.TypeF32,
 	} {
@@ -114,7 +117,7 @@ func TestQuantizeRun(t *testing.T) {
 	code, stdout, stderr = runCmd(t, "quantize", "-quiet", "-type", "q8_0", out, out2)
 	require.Equal(t, exitOK, code, stderr)
 	assert.Empty(t, stdout)
-	assert.Contains(t, stderr, "da3-go: warning: input is already quantized (q5_0, q4_K)")
+	assert.Contains(t, stderr, "da3-go: warning: input is already quantized (q4_1, q4_K)")
 	assert.Contains(t, stderr, "da3-go: warning: ")
 	assert.Contains(t, stderr, "the accuracy the input lost cannot come back")
 }
@@ -127,11 +130,12 @@ func TestQuantizeUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown type", []string{"-type", "q3_k", in, out}, `unknown quantization type "q3_k": known types are f32, f16, bf16, q8_0, q6_K, q5_K, q5_1, q5_0, q4_K, q4_1, q4_0`},
+		{"unknown type", []string{"-type", "q3_k", in, out}, `unknown quantization type "q3_k": known types are f32, f16, bf16, q8_0, q6_K, q5_1, q5_K, q5_0, q4_1, q4_K, q4_0`},
 		{"bad conv", []string{"-conv", "q8_0", in, out}, `-conv "q8_0": want f32 or f16`},
 		{"one arg", []string{in}, "want IN.gguf and OUT.gguf, got 1 arguments"},
 		{"three args", []string{in, out, out}, "want IN.gguf and OUT.gguf, got 3 arguments"},
 		{"dry-run no arg", []string{"-dry-run"}, "want IN.gguf (and optionally OUT.gguf), got 0 arguments"},
+		{"dry-run check", []string{"-dry-run", "-check", "x.png", in}, "-check needs a real run"},
 		{"negative threads", []string{"-threads", "-1", in, out}, "-threads -1"},
 		{"unknown flag", []string{"-bogus", in, out}, "flag provided but not defined: -bogus"},
 	} {
@@ -171,8 +175,8 @@ func TestQuantizeHelp(t *testing.T) {
 	code, stdout, stderr := runCmd(t, "help", "quantize")
 	assert.Equal(t, exitOK, code)
 	assert.Empty(t, stdout)
-	assert.Contains(t, stderr, "usage: da3-go quantize [-type T] [-conv f32|f16] [-dry-run] IN.gguf OUT.gguf")
-	assert.Contains(t, stderr, "f32, f16, bf16, q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0")
+	assert.Contains(t, stderr, "usage: da3-go quantize [-type T] [-conv f32|f16] [-dry-run] [-check IMAGE] IN.gguf OUT.gguf")
+	assert.Contains(t, stderr, "f32, f16, bf16, q8_0, q6_k, q5_1, q5_k, q5_0, q4_1, q4_k, q4_0")
 }
 
 func TestParseInterspersed(t *testing.T) {
@@ -194,4 +198,31 @@ func TestParseInterspersed(t *testing.T) {
 		assert.Equal(t, tc.pos, pos, tc.args)
 		assert.Equal(t, tc.typ, *typ, tc.args)
 	}
+}
+
+func TestQuantizeCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("model runs skipped in -short mode")
+	}
+	in := filepath.Join(t.TempDir(), "da2-tiny.gguf")
+	require.NoError(t, convert.Convert(context.Background(), "../../tests/fixtures/da2-tiny/hf", in,
+		convert.Options{Heads: 2, OutLayers: []int{0, 1, 2, 3}}))
+	out := filepath.Join(t.TempDir(), "q8.gguf")
+	img := "../../tests/fixtures/da2-tiny/image.png"
+	code, stdout, stderr := runCmd(t, "quantize", "-quiet", "-device", "cpu", "-check", img, in, out)
+	require.Equal(t, exitOK, code, stderr)
+	m := regexp.MustCompile(`^check \S+image\.png: depth correlation ([0-9.]+), max\|d\| \S+ \(\S+% of the largest depth\)\n$`).FindStringSubmatch(stdout)
+	require.NotNil(t, m, "stdout: %q", stdout)
+	corr, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, corr, 0.9999, "q8_0 depth correlation")
+
+	// A bad image fails before any work.
+	out2 := filepath.Join(t.TempDir(), "q4.gguf")
+	code, _, stderr = runCmd(t, "quantize", "-check", "no-such.png", in, out2)
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, stderr, "da3-go: check: ")
+	assert.Contains(t, stderr, "no-such.png")
+	_, err = os.Stat(out2)
+	assert.ErrorIs(t, err, os.ErrNotExist)
 }
