@@ -77,7 +77,8 @@ func DryRun(ctx context.Context, in string, typ ggml.Type, opts Options) (Report
 }
 
 // Run quantizes the GGUF file in to out. Tensors are streamed one at a time
-// (memory is bounded by a few row chunks per thread, not by the file), rows
+// (memory is bounded by a few row chunks per thread, not by the file or the
+// largest tensor), rows
 // are converted on opts.Threads goroutines, and the result is written to a
 // temporary file next to out that is renamed over out only when complete;
 // it is removed on failure or cancellation. All metadata is copied, plus
@@ -100,6 +101,13 @@ func Run(ctx context.Context, in, out string, typ ggml.Type, opts Options) (Repo
 	if err != nil {
 		return rep, err
 	}
+	// Tensor data is read with pread, not through the loader's mapping, so
+	// that the pages of converted tensors do not add up in the resident set.
+	data, err := os.Open(in)
+	if err != nil {
+		return rep, err
+	}
+	defer data.Close()
 	workers := opts.Threads
 	if workers <= 0 {
 		workers = runtime.NumCPU()
@@ -115,10 +123,12 @@ func Run(ctx context.Context, in, out string, typ ggml.Type, opts Options) (Repo
 		}
 	}
 	progress(0)
+	infos := f.Tensors()
 	tensors := make([]loader.WriterTensor, len(rep.Decisions))
 	for i, d := range rep.Decisions {
+		src := io.NewSectionReader(data, int64(infos[i].Offset), int64(infos[i].Size))
 		tensors[i] = loader.WriterTensor{Name: d.Name, Type: loader.Type(d.To), Shape: d.Shape,
-			Data: &tensorWriter{ctx: ctx, f: f, d: d, workers: workers, progress: progress}}
+			Data: &tensorWriter{ctx: ctx, src: src, d: d, workers: workers, progress: progress}}
 	}
 	if err := loader.WriteFile(out, kv, tensors, f.Alignment()); err != nil {
 		return rep, fmt.Errorf("quantize %s: %w", in, err)
@@ -293,7 +303,7 @@ const chunkElems = 1 << 18
 // workers goroutines and written in order.
 type tensorWriter struct {
 	ctx      context.Context
-	f        *loader.File
+	src      *io.SectionReader // the input tensor's bytes
 	d        Decision
 	workers  int
 	progress func(n int64)
@@ -303,22 +313,18 @@ func (tw *tensorWriter) WriteTo(w io.Writer) (int64, error) {
 	if err := tw.ctx.Err(); err != nil {
 		return 0, err
 	}
-	src, err := tw.f.TensorData(tw.d.Name)
-	if err != nil {
-		return 0, err
-	}
 	if tw.d.From == tw.d.To {
-		return tw.copy(w, src)
+		return tw.copy(w)
 	}
 	ncols := 1
 	if len(tw.d.Shape) > 0 {
 		ncols = int(tw.d.Shape[0])
 	}
-	if ncols == 0 || len(src) == 0 {
+	if ncols == 0 || tw.src.Size() == 0 {
 		return 0, nil
 	}
 	srcRow := tw.d.From.RowSize(ncols)
-	nrows := len(src) / srcRow
+	nrows := int(tw.src.Size()) / srcRow
 	per := max(1, chunkElems/ncols)
 
 	ctx, cancel := context.WithCancel(tw.ctx)
@@ -346,10 +352,16 @@ func (tw *tensorWriter) WriteTo(w io.Writer) (int64, error) {
 				rc <- result{err: ctx.Err()}
 				return
 			}
+			buf := make([]byte, (r1-r0)*srcRow)
+			if _, err := tw.src.ReadAt(buf, int64(r0*srcRow)); err != nil {
+				<-sem
+				rc <- result{err: fmt.Errorf("read: %w", err)}
+				return
+			}
 			go func() {
 				defer func() { <-sem }()
-				b, err := convertRows(tw.d.From, tw.d.To, src[r0*srcRow:r1*srcRow], r1-r0, ncols)
-				rc <- result{b: b, in: int64((r1 - r0) * srcRow), err: err}
+				b, err := convertRows(tw.d.From, tw.d.To, buf, r1-r0, ncols)
+				rc <- result{b: b, in: int64(len(buf)), err: err}
 			}()
 		}
 	}()
@@ -372,21 +384,26 @@ func (tw *tensorWriter) WriteTo(w io.Writer) (int64, error) {
 	return written, nil
 }
 
-// copy writes src unchanged in pieces, checking for cancellation.
-func (tw *tensorWriter) copy(w io.Writer, src []byte) (int64, error) {
+// copy writes the input bytes unchanged in pieces, checking for
+// cancellation.
+func (tw *tensorWriter) copy(w io.Writer) (int64, error) {
+	buf := make([]byte, min(tw.src.Size(), 4<<20))
 	var written int64
-	for len(src) > 0 {
+	for off := int64(0); off < tw.src.Size(); {
 		if err := tw.ctx.Err(); err != nil {
 			return written, err
 		}
-		k := min(len(src), 4<<20)
-		n, err := w.Write(src[:k])
+		k, err := tw.src.ReadAt(buf[:min(int64(len(buf)), tw.src.Size()-off)], off)
+		if err != nil {
+			return written, fmt.Errorf("read: %w", err)
+		}
+		n, err := w.Write(buf[:k])
 		written += int64(n)
 		if err != nil {
 			return written, err
 		}
 		tw.progress(int64(k))
-		src = src[k:]
+		off += int64(k)
 	}
 	return written, nil
 }
