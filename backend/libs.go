@@ -57,9 +57,13 @@ func (e *VersionError) Error() string {
 	if have == "" {
 		have = "an unknown ggml version (no da3 version stamp: not built by ggml/cmake)"
 	}
-	return fmt.Sprintf("not loading the ggml backends in %s: %s was built from %s, but this da3-go links %s; "+
+	what := filepath.Base(e.File) + " was built from"
+	if filepath.Base(e.File) == VersionFile {
+		what = "its " + VersionFile + " file names"
+	}
+	return fmt.Sprintf("not loading the ggml backends in %s: %s %s, but this da3-go links %s; "+
 		"rebuild them from this checkout (make cuda) or point DA3_BACKEND_PATH at a matching build",
-		e.Dir, filepath.Base(e.File), have, e.Want)
+		e.Dir, what, have, e.Want)
 }
 
 func (e *VersionError) Unwrap() error { return ErrBackendVersion }

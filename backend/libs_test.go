@@ -136,7 +136,7 @@ func TestCheckBackendDir(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, VersionFile), []byte(ggml.ModulePath+" v0.0.2\n"), 0o644))
 		_, err := CheckBackendDir(dir, want)
 		require.ErrorIs(t, err, ErrBackendVersion)
-		assert.Contains(t, err.Error(), "VERSION was built from "+ggml.ModulePath+" v0.0.2")
+		assert.Contains(t, err.Error(), "its VERSION file names "+ggml.ModulePath+" v0.0.2")
 	})
 
 	t.Run("unstamped ELF library", func(t *testing.T) {
