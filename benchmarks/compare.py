@@ -15,7 +15,9 @@ Both engines run the same network on the same float32 input tensor:
 * threads: torch.set_num_threads(T) and `-threads T`;
 * every measurement is a fresh process (load time = checkpoint file to ready model, peak RSS = VmHWM of that
   process), with one warm-up run excluded from the median, and the two engines alternate within each round
-  (the order flips between rounds) so that load from other users of a shared machine hits both alike.
+  (the order flips between rounds) so that load from other users of a shared machine hits both alike;
+* each measurement waits (up to --quiet-wait s) for the machine to be mostly idle, and records the CPU share
+  other processes took while it ran ("busy" column): ratios from busy rows are noise, not performance.
 
 PyTorch references: DA3 = the official depth-anything-3 package (SDPA attention); DA2 = transformers'
 DepthAnythingForDepthEstimation (the oracle's reference; faster here than the original code, which is measured
@@ -99,6 +101,53 @@ def loadavg() -> float:
         return os.getloadavg()[0]
     except OSError:
         return -1.0
+
+
+def cpu_times() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
+    try:
+        f = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    hz = os.sysconf("SC_CLK_TCK")
+    idle = f[3] + (f[4] if len(f) > 4 else 0)  # idle + iowait
+    return (sum(f[:8]) - idle) / hz, sum(f[:8]) / hz
+
+
+def children_cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+QUIET = {"idle": 0.85, "max_wait": 120.0}
+
+
+def wait_quiet() -> float:
+    """Waits (at most QUIET["max_wait"] s) until other users leave QUIET["idle"] of the CPUs idle over one second;
+    returns the idle fraction seen last."""
+    deadline = time.time() + QUIET["max_wait"]
+    while True:
+        b0, t0 = cpu_times()
+        time.sleep(1.0)
+        b1, t1 = cpu_times()
+        idle = 1 - (b1 - b0) / (t1 - t0) if t1 > t0 else 1.0
+        if idle >= QUIET["idle"] or time.time() >= deadline:
+            return idle
+
+
+def timed(cmd: list[str]) -> tuple[subprocess.CompletedProcess, dict]:
+    """Runs one measurement process and reports how busy the machine was with other work meanwhile
+    (foreign_cpu: CPU time of other processes / (wall x CPUs))."""
+    idle = wait_quiet()
+    b0, t0 = cpu_times()
+    c0, w0 = children_cpu(), time.time()
+    r = sh(cmd)
+    b1, t1 = cpu_times()
+    c1, w1 = children_cpu(), time.time()
+    foreign = max(0.0, ((b1 - b0) - (c1 - c0)) / (t1 - t0)) if t1 > t0 else 0.0
+    return r, {"idle_before": idle, "foreign_cpu": foreign, "wall_s": w1 - w0, "loadavg": loadavg()}
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -185,22 +234,15 @@ def ensure_input(family: str, process_res: int, views: int = 1) -> Path:
 
 
 def measure_torch(model: str, ckpt: Path, pixels: Path, repeat: int, threads: int) -> dict:
-    la = loadavg()
-    r = sh([sys.executable, str(TORCH_BENCH), "run", "--model", model, "--ckpt", str(ckpt), "--pixels", str(pixels),
-            "--repeat", str(repeat), "--threads", str(threads)])
-    rep = last_json(r.stdout)
-    rep["loadavg"] = la
-    return rep
+    r, env = timed([sys.executable, str(TORCH_BENCH), "run", "--model", model, "--ckpt", str(ckpt), "--pixels",
+                    str(pixels), "--repeat", str(repeat), "--threads", str(threads)])
+    return {**last_json(r.stdout), **env}
 
 
 def measure_go(bin_: str, gguf: Path, pixels: Path, repeat: int, threads: int) -> dict:
-    la = loadavg()
-    r = sh([bin_, "bench", "-json", "-quiet", "-device", "cpu", "-model", str(gguf), "-pixels", str(pixels),
-            "-repeat", str(repeat), "-threads", str(threads)])
-    rep = last_json(r.stdout)
-    rep["impl"] = "da3-go"
-    rep["loadavg"] = la
-    return rep
+    r, env = timed([bin_, "bench", "-json", "-quiet", "-device", "cpu", "-model", str(gguf), "-pixels", str(pixels),
+                    "-repeat", str(repeat), "-threads", str(threads)])
+    return {**last_json(r.stdout), "impl": "da3-go", **env}
 
 
 def pool(reps: list[dict]) -> dict:
@@ -213,6 +255,7 @@ def pool(reps: list[dict]) -> dict:
         "first_ms": statistics.median(r["first_ms"] for r in reps),
         "peak_rss_mib": statistics.median(r["peak_rss_mib"] for r in reps),
         "loadavg": statistics.mean(r["loadavg"] for r in reps),
+        "foreign_cpu": statistics.mean(r["foreign_cpu"] for r in reps),
     }
 
 
@@ -227,7 +270,8 @@ def interleave(jobs: dict, rounds: int) -> dict:
             rep = jobs[k]()
             raw[k].append(rep)
             log(f"  round {r + 1}/{rounds} {k}: median {statistics.median(rep['runs_ms']):.0f} ms, "
-                f"load {rep['load_ms']:.0f} ms, peak RSS {rep['peak_rss_mib']:.0f} MiB ({time.time() - t0:.0f} s)")
+                f"min {min(rep['runs_ms']):.0f} ms, load {rep['load_ms']:.0f} ms, peak RSS {rep['peak_rss_mib']:.0f} MiB "
+                f"({time.time() - t0:.0f} s; other work {100 * rep['foreign_cpu']:.0f}% of the CPUs)")
     return {k: {"pooled": pool(v), "raw": v} for k, v in raw.items()}
 
 
@@ -262,6 +306,7 @@ def run_main(bin_: str, models: list[str], variants: list[str], rounds: int, rep
                     "model": name, "label": m["label"], "variant": v, "baseline": tag, "size": size,
                     "torch": t, "go": g,
                     "speedup": t["median_ms"] / g["median_ms"],
+                    "speedup_min": t["min_ms"] / g["min_ms"],
                     "load_speedup": t["load_ms"] / g["load_ms"],
                     "rss_ratio": g["peak_rss_mib"] / t["peak_rss_mib"],
                     "raw": {"torch": res_[tag]["raw"], "go": res_[f"da3-go {v}"]["raw"]},
@@ -291,6 +336,7 @@ def run_sweeps(bin_: str, name: str, threads: int, repeat: int) -> dict:
               "torch": r["torch"]["pooled"], "go": r["da3-go"]["pooled"],
               "go_compute_buffers_mib": r["da3-go"]["raw"][0].get("compute_buffers_mib")}
         pt["speedup"] = pt["torch"]["median_ms"] / pt["go"]["median_ms"]
+        pt["speedup_min"] = pt["torch"]["min_ms"] / pt["go"]["min_ms"]
         out["resolution" if kind == "resolution" else "views"].append(pt)
     one = next((p for p in out["resolution"] if p["process_res"] == 504), None)
     if one:
@@ -303,15 +349,16 @@ def run_sweeps(bin_: str, name: str, threads: int, repeat: int) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    hdr = ["model", "variant", "size", "torch ms", "da3-go ms", "speedup", "torch load", "da3-go load", "load x",
-           "torch RSS MB", "da3-go RSS MB", "RSS ratio"]
+    hdr = ["model", "variant", "size", "torch ms", "da3-go ms", "speedup", "(min)", "torch load", "da3-go load",
+           "load x", "torch RSS MB", "da3-go RSS MB", "RSS ratio", "busy"]
     lines = [hdr]
     for r in rows:
         base = "" if r["baseline"] == "torch" else f" vs {r['baseline']}"
         lines.append([r["label"], r["variant"] + base, r["size"], f"{r['torch']['median_ms']:.0f}",
-                      f"{r['go']['median_ms']:.0f}", f"{r['speedup']:.2f}x", f"{r['torch']['load_ms']:.0f}",
-                      f"{r['go']['load_ms']:.0f}", f"{r['load_speedup']:.1f}x", f"{r['torch']['peak_rss_mib']:.0f}",
-                      f"{r['go']['peak_rss_mib']:.0f}", f"{r['rss_ratio']:.2f}"])
+                      f"{r['go']['median_ms']:.0f}", f"{r['speedup']:.2f}x", f"{r['speedup_min']:.2f}x",
+                      f"{r['torch']['load_ms']:.0f}", f"{r['go']['load_ms']:.0f}", f"{r['load_speedup']:.1f}x",
+                      f"{r['torch']['peak_rss_mib']:.0f}", f"{r['go']['peak_rss_mib']:.0f}", f"{r['rss_ratio']:.2f}",
+                      f"{100 * max(r['torch']['foreign_cpu'], r['go']['foreign_cpu']):.0f}%"])
     return fmt_cols(lines)
 
 
@@ -321,11 +368,12 @@ def fmt_cols(lines: list[list[str]]) -> str:
 
 
 def sweep_table(points: list[dict], key: str) -> str:
-    lines = [[key, "size", "tokens", "torch ms", "da3-go ms", "speedup", "torch RSS MB", "da3-go RSS MB"]]
+    lines = [[key, "size", "tokens", "torch ms", "da3-go ms", "speedup", "(min)", "torch RSS MB", "da3-go RSS MB", "busy"]]
     for p in points:
         lines.append([str(p["process_res"] if key == "res" else p["views"]), p["size"], str(p["tokens"]),
                       f"{p['torch']['median_ms']:.0f}", f"{p['go']['median_ms']:.0f}", f"{p['speedup']:.2f}x",
-                      f"{p['torch']['peak_rss_mib']:.0f}", f"{p['go']['peak_rss_mib']:.0f}"])
+                      f"{p['speedup_min']:.2f}x", f"{p['torch']['peak_rss_mib']:.0f}", f"{p['go']['peak_rss_mib']:.0f}",
+                      f"{100 * max(p['torch']['foreign_cpu'], p['go']['foreign_cpu']):.0f}%"])
     return fmt_cols(lines)
 
 
@@ -432,7 +480,11 @@ def main() -> int:
     ap.add_argument("--only", choices=["main", "sweeps"])
     ap.add_argument("--sweep-model", default="da3-base")
     ap.add_argument("--quick", action="store_true", help="smoke test: da3-small f32, one round, one run, no sweeps")
+    ap.add_argument("--quiet-idle", type=float, default=QUIET["idle"],
+                    help="before each measurement wait until this fraction of the CPUs is idle (0 = never wait)")
+    ap.add_argument("--quiet-wait", type=float, default=QUIET["max_wait"], help="longest such wait, seconds")
     args = ap.parse_args()
+    QUIET["idle"], QUIET["max_wait"] = args.quiet_idle, args.quiet_wait
     if args.quick:
         args.models, args.variants, args.rounds, args.repeat, args.only = "da3-small", "f32", 1, 1, "main"
     bin_ = str(Path(args.bin).resolve())
@@ -456,8 +508,9 @@ def main() -> int:
 
     print(f"da3-go vs PyTorch: {env['cpu']}, {args.threads} threads, {args.rounds} interleaved rounds x "
           f"{args.repeat} runs, git {env['git']}")
-    print("speedup = torch ms / da3-go ms (per image, median); load x = torch load / da3-go load; "
-          "RSS ratio = da3-go peak RSS / torch peak RSS\n")
+    print("speedup = torch ms / da3-go ms (per image, median of the pooled runs; (min): of the fastest runs); "
+          "load x = torch load / da3-go load;\nRSS ratio = da3-go peak RSS / torch peak RSS; busy = CPU share "
+          "taken by other users of the machine during the measurements (worst side)\n")
     if rows:
         print(table(rows))
     if sweeps:
