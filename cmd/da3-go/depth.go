@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"image"
 	"io"
 	"os"
 	"path/filepath"
@@ -81,20 +79,9 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return usageError(fs, stderr, "-o %s is a file, but several outputs are written: give a directory", f.out)
 		}
 	}
-	// Decode all inputs first: a bad image fails before any model work.
-	imgs := make([]image.Image, len(inputs))
-	for i, p := range inputs {
-		if imgs[i], err = imgio.Decode(p); err != nil {
-			return fail(stderr, err)
-		}
-	}
-	m, err := f.load(ctx, stderr)
-	if err != nil {
-		var ue usageErr
-		if errors.As(err, &ue) {
-			return usageError(fs, stderr, "%v", err)
-		}
-		return fail(stderr, err)
+	imgs, m, code := f.open(ctx, fs, inputs, stderr)
+	if m == nil {
+		return code
 	}
 	defer m.Close()
 	cfg := m.Config()

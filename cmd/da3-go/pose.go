@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"image"
 	"io"
 	"os"
 
@@ -24,11 +22,11 @@ func init() {
 
 // PoseView is one view in the pose JSON.
 type PoseView struct {
-	Image           string       `json:"image"`
-	Width           int          `json:"width"`
-	Height          int          `json:"height"`
-	ProcessedWidth  int          `json:"processed_width"`
-	ProcessedHeight int          `json:"processed_height"`
+	Image           string        `json:"image"`
+	Width           int           `json:"width"`
+	Height          int           `json:"height"`
+	ProcessedWidth  int           `json:"processed_width"`
+	ProcessedHeight int           `json:"processed_height"`
 	Extrinsics      [3][4]float64 `json:"extrinsics"`
 	Intrinsics      [3][3]float64 `json:"intrinsics"`
 	IntrinsicsOrig  [3][3]float64 `json:"intrinsics_original"`
@@ -61,19 +59,9 @@ func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
-	imgs := make([]image.Image, len(inputs))
-	for i, p := range inputs {
-		if imgs[i], err = imgio.Decode(p); err != nil {
-			return fail(stderr, err)
-		}
-	}
-	m, err := f.load(ctx, stderr)
-	if err != nil {
-		var ue usageErr
-		if errors.As(err, &ue) {
-			return usageError(fs, stderr, "%v", err)
-		}
-		return fail(stderr, err)
+	imgs, m, code := f.open(ctx, fs, inputs, stderr)
+	if m == nil {
+		return code
 	}
 	defer m.Close()
 	if !m.Config().HasCamera {

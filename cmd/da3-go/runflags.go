@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"image"
 	"io"
 	"strings"
 
+	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -72,3 +75,24 @@ type usageErr string
 func (e usageErr) Error() string { return string(e) }
 
 func errUsage(msg string) error { return usageErr(msg) }
+
+// open decodes every input image first (a bad image fails before any model
+// work), then loads the model. On failure m is nil and code is the exit code.
+func (f *modelFlags) open(ctx context.Context, fs *flag.FlagSet, inputs []string, stderr io.Writer) (imgs []image.Image, m *model.Model, code int) {
+	imgs = make([]image.Image, len(inputs))
+	for i, p := range inputs {
+		var err error
+		if imgs[i], err = imgio.Decode(p); err != nil {
+			return nil, nil, fail(stderr, err)
+		}
+	}
+	m, err := f.load(ctx, stderr)
+	if err != nil {
+		var ue usageErr
+		if errors.As(err, &ue) {
+			return nil, nil, usageError(fs, stderr, "%v", err)
+		}
+		return nil, nil, fail(stderr, err)
+	}
+	return imgs, m, 0
+}
