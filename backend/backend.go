@@ -57,15 +57,15 @@ var loadOnce sync.Once
 // Runtime owns the backends and the scheduler. It is safe for concurrent use;
 // calls to Run are serialised.
 type Runtime struct {
-	mu      sync.Mutex
-	dev     ggml.Device
-	primary *ggml.Backend // the chosen device's backend
-	cpu     *ggml.Backend // CPU fallback (same as primary on CPU)
-	sched   *ggml.Scheduler
-	threads int
-	log     *slog.Logger
-	closed  bool
-	stats   Stats
+	mu         sync.Mutex
+	dev        ggml.Device
+	primary    *ggml.Backend // the chosen device's backend
+	cpu        *ggml.Backend // CPU fallback (same as primary on CPU)
+	sched      *ggml.Scheduler
+	threads    int
+	log        *slog.Logger
+	closed     bool
+	stats      Stats
 	schedNodes int
 }
 

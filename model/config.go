@@ -80,7 +80,9 @@ func (r *kvReader) i32Or(key string, def int) int { return int(r.kv.Int32Or(r.pr
 func (r *kvReader) f32Or(key string, def float32) float32 {
 	return r.kv.Float32Or(r.prefix+key, def)
 }
-func (r *kvReader) u32Or(key string, def int) int { return int(r.kv.Uint32Or(r.prefix+key, uint32(def))) }
+func (r *kvReader) u32Or(key string, def int) int {
+	return int(r.kv.Uint32Or(r.prefix+key, uint32(def)))
+}
 
 func (r *kvReader) ints(key string, n int) []int {
 	v, err := r.kv.Int32s(r.prefix + key)

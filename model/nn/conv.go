@@ -79,7 +79,7 @@ func (c *ConvTranspose2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor 
 			wm = wm.Cast(g, ggml.TypeF32)
 		}
 		xt := x.Permute(g, 1, 2, 0, 3).Cont(g).Reshape(g, IC, W*H*N) // [IC, W·H·N]
-		r := wm.MulMat(g, xt)                                            // [KW·KH·OC, W·H·N] = (i, j, oc, x, y, n)
+		r := wm.MulMat(g, xt)                                        // [KW·KH·OC, W·H·N] = (i, j, oc, x, y, n)
 		// (i, (j,oc), x, y·n) → (i, x, (j,oc), y·n)
 		r = r.Reshape(g, KW, KH*OC, W, H*N).Permute(g, 0, 2, 1, 3).Cont(g)
 		// (i·x, j, oc, y·n) → (i·x, j, y·n, oc)

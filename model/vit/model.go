@@ -21,7 +21,7 @@ type Attention struct {
 //
 //	x = x + ls1 ⊙ attn(norm1(x));  x = x + ls2 ⊙ ffn(norm2(x))
 type Block struct {
-	Norm1 nn.LayerNorm  `gguf:"norm1"`
+	Norm1 nn.LayerNorm `gguf:"norm1"`
 	Attn  Attention
 	LS1   nn.LayerScale `gguf:"ls1"`
 	Norm2 nn.LayerNorm  `gguf:"norm2"`
@@ -189,7 +189,7 @@ func (m *Model) attention(g *ggml.Context, b nn.Builder, i int, x *ggml.Tensor, 
 	} else {
 		kq := k.MulMat(g, q).SoftMaxExt(g, nil, scale, 0) // [n_k, n_q, H, batch]
 		vt := v.Permute(g, 1, 0, 2, 3).Cont(g)            // [n_k, hd, H, batch]
-		o = vt.MulMat(g, kq).Permute(g, 0, 2, 1, 3)      // [hd, H, n, batch]
+		o = vt.MulMat(g, kq).Permute(g, 0, 2, 1, 3)       // [hd, H, n, batch]
 	}
 	o = o.Cont(g).Reshape(g, C, T, S)
 	_ = batch
