@@ -104,14 +104,16 @@ def loadavg() -> float:
 
 
 def cpu_times() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat. Niced processes count as busy:
+    with autogroup scheduling (the Linux default for sessions) nice does not make another session's work yield."""
     try:
         f = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     except (OSError, ValueError):
         return 0.0, 0.0
     hz = os.sysconf("SC_CLK_TCK")
-    idle = f[3] + (f[4] if len(f) > 4 else 0)  # idle + iowait
-    return (sum(f[:8]) - idle) / hz, sum(f[:8]) / hz
+    f = (f + [0.0] * 8)[:8]  # user nice system idle iowait irq softirq steal
+    idle = f[3] + f[4]
+    return (sum(f) - idle) / hz, sum(f) / hz
 
 
 def children_cpu() -> float:
