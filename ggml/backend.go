@@ -13,10 +13,13 @@ extern void da3GoLog(int level, char *text, void *user_data);
 
 // Loaded backends link their own libggml-base.so (this binary's copy is
 // static and its symbols are not exported), whose log sink prints to stderr:
-// point it at ours. name is a loaded library's soname or path.
+// point it at ours. name is a library's soname or path. With preload the
+// library is loaded (and stays loaded, for the backends that need it) so that
+// what backends log while they initialise is forwarded too; otherwise only an
+// already loaded one is used.
 typedef void (*da3_log_set_t)(ggml_log_callback, void *);
-static int da3_forward_log(const char *name) {
-    void *h = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+static int da3_forward_log(const char *name, int preload) {
+    void *h = dlopen(name, RTLD_NOW | (preload ? RTLD_LOCAL : RTLD_NOLOAD));
     if (h == NULL) return 0;
     int ok = 0;
     da3_log_set_t fn = (da3_log_set_t) dlsym(h, "ggml_log_set");
@@ -24,7 +27,7 @@ static int da3_forward_log(const char *name) {
         fn((ggml_log_callback) da3GoLog, NULL);
         ok = 1;
     }
-    dlclose(h);
+    if (!preload || !ok) dlclose(h);
     return ok;
 }
 
@@ -190,6 +193,16 @@ func LoadBackends(dir string) ([]Device, error) {
 	for _, d := range Devices() {
 		before[d.d] = true
 	}
+	// The backends' libggml-base.so is found next to them (RUNPATH $ORIGIN):
+	// load it first to forward its log from the start.
+	forwarded := false
+	for _, name := range []string{"libggml-base.so.0", "libggml-base.so"} {
+		p := filepath.Join(abs, name)
+		if _, err := os.Stat(p); err == nil && forwardLog(p, true) {
+			forwarded = true
+			break
+		}
+	}
 	cs := C.CString(abs)
 	defer C.free(unsafe.Pointer(cs))
 	C.ggml_backend_load_all_from_path(cs)
@@ -201,20 +214,29 @@ func LoadBackends(dir string) ([]Device, error) {
 			added = append(added, d)
 		}
 	}
-	if len(added) > 0 {
-		forwardLog(abs)
+	if len(added) > 0 && !forwarded {
+		forwardLoaded(abs)
 	}
 	return added, nil
 }
 
-// forwardLog points the log of the libggml-base.so that loaded backends use
-// at slog, as init does for the static copy.
-func forwardLog(dir string) {
+// forwardLog points the log of the libggml-base.so named (a path, or a
+// soname when already loaded) at slog, as init does for the static copy.
+func forwardLog(name string, preload bool) bool {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	p := C.int(0)
+	if preload {
+		p = 1
+	}
+	return C.da3_forward_log(cs, p) != 0
+}
+
+// forwardLoaded forwards the log of the libggml-base.so that backends loaded
+// from dir bound to, if one is loaded.
+func forwardLoaded(dir string) {
 	for _, name := range []string{"libggml-base.so.0", filepath.Join(dir, "libggml-base.so")} {
-		cs := C.CString(name)
-		ok := C.da3_forward_log(cs) != 0
-		C.free(unsafe.Pointer(cs))
-		if ok {
+		if forwardLog(name, false) {
 			return
 		}
 	}
@@ -230,7 +252,7 @@ func LoadBackend(path string) error {
 		return fmt.Errorf("ggml: loading backend %s failed (see the log; a backend built from another ggml version is refused)", path)
 	}
 	if abs, err := filepath.Abs(path); err == nil {
-		forwardLog(filepath.Dir(abs))
+		forwardLoaded(filepath.Dir(abs))
 	}
 	return nil
 }
