@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/loader"
@@ -12,6 +13,7 @@ import (
 // Weights are a model's tensors uploaded once to the runtime's device. They
 // stay valid until Close.
 type Weights struct {
+	file   *loader.File // kept open while the CPU reads weights from its memory map
 	ctx    *ggml.Context
 	buf    *ggml.Buffer
 	byName map[string]*ggml.Tensor
@@ -22,7 +24,11 @@ type Weights struct {
 // UploadWeights creates every tensor of f on the runtime's device and copies
 // its data there. keep, when non-nil, selects the tensors to upload.
 // progress (optional) is called with bytes done and total.
-func (rt *Runtime) UploadWeights(ctx context.Context, f *loader.File, keep func(name string) bool, progress func(done, total int64)) (*Weights, error) {
+func (rt *Runtime) UploadWeights(ctx context.Context, f *loader.File, keep func(name string) bool, progress func(done, total int64), opts ...UploadOption) (*Weights, error) {
+	var o uploadOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	rt.mu.Lock()
 	closed := rt.closed
 	rt.mu.Unlock()
@@ -52,6 +58,21 @@ func (rt *Runtime) UploadWeights(ctx context.Context, f *loader.File, keep func(
 		t.SetName(ti.Name)
 		w.byName[ti.Name] = t
 		w.names = append(w.names, ti.Name)
+	}
+	if rt.IsCPU() && f.Mapped() && !o.copy {
+		// Zero copy: the CPU reads the weights straight from the file's
+		// read-only memory map, which then must stay open.
+		if err := w.mapCPU(f, infos); err == nil {
+			w.file = f
+			if progress != nil {
+				progress(total, total)
+			}
+			return w, nil
+		} else {
+			rt.log.Debug("zero-copy weights unavailable, copying", "err", err)
+			g.Close()
+			return rt.UploadWeights(ctx, f, keep, progress, copyWeights)
+		}
 	}
 	w.buf, err = g.AllocTensors(rt.dev.BufferType(), ggml.UsageWeights)
 	if err != nil {
@@ -131,7 +152,73 @@ func (w *Weights) Close() error {
 	if w == nil {
 		return nil
 	}
-	err := errors.Join(w.buf.Close(), w.ctx.Close())
-	w.buf, w.ctx, w.byName = nil, nil, nil
+	var ferr error
+	if w.file != nil {
+		ferr = w.file.Close()
+	}
+	err := errors.Join(w.buf.Close(), w.ctx.Close(), ferr)
+	w.buf, w.ctx, w.byName, w.file = nil, nil, nil, nil
 	return err
 }
+
+// UploadOption modifies UploadWeights.
+type UploadOption func(*uploadOptions)
+
+type uploadOptions struct{ copy bool }
+
+// copyWeights forces a copy into a device buffer even where the CPU could read
+// the file's memory map directly.
+func copyWeights(o *uploadOptions) { o.copy = true }
+
+// CopyWeights makes UploadWeights copy the weights into an allocated buffer
+// instead of reading them from the file's memory map (zero copy, CPU only).
+func CopyWeights() UploadOption { return copyWeights }
+
+// mapCPU places every tensor at its data in the file's memory map.
+func (w *Weights) mapCPU(f *loader.File, infos []loader.TensorInfo) error {
+	if len(infos) == 0 {
+		return errors.New("no tensors")
+	}
+	var lo, hi uintptr
+	ptrs := make([]uintptr, len(infos))
+	for i, ti := range infos {
+		data, err := f.TensorData(ti.Name)
+		if err != nil {
+			return err
+		}
+		if len(data) == 0 {
+			return fmt.Errorf("tensor %q is empty", ti.Name)
+		}
+		p := uintptr(unsafe.Pointer(&data[0]))
+		ptrs[i] = p
+		if i == 0 || p < lo {
+			lo = p
+		}
+		if e := p + uintptr(len(data)); e > hi {
+			hi = e
+		}
+	}
+	lo &^= 31 // the mapping is page aligned and tensor data 32-byte aligned in GGUF
+	base, err := f.TensorData(infos[0].Name)
+	if err != nil {
+		return err
+	}
+	start := unsafe.Add(unsafe.Pointer(&base[0]), -int(ptrs[0]-lo))
+	buf, err := ggml.NewCPUBufferFromMemory(start, int(hi-lo))
+	if err != nil {
+		return err
+	}
+	for i, ti := range infos {
+		if err := buf.Place(w.byName[ti.Name], int(ptrs[i]-lo)); err != nil {
+			buf.Close()
+			return err
+		}
+		w.bytes += ti.Size
+	}
+	w.buf = buf
+	return nil
+}
+
+// OwnsFile reports whether the weights read the model file's memory map
+// directly (CPU zero copy), so that the file stays open until Close.
+func (w *Weights) OwnsFile() bool { return w != nil && w.file != nil }

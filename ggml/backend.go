@@ -450,3 +450,54 @@ func (b *Buffer) Close() error {
 	b.b, b.ctx, b.tensors = nil, nil, nil
 	return nil
 }
+
+// NewCPUBufferFromMemory wraps size bytes at ptr as a CPU backend buffer
+// without copying (ggml_backend_cpu_buffer_from_ptr), for tensors whose data
+// already sits in memory, such as a memory-mapped model file. ptr must be
+// 32-byte aligned, must not point into Go-managed memory, and must stay valid
+// and unchanged until the buffer is closed. Place tensors in it with Place.
+func NewCPUBufferFromMemory(ptr unsafe.Pointer, size int) (*Buffer, error) {
+	if ptr == nil || size <= 0 {
+		return nil, errors.New("ggml: NewCPUBufferFromMemory: empty memory")
+	}
+	if uintptr(ptr)%32 != 0 {
+		return nil, fmt.Errorf("ggml: NewCPUBufferFromMemory: address %#x is not 32-byte aligned", uintptr(ptr))
+	}
+	b := C.ggml_backend_cpu_buffer_from_ptr(ptr, C.size_t(size))
+	if b == nil {
+		return nil, fmt.Errorf("ggml: wrapping %d bytes as a CPU buffer: %w", size, ErrOutOfMemory)
+	}
+	C.ggml_backend_buffer_set_usage(b, C.GGML_BACKEND_BUFFER_USAGE_WEIGHTS)
+	return &Buffer{b: b}, nil
+}
+
+// Place gives t (an unallocated tensor) the data at byte offset in the buffer
+// (ggml_backend_tensor_alloc). The data must lie inside the buffer and be
+// aligned to the tensor type's size.
+func (b *Buffer) Place(t *Tensor, offset int) error {
+	if b == nil || b.b == nil {
+		return ErrClosed
+	}
+	if t == nil || t.p == nil {
+		return errors.New("ggml: Place: nil tensor")
+	}
+	if t.p.data != nil || t.p.buffer != nil {
+		return fmt.Errorf("ggml: Place: tensor %q is already allocated", t.Name())
+	}
+	size := int(C.ggml_backend_buffer_get_alloc_size(b.b, t.p))
+	if offset < 0 || offset+size > int(C.ggml_backend_buffer_get_size(b.b)) {
+		return fmt.Errorf("ggml: Place: tensor %q (%d bytes at %d) is outside the %d-byte buffer", t.Name(), size, offset, b.Size())
+	}
+	addr := unsafe.Add(C.ggml_backend_buffer_get_base(b.b), offset)
+	if uintptr(addr)%4 != 0 {
+		return fmt.Errorf("ggml: Place: tensor %q data at %p is misaligned", t.Name(), addr)
+	}
+	if st := C.ggml_backend_tensor_alloc(b.b, t.p, addr); st != C.GGML_STATUS_SUCCESS {
+		return &StatusError{Op: "tensor_alloc", Status: int(st)}
+	}
+	if b.ctx == nil {
+		b.ctx = t.ctx
+	}
+	b.tensors = append(b.tensors, t.p)
+	return nil
+}

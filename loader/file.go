@@ -236,3 +236,8 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return n, nil
 }
+
+// Mapped reports whether the file's bytes come from a read-only memory map
+// (so TensorData slices point outside the Go heap and stay valid, unmoved,
+// until Close).
+func (f *File) Mapped() bool { return f.release != nil }

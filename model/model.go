@@ -58,7 +58,13 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if err != nil {
 		return nil, fmt.Errorf("open model %s: %w", path, err)
 	}
-	defer f.Close()
+	// On the CPU the weights are read straight from the file's memory map:
+	// then the uploaded Weights own the file and close it.
+	defer func() {
+		if m == nil || m.w == nil || !m.w.OwnsFile() {
+			f.Close()
+		}
+	}()
 	cfg, err := ConfigFromFile(f)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", path, err)
