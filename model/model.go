@@ -89,9 +89,15 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	}
 	m.vit = vit.New(cfg.ViT)
 	switch strings.ToLower(opts.Attention) {
-	case "", "auto", "flash":
-		m.vit.FlashAttn = true
+	case "", "auto":
+		m.vit.Attention = vit.AttentionAuto
+		if !rt.IsCPU() {
+			m.vit.Attention = vit.AttentionFlash
+		}
+	case "flash":
+		m.vit.Attention = vit.AttentionFlash
 	case "naive":
+		m.vit.Attention = vit.AttentionNaive
 	default:
 		return nil, fmt.Errorf("unknown attention kernel %q (auto, flash, naive)", opts.Attention)
 	}

@@ -29,18 +29,20 @@ func toOriginal(in []float32, order []int, per int) []float32 {
 // view at a non-square size, two views, and four views where saddle_balanced
 // picks a non-zero reference view.
 func TestParityDA3(t *testing.T) {
-	dirs := []string{"da3-tiny"}
+	// Both attention kernels on the committed fixture; the default on the
+	// full-size oracle outputs.
+	t.Run("da3-tiny/flash", func(t *testing.T) { parityDA3(t, "da3-tiny", "flash") })
+	t.Run("da3-tiny/naive", func(t *testing.T) { parityDA3(t, "da3-tiny", "naive") })
 	for _, c := range oracleCases(t, "da3-") {
-		dirs = append(dirs, c.fixture)
-	}
-	for _, d := range dirs {
-		t.Run(filepath.Base(d), func(t *testing.T) { parityDA3(t, d) })
+		t.Run(filepath.Base(c.fixture), func(t *testing.T) { parityDA3(t, c.fixture, "auto") })
 	}
 }
 
-func parityDA3(t *testing.T, name string) {
+func parityDA3(t *testing.T, name, attention string) {
 	dir := fixture(t, name)
-	m := loadModel(t, convertFixture(t, dir, convert.Options{}))
+	m, err := model.Load(context.Background(), convertFixture(t, dir, convert.Options{}), model.Options{Device: "cpu", Attention: attention})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
 	require.Equal(t, model.DA3, m.Config().Arch)
 	require.True(t, m.Config().HasCamera)
 	for _, tc := range []string{"one", "two", "four"} {
