@@ -2,6 +2,7 @@ package camera
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -125,7 +126,7 @@ func TestScaleIntrinsics(t *testing.T) {
 
 // The decoder graph: ReLU MLP, then [t, q, ReLU(fov)] concatenated per view.
 func TestDecoderForward(t *testing.T) {
-	rt, err := backend.Open(backend.Options{Device: "cpu", Threads: 1})
+	rt, err := backend.Open(backend.Options{Device: "cpu", Threads: 1, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	defer rt.Close()
 	r := rand.New(rand.NewPCG(3, 4))

@@ -6,6 +6,7 @@ package nn_test
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -21,7 +22,7 @@ import (
 
 func openCPU(t *testing.T) *backend.Runtime {
 	t.Helper()
-	rt, err := backend.Open(backend.Options{Device: "cpu", Threads: 1})
+	rt, err := backend.Open(backend.Options{Device: "cpu", Threads: 1, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	t.Cleanup(func() { rt.Close() })
 	return rt
