@@ -116,12 +116,12 @@ type Head struct {
 	Cfg Config
 
 	uvMu    sync.Mutex
-	uvCache map[[4]int][]float32
+	uvCache map[uvKey][]float32
 }
 
 // New returns an unbound head shaped by cfg.
 func New(cfg Config) *Head {
-	h := &Head{Cfg: cfg, uvCache: map[[4]int][]float32{}}
+	h := &Head{Cfg: cfg, uvCache: map[uvKey][]float32{}}
 	if cfg.Kind == DualDPT {
 		h.Norm = &nn.LayerNorm{Eps: cfg.NormEps}
 	}
@@ -177,7 +177,7 @@ func (h *Head) SetConv(a nn.ConvAlgo) {
 // for an h×w map of an image with aspect ratio W/H = aspect, as [w, h, C]
 // floats (x fastest). Cached per (C, h, w, aspect).
 func (h *Head) UV(c, hh, ww int, aspect float64) []float32 {
-	key := [4]int{c, hh, ww, int(math.Float64bits(aspect) >> 20)}
+	key := uvKey{c, hh, ww, aspect}
 	h.uvMu.Lock()
 	defer h.uvMu.Unlock()
 	if v, ok := h.uvCache[key]; ok {
@@ -186,6 +186,11 @@ func (h *Head) UV(c, hh, ww int, aspect float64) []float32 {
 	v := uvEmbed(c, hh, ww, aspect)
 	h.uvCache[key] = v
 	return v
+}
+
+type uvKey struct {
+	c, h, w int
+	aspect  float64
 }
 
 // uvEmbed is DA3's create_uv_grid + position_grid_to_embed, times 0.1, in
