@@ -408,7 +408,7 @@ def check_targets(rows: list[dict]) -> list[dict]:
     return out
 
 
-def plot(rows: list[dict], sweeps: dict | None, path: Path, threads: int) -> None:
+def plot(rows: list[dict], sweeps: dict | None, path: Path, env: dict) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -417,7 +417,7 @@ def plot(rows: list[dict], sweeps: dict | None, path: Path, threads: int) -> Non
     n = 2 if sweeps else 1
     fig, axes = plt.subplots(n, 2, figsize=(12, 4.2 * n), squeeze=False)
     main = [r for r in rows if r["baseline"] == "torch"]
-    labels = [f"{r['label']}\n{r['variant']}" for r in main]
+    labels = [f"{r['label']} {r['variant']}" for r in main]
     colors = {"f32": "#4472c4", "q8_0": "#ed7d31", "q4_k": "#70ad47"}
     ax = axes[0][0]
     ax.bar(range(len(main)), [r["speedup"] for r in main], color=[colors[r["variant"]] for r in main])
@@ -426,16 +426,16 @@ def plot(rows: list[dict], sweeps: dict | None, path: Path, threads: int) -> Non
     ax.axhline(1.8, color="gray", ls=":", lw=0.8, label="target 1.8x (q8_0)")
     for i, r in enumerate(main):
         ax.text(i, r["speedup"], f"{r['speedup']:.2f}x", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(main)), labels, fontsize=8)
+    ax.set_xticks(range(len(main)), labels, fontsize=7, rotation=35, ha="right")
     ax.set_ylabel("speedup over PyTorch f32 (x)")
-    ax.set_title(f"per-image time, {threads} threads (higher is better)")
+    ax.set_title(f"per-image time, {env['threads']} threads (higher is better)")
     ax.legend(fontsize=7)
     ax = axes[0][1]
     x = range(len(main))
     ax.bar([i - 0.2 for i in x], [r["torch"]["peak_rss_mib"] for r in main], 0.4, label="PyTorch f32", color="#a5a5a5")
     ax.bar([i + 0.2 for i in x], [r["go"]["peak_rss_mib"] for r in main], 0.4, label="da3-go",
            color=[colors[r["variant"]] for r in main])
-    ax.set_xticks(list(x), labels, fontsize=8)
+    ax.set_xticks(list(x), labels, fontsize=7, rotation=35, ha="right")
     ax.set_ylabel("peak RSS (MiB)")
     ax.set_title("peak resident memory per process (lower is better)")
     ax.legend(fontsize=7)
@@ -458,7 +458,8 @@ def plot(rows: list[dict], sweeps: dict | None, path: Path, threads: int) -> Non
             h2, l2 = ax2.get_legend_handles_labels()
             ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper left")
             ax.set_title(f"{MODELS[sweeps['model']]['label']} f32: " + ("resolution sweep" if key == "resolution" else "views at 504x336"))
-    fig.suptitle(f"da3-go vs PyTorch (same weights, same input, f32 reference) on {cpu_name()}", fontsize=10)
+    fig.suptitle(f"da3-go vs PyTorch (same weights, same input, PyTorch f32) on {env['cpu']}, "
+                 f"git {env['git']}, {env['started'][:10]}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -480,47 +481,11 @@ def git_rev() -> str:
     return r.stdout.strip() + ("+dirty" if dirty else "")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bin", default=str(ROOT / "bin" / "da3-go"), help="da3-go binary (make build)")
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per model (one process each)")
-    ap.add_argument("--repeat", type=int, default=3, help="timed runs per process after one warm-up")
-    ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--only", choices=["main", "sweeps"])
-    ap.add_argument("--sweep-model", default="da3-base")
-    ap.add_argument("--quick", action="store_true", help="smoke test: da3-small f32, one round, one run, no sweeps")
-    ap.add_argument("--quiet-idle", type=float, default=QUIET["idle"],
-                    help="before each measurement wait until this fraction of the CPUs is idle (0 = never wait)")
-    ap.add_argument("--quiet-wait", type=float, default=QUIET["max_wait"], help="longest such wait, seconds")
-    ap.add_argument("--retries", type=int, default=QUIET["retries"],
-                    help="measure again (keeping the quietest) when other work took more than 10%% of the CPUs")
-    args = ap.parse_args()
-    QUIET["idle"], QUIET["max_wait"], QUIET["retries"] = args.quiet_idle, args.quiet_wait, args.retries
-    if args.quick:
-        args.models, args.variants, args.rounds, args.repeat, args.only = "da3-small", "f32", 1, 1, "main"
-    bin_ = str(Path(args.bin).resolve())
-    if not Path(bin_).exists():
-        raise SystemExit(f"{bin_} not found: run `make build` first")
-    OUT.mkdir(parents=True, exist_ok=True)
-    ensure_deps()
-    t0 = time.time()
-    env = {"cpu": cpu_name(), "threads": args.threads, "rounds": args.rounds, "repeat": args.repeat,
-           "git": git_rev(), "python": platform.python_version(), "loadavg_start": loadavg(),
-           "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    rows, sweeps = [], None
-    if args.only != "sweeps":
-        rows = run_main(bin_, args.models.split(","), args.variants.split(","), args.rounds, args.repeat, args.threads)
-    if args.only != "main":
-        sweeps = run_sweeps(bin_, args.sweep_model, args.threads, args.repeat)
-    env["loadavg_end"], env["wall_s"] = loadavg(), time.time() - t0
-    targets = check_targets(rows)
-    result = {"env": env, "rows": rows, "sweeps": sweeps, "targets": targets}
-    (OUT / "compare.json").write_text(json.dumps(result, indent=1))
-
-    print(f"da3-go vs PyTorch: {env['cpu']}, {args.threads} threads, {args.rounds} interleaved rounds x "
-          f"{args.repeat} runs, git {env['git']}")
+def report(result: dict, full: bool) -> None:
+    """Prints the table, sweeps and target checks; writes the plot (copied to docs/bench.png when full)."""
+    env, rows, sweeps, targets = result["env"], result["rows"], result["sweeps"], result["targets"]
+    print(f"da3-go vs PyTorch: {env['cpu']}, {env['threads']} threads, {env['rounds']} interleaved rounds x "
+          f"{env['repeat']} runs, git {env['git']}")
     print("speedup = torch ms / da3-go ms (per image, median of the pooled runs; (min): of the fastest runs); "
           "load x = torch load / da3-go load;\nRSS ratio = da3-go peak RSS / torch peak RSS; busy = CPU share "
           "taken by other users of the machine during the measurements (worst side)\n")
@@ -541,15 +506,61 @@ def main() -> int:
                   f"{t['value']:.2f} (want {op} {t['bound']})")
     if rows:
         png = OUT / "compare.png"
-        plot(rows, sweeps, png, args.threads)
+        plot(rows, sweeps, png, env)
         print(f"\nwrote {OUT / 'compare.json'} and {png}")
-        full = not args.quick and args.only is None and set(args.models.split(",")) == set(MODELS)
         if full:
             (ROOT / "docs").mkdir(exist_ok=True)
             shutil.copyfile(png, ROOT / "docs" / "bench.png")
             print(f"copied the plot to {ROOT / 'docs' / 'bench.png'}")
     print(f"load average {env['loadavg_start']:.1f} at the start, {env['loadavg_end']:.1f} at the end; "
           f"{env['wall_s'] / 60:.1f} min")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=str(ROOT / "bin" / "da3-go"), help="da3-go binary (make build)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per model (one process each)")
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per process after one warm-up")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--only", choices=["main", "sweeps"])
+    ap.add_argument("--sweep-model", default="da3-base")
+    ap.add_argument("--quick", action="store_true", help="smoke test: da3-small f32, one round, one run, no sweeps")
+    ap.add_argument("--quiet-idle", type=float, default=QUIET["idle"],
+                    help="before each measurement wait until this fraction of the CPUs is idle (0 = never wait)")
+    ap.add_argument("--quiet-wait", type=float, default=QUIET["max_wait"], help="longest such wait, seconds")
+    ap.add_argument("--retries", type=int, default=QUIET["retries"],
+                    help="measure again (keeping the quietest) when other work took more than 10%% of the CPUs")
+    ap.add_argument("--replot", action="store_true",
+                    help="measure nothing: print the report of benchmarks/out/compare.json and redraw its plot")
+    args = ap.parse_args()
+    QUIET["idle"], QUIET["max_wait"], QUIET["retries"] = args.quiet_idle, args.quiet_wait, args.retries
+    if args.replot:
+        result = json.loads((OUT / "compare.json").read_text())
+        report(result, result["env"].get("full", False))
+        return 0
+    if args.quick:
+        args.models, args.variants, args.rounds, args.repeat, args.only = "da3-small", "f32", 1, 1, "main"
+    bin_ = str(Path(args.bin).resolve())
+    if not Path(bin_).exists():
+        raise SystemExit(f"{bin_} not found: run `make build` first")
+    OUT.mkdir(parents=True, exist_ok=True)
+    ensure_deps()
+    t0 = time.time()
+    full = not args.quick and args.only is None and set(args.models.split(",")) == set(MODELS)
+    env = {"cpu": cpu_name(), "threads": args.threads, "rounds": args.rounds, "repeat": args.repeat,
+           "git": git_rev(), "python": platform.python_version(), "loadavg_start": loadavg(),
+           "started": time.strftime("%Y-%m-%d %H:%M:%S"), "full": full}
+    rows, sweeps = [], None
+    if args.only != "sweeps":
+        rows = run_main(bin_, args.models.split(","), args.variants.split(","), args.rounds, args.repeat, args.threads)
+    if args.only != "main":
+        sweeps = run_sweeps(bin_, args.sweep_model, args.threads, args.repeat)
+    env["loadavg_end"], env["wall_s"] = loadavg(), time.time() - t0
+    result = {"env": env, "rows": rows, "sweeps": sweeps, "targets": check_targets(rows)}
+    (OUT / "compare.json").write_text(json.dumps(result, indent=1))
+    report(result, full)
     return 0
 
 
