@@ -474,6 +474,11 @@ def cpu_name() -> str:
     return f"{platform.processor() or platform.machine()} ({os.cpu_count()} CPUs)"
 
 
+def bin_version(bin_: str) -> str:
+    r = subprocess.run([bin_, "version"], capture_output=True, text=True)
+    return " | ".join(r.stdout.strip().splitlines())
+
+
 def git_rev() -> str:
     r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
@@ -532,6 +537,8 @@ def main() -> int:
     ap.add_argument("--quiet-wait", type=float, default=QUIET["max_wait"], help="longest such wait, seconds")
     ap.add_argument("--retries", type=int, default=QUIET["retries"],
                     help="measure again (keeping the quietest) when other work took more than 10%% of the CPUs")
+    ap.add_argument("--rev", help="source revision of --bin for the report (default: this checkout's HEAD, right for "
+                                  "make bench-compare, which builds bin/da3-go from the checkout first)")
     ap.add_argument("--replot", action="store_true",
                     help="measure nothing: print the report of benchmarks/out/compare.json and redraw its plot")
     args = ap.parse_args()
@@ -550,7 +557,7 @@ def main() -> int:
     t0 = time.time()
     full = not args.quick and args.only is None and set(args.models.split(",")) == set(MODELS)
     env = {"cpu": cpu_name(), "threads": args.threads, "rounds": args.rounds, "repeat": args.repeat,
-           "git": git_rev(), "python": platform.python_version(), "loadavg_start": loadavg(),
+           "git": args.rev or git_rev(), "bin_version": bin_version(bin_), "python": platform.python_version(), "loadavg_start": loadavg(),
            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "full": full}
     rows, sweeps = [], None
     if args.only != "sweeps":
