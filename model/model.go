@@ -31,6 +31,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Attention selects the attention kernel: "auto" (default), "flash" or "naive".
 	Attention string
+	// AttentionChunkBytes bounds the memory of one chunk of attention scores
+	// of the GEMM kernel (default 256 MiB); smaller values trade speed for memory.
+	AttentionChunkBytes int64
 }
 
 // ErrClosed reports use of a Model after Close.
@@ -101,6 +104,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	default:
 		return nil, fmt.Errorf("unknown attention kernel %q (auto, flash, naive)", opts.Attention)
 	}
+	m.vit.ScoreBytes = opts.AttentionChunkBytes
 	m.head = dpt.New(cfg.Head)
 	if rt.IsCPU() {
 		m.head.SetConv(nn.ConvIm2Col)

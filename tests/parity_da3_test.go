@@ -33,6 +33,7 @@ func TestParityDA3(t *testing.T) {
 	// full-size oracle outputs.
 	t.Run("da3-tiny/flash", func(t *testing.T) { parityDA3(t, "da3-tiny", "flash") })
 	t.Run("da3-tiny/naive", func(t *testing.T) { parityDA3(t, "da3-tiny", "naive") })
+	t.Run("da3-tiny/chunked", func(t *testing.T) { parityDA3(t, "da3-tiny", "chunked") })
 	for _, c := range oracleCases(t, "da3-") {
 		t.Run(filepath.Base(c.fixture), func(t *testing.T) { parityDA3(t, c.fixture, "auto") })
 	}
@@ -40,7 +41,12 @@ func TestParityDA3(t *testing.T) {
 
 func parityDA3(t *testing.T, name, attention string) {
 	dir := fixture(t, name)
-	m, err := model.Load(context.Background(), convertFixture(t, dir, convert.Options{}), model.Options{Device: "cpu", Attention: attention})
+	opts := model.Options{Device: "cpu", Attention: attention}
+	if attention == "chunked" {
+		// Score chunks of a few queries: exercises the query-chunked GEMM attention.
+		opts.Attention, opts.AttentionChunkBytes = "naive", 64 // one or two queries per chunk
+	}
+	m, err := model.Load(context.Background(), convertFixture(t, dir, convert.Options{}), opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 	require.Equal(t, model.DA3, m.Config().Arch)

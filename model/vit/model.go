@@ -44,6 +44,9 @@ type Model struct {
 	Pos *PosEmbed
 	// Attention selects the attention kernel.
 	Attention AttentionKernel
+	// ScoreBytes bounds the attention score matrix of the GEMM kernel per
+	// query chunk (0 = 256 MiB).
+	ScoreBytes int64
 }
 
 // New returns an unbound backbone shaped by cfg.
@@ -187,9 +190,7 @@ func (m *Model) attention(g *ggml.Context, b nn.Builder, i int, x *ggml.Tensor, 
 	if m.Attention.flash(n, H, batch) {
 		o = q.FlashAttnExt(g, k.Cont(g), v.Cont(g), nil, scale) // [hd, H, n, batch]
 	} else {
-		kq := k.Cont(g).MulMat(g, q.Cont(g)).SoftMaxExt(g, nil, scale, 0) // [n_k, n_q, H, batch]
-		vt := v.Permute(g, 1, 0, 2, 3).Cont(g)                            // [n_k, hd, H, batch]
-		o = vt.MulMat(g, kq).Permute(g, 0, 2, 1, 3)                       // [hd, H, n, batch]
+		o = m.gemmAttention(g, q, k, v, scale)
 	}
 	o = o.Cont(g).Reshape(g, C, T, S)
 	return a.Proj.Forward(g, o)
@@ -278,14 +279,46 @@ func (m *Model) output(g *ggml.Context, local, x *ggml.Tensor) (feat, cam *ggml.
 	return feat, cam
 }
 
+// gemmAttention is softmax(q·kᵀ·scale)·v as two matrix products on
+// contiguous operands (ggml's tiled GEMM), q, k, v: [hd, n, H, batch], giving
+// [hd, H, n, batch]. Queries are processed in chunks so that each chunk's
+// score matrix stays under ScoreBytes.
+func (m *Model) gemmAttention(g *ggml.Context, q, k, v *ggml.Tensor, scale float32) *ggml.Tensor {
+	hd, n, H, batch := q.Dim(0), q.Dim(1), q.Dim(2), q.Dim(3)
+	q, k = q.Cont(g), k.Cont(g)
+	vt := v.Permute(g, 1, 0, 2, 3).Cont(g) // [n_k, hd, H, batch]
+	limit := m.ScoreBytes
+	if limit <= 0 {
+		limit = 256 << 20
+	}
+	chunk := int(limit / (int64(n) * int64(H) * int64(batch) * 4))
+	chunk = max(1, min(chunk, n))
+	var o *ggml.Tensor
+	for start := 0; start < n; start += chunk {
+		c := min(chunk, n-start)
+		qc := q
+		if c < n {
+			qc = q.View(g, start*q.Stride(1), []int{hd, c, H, batch}, []int{q.Stride(1), q.Stride(2), q.Stride(3)}).Cont(g)
+		}
+		kq := k.MulMat(g, qc).SoftMaxExt(g, nil, scale, 0) // [n_k, c, H, batch]
+		oc := vt.MulMat(g, kq)                             // [hd, c, H, batch]
+		if o == nil {
+			o = oc
+		} else {
+			o = o.Concat(g, oc, 1)
+		}
+	}
+	return o.Permute(g, 0, 2, 1, 3) // [hd, H, n, batch]
+}
+
 // AttentionKernel chooses how attention is computed.
 type AttentionKernel int
 
 const (
 	// AttentionAuto uses two matrix products and a softmax (ggml's tiled GEMM:
-	// about 10% less CPU time than flash attention for one DA3-BASE image)
-	// while the score matrix stays under 256 MiB, and flash attention beyond
-	// (many views in global blocks), so memory stays bounded.
+	// about 10% less CPU time than ggml's CPU flash attention for one
+	// DA3-BASE image, and much less for many views), with the queries
+	// chunked so that the score matrix stays bounded (ScoreBytes).
 	AttentionAuto AttentionKernel = iota
 	// AttentionFlash always uses ggml_flash_attn_ext (no score matrix; the
 	// choice on GPUs).
@@ -302,5 +335,5 @@ func (a AttentionKernel) flash(n, h, batch int) bool {
 	case AttentionNaive:
 		return false
 	}
-	return int64(n)*int64(n)*int64(h)*int64(batch)*4 > 256<<20
+	return false
 }
