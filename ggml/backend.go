@@ -3,10 +3,7 @@ package ggml
 /*
 #cgo linux LDFLAGS: -ldl
 #include <stdlib.h>
-#include "ggml.h"
-#include "ggml-backend.h"
-#include "ggml-alloc.h"
-#include "ggml-cpu.h"
+#include "da3_ggml.h"
 #include <dlfcn.h>
 
 extern void da3GoLog(int level, char *text, void *user_data);

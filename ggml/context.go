@@ -1,7 +1,7 @@
 package ggml
 
 // #include <stdlib.h>
-// #include "ggml.h"
+// #include "da3_ggml.h"
 import "C"
 
 import (

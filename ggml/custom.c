@@ -2,7 +2,7 @@
 // Each kernel splits its rows over the nth threads by ith.
 #include <math.h>
 #include <stdint.h>
-#include "ggml.h"
+#include "da3_ggml.h"
 #include "custom.h"
 
 // da3_op_expp1: dst = exp(src0) + 1 element-wise (F32, same shape). This is

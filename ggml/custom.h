@@ -1,3 +1,3 @@
 #pragma once
-#include "ggml.h"
+#include "da3_ggml.h"
 void da3_op_expp1(struct ggml_tensor * dst, int ith, int nth, void * userdata);

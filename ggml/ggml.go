@@ -25,14 +25,11 @@ package ggml
 //go:generate go run ./internal/gen
 
 /*
-#cgo CPPFLAGS: -I${SRCDIR}/vendor/include -I${SRCDIR}/internal/noheaders
+#cgo CPPFLAGS: -I${SRCDIR}/vendor/include
 #cgo CFLAGS: -O3
 #cgo CXXFLAGS: -std=c++17
 #include <stdlib.h>
-#include "ggml.h"
-#include "ggml-backend.h"
-#include "ggml-cpu.h"
-#include "da3_ggml_version.h"
+#include "da3_ggml.h"
 
 extern void da3GoLog(int level, char *text, void *user_data);
 static void da3_set_log(void) { ggml_log_set((ggml_log_callback)da3GoLog, NULL); }

@@ -1,6 +1,6 @@
 package ggml
 
-// #include "ggml.h"
+// #include "da3_ggml.h"
 import "C"
 
 import "github.com/da3-go/da3-go/loader"

@@ -1,7 +1,6 @@
 package ggml
 
-// #include "ggml.h"
-// #include "ggml-cpu.h"
+// #include "da3_ggml.h"
 // static int da3_vec_dot_type(enum ggml_type t) { return ggml_get_type_traits_cpu(t)->vec_dot_type; }
 import "C"
 

@@ -2,7 +2,7 @@ package ggml
 
 /*
 #include <stdint.h>
-#include "ggml.h"
+#include "da3_ggml.h"
 static struct ggml_tensor * da3_custom_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
         struct ggml_tensor ** args, int n_args, ggml_custom_op_t fun, intptr_t param) {
     return ggml_custom_4d(ctx, type, ne0, ne1, ne2, ne3, args, n_args, fun, GGML_N_TASKS_MAX, (void *) param);

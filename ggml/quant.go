@@ -1,7 +1,7 @@
 package ggml
 
 /*
-#include "ggml.h"
+#include "da3_ggml.h"
 static int da3_to_float(enum ggml_type t, const void * x, float * y, int64_t k) {
     const struct ggml_type_traits * tr = ggml_get_type_traits(t);
     if (tr == NULL || tr->to_float == NULL) return 0;

@@ -2,8 +2,7 @@ package ggml
 
 /*
 #include <stdlib.h>
-#include "ggml.h"
-#include "ggml-backend.h"
+#include "da3_ggml.h"
 */
 import "C"
 

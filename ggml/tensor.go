@@ -2,8 +2,7 @@ package ggml
 
 // #include <stdlib.h>
 // #include <string.h>
-// #include "ggml.h"
-// #include "ggml-backend.h"
+// #include "da3_ggml.h"
 // static void da3_set_name(struct ggml_tensor * t, const char * s) { ggml_set_name(t, s); }
 import "C"
 

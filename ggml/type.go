@@ -1,6 +1,6 @@
 package ggml
 
-// #include "ggml.h"
+// #include "da3_ggml.h"
 import "C"
 
 // Type mirrors enum ggml_type. The values are declared from the C constants so
