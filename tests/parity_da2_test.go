@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,13 +45,13 @@ func TestParityDA2(t *testing.T) {
 			r := res[0]
 			stages := [][2]string{{"embed", "vit.embed"}}
 			for k := 0; k < 4; k++ {
-				stages = append(stages, [2]string{"feat." + itoa(k), "vit.feat." + itoa(k)})
+				stages = append(stages, [2]string{"feat." + strconv.Itoa(k), "vit.feat." + strconv.Itoa(k)})
 			}
 			for s := 0; s < 4; s++ {
-				stages = append(stages, [2]string{"reassemble." + itoa(s), "head.reassemble." + itoa(s)}, [2]string{"rn." + itoa(s), "head.rn." + itoa(s)})
+				stages = append(stages, [2]string{"reassemble." + strconv.Itoa(s), "head.reassemble." + strconv.Itoa(s)}, [2]string{"rn." + strconv.Itoa(s), "head.rn." + strconv.Itoa(s)})
 			}
 			for k := 4; k >= 1; k-- {
-				stages = append(stages, [2]string{"fusion." + itoa(k), "head.fusion." + itoa(k)})
+				stages = append(stages, [2]string{"fusion." + strconv.Itoa(k), "head.fusion." + strconv.Itoa(k)})
 			}
 			stages = append(stages, [2]string{"out1", "head.out1"}, [2]string{"logit", "head.logits"})
 			for _, st := range stages {
@@ -66,8 +67,6 @@ func TestParityDA2(t *testing.T) {
 		})
 	}
 }
-
-func itoa(i int) string { return string(rune('0' + i)) }
 
 // oracleCases lists full-size oracle outputs (tests/oracle/*.py --out DIR)
 // under $DA3_ORACLE_OUT whose directory names start with prefix, e.g.

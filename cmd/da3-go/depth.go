@@ -117,24 +117,17 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		finish()
 	}
 	for i, r := range results {
-		maps := []struct {
+		type outMap struct {
 			kind   string
 			data   []float32
 			invert bool
-		}{{"depth", r.Depth, invert}}
+		}
+		maps := []outMap{{"depth", r.Depth, invert}}
 		if f.conf {
-			maps = append(maps, struct {
-				kind   string
-				data   []float32
-				invert bool
-			}{"conf", r.Conf, false})
+			maps = append(maps, outMap{"conf", r.Conf, false})
 		}
 		if f.sky {
-			maps = append(maps, struct {
-				kind   string
-				data   []float32
-				invert bool
-			}{"sky", r.Sky, false})
+			maps = append(maps, outMap{"sky", r.Sky, false})
 		}
 		for _, mp := range maps {
 			for _, fm := range formats {

@@ -1,6 +1,8 @@
 package dpt
 
 import (
+	"strconv"
+
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/model/nn"
 )
@@ -45,7 +47,7 @@ func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph,
 		case 3:
 			y = h.Resize3.Forward(g, y)
 		}
-		rs[s] = b.Tap("head.reassemble."+itoa(s), y)
+		rs[s] = b.Tap("head.reassemble."+strconv.Itoa(s), y)
 	}
 	sc := &h.Scratch
 	l1 := b.Tap("head.rn.0", sc.L1.Forward(g, rs[0]))
@@ -89,14 +91,4 @@ func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph,
 	return out
 }
 
-func key(c, h, w int) string { return itoa(c) + "x" + itoa(h) + "x" + itoa(w) }
-
-func itoa(i int) string {
-	if i < 0 {
-		return "-" + itoa(-i)
-	}
-	if i < 10 {
-		return string(rune('0' + i))
-	}
-	return itoa(i/10) + string(rune('0'+i%10))
-}
+func key(c, h, w int) string { return strconv.Itoa(c) + "x" + strconv.Itoa(h) + "x" + strconv.Itoa(w) }

@@ -2,6 +2,7 @@ package vit
 
 import (
 	"math"
+	"strconv"
 
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/model/nn"
@@ -91,29 +92,7 @@ func (m *Model) Embed(g *ggml.Context, b nn.Builder, pixels *ggml.Tensor) (*ggml
 	return x.Add(g, pe), grid
 }
 
-func gridKey(gr Grid) string { return itoa(gr.PH) + "x" + itoa(gr.PW) }
-
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	var b [20]byte
-	n := len(b)
-	neg := i < 0
-	if neg {
-		i = -i
-	}
-	for i > 0 {
-		n--
-		b[n] = byte('0' + i%10)
-		i /= 10
-	}
-	if neg {
-		n--
-		b[n] = '-'
-	}
-	return string(b[n:])
-}
+func gridKey(gr Grid) string { return strconv.Itoa(gr.PH) + "x" + strconv.Itoa(gr.PW) }
 
 // ropePositions are the (y, x) RoPE positions of the T = 1+Np tokens of one
 // view: token 0 at (0,0); patches at (row+1, col+1) in local blocks and (1,1)
@@ -250,9 +229,9 @@ func (m *Model) Forward(g *ggml.Context, b nn.Builder, x *ggml.Tensor, gr Grid, 
 		for k, l := range cfg.OutLayers {
 			if l == i {
 				f.Feats[k], f.CamTokens[k] = m.output(g, local, x)
-				b.Tap("vit.feat."+itoa(k), f.Feats[k])
+				b.Tap("vit.feat."+strconv.Itoa(k), f.Feats[k])
 				if f.CamTokens[k] != nil {
-					b.Tap("vit.cam_tok."+itoa(k), f.CamTokens[k])
+					b.Tap("vit.cam_tok."+strconv.Itoa(k), f.CamTokens[k])
 				}
 				out++
 			}
