@@ -3,6 +3,7 @@ package quantize_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -96,7 +97,8 @@ func TestPlanTable(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			decs, err := quantize.Plan([]loader.TensorInfo{tc.tensor, anchor}, tc.req, quantize.Options{Conv: tc.conv})
+			// Pure: the first-blocks rule is tested in TestPlanFirstBlocks.
+			decs, err := quantize.Plan([]loader.TensorInfo{tc.tensor, anchor}, tc.req, quantize.Options{Conv: tc.conv, Pure: true})
 			require.NoError(t, err)
 			require.Len(t, decs, 2)
 			d := decs[0]
@@ -172,7 +174,7 @@ func TestPlanViTS(t *testing.T) {
 		{ggml.TypeF16, 53, 0, 0},
 	} {
 		t.Run(tc.req.String(), func(t *testing.T) {
-			decs, err := quantize.Plan(ts, tc.req, quantize.Options{})
+			decs, err := quantize.Plan(ts, tc.req, quantize.Options{Pure: true})
 			require.NoError(t, err)
 			var req, fb int
 			for _, d := range decs {
@@ -191,6 +193,81 @@ func TestPlanViTS(t *testing.T) {
 			assert.Equal(t, tc.fallback, fb, "matrices with a fallback type")
 		})
 	}
+}
+
+// TestPlanFirstBlocks checks the default plan: the matrices of the first
+// quarter of the blocks of each backbone get q8_0 (f16 for a q8_0 request),
+// the others the requested type or its fallback, and nothing changes for
+// types at or above f16 or with Pure.
+func TestPlanFirstBlocks(t *testing.T) {
+	assert.Equal(t, []int{1, 1, 1, 2, 3, 6, 10}, []int{
+		quantize.EarlyBlocks(1), quantize.EarlyBlocks(2), quantize.EarlyBlocks(4), quantize.EarlyBlocks(5),
+		quantize.EarlyBlocks(12), quantize.EarlyBlocks(24), quantize.EarlyBlocks(40)})
+
+	ts := vitsTensors() // 12 blocks: 0-2 are early
+	for _, tc := range []struct {
+		req, early, late ggml.Type // late: qkv (rows of 384) of blocks 3-11
+		raised           int
+	}{
+		{ggml.TypeQ4K, ggml.TypeQ8_0, ggml.TypeQ4_1, 12},
+		{ggml.TypeQ4_0, ggml.TypeQ8_0, ggml.TypeQ4_0, 12},
+		{ggml.TypeQ5K, ggml.TypeQ8_0, ggml.TypeQ5_1, 12},
+		{ggml.TypeQ6K, ggml.TypeQ8_0, ggml.TypeQ8_0, 12},
+		{ggml.TypeQ8_0, ggml.TypeF16, ggml.TypeQ8_0, 12},
+		{ggml.TypeBF16, ggml.TypeBF16, ggml.TypeBF16, 0},
+		{ggml.TypeF16, ggml.TypeF16, ggml.TypeF16, 0},
+	} {
+		t.Run(tc.req.String(), func(t *testing.T) {
+			decs, err := quantize.Plan(ts, tc.req, quantize.Options{})
+			require.NoError(t, err)
+			raised := 0
+			for _, d := range decs {
+				var blk int
+				if _, err := fmt.Sscanf(d.Name, "vit.blk.%d.", &blk); err != nil || !d.Matrix {
+					continue
+				}
+				if blk < 3 && tc.raised > 0 {
+					raised++
+					assert.True(t, d.Raised, d.Name)
+					assert.Equal(t, tc.early, d.To, d.Name)
+					assert.Equal(t, "vit.blk.0-2."+strings.Split(d.Name, ".")[3]+".weight", d.Group)
+					assert.Contains(t, d.Reason, fmt.Sprintf("first blocks (0-2 of 12), where errors grow the most: %s instead of %s", tc.early, tc.req))
+				} else {
+					assert.False(t, d.Raised, d.Name)
+					if strings.HasSuffix(d.Name, "attn_qkv.weight") {
+						assert.Equal(t, tc.late, d.To, d.Name)
+					}
+				}
+			}
+			assert.Equal(t, tc.raised, raised)
+
+			// Pure: nothing raised.
+			pure, err := quantize.Plan(ts, tc.req, quantize.Options{Pure: true})
+			require.NoError(t, err)
+			for _, d := range pure {
+				assert.False(t, d.Raised, d.Name)
+			}
+		})
+	}
+
+	// Each backbone counts its own blocks: the nested model's metric branch
+	// (m_vit, 24 blocks) raises 6, the any-view branch (vit, 40 blocks) 10.
+	var nested []loader.TensorInfo
+	for i := range 40 {
+		nested = append(nested, ti(fmt.Sprintf("vit.blk.%d.attn_qkv.weight", i), f32, 1536, 4608))
+	}
+	for i := range 24 {
+		nested = append(nested, ti(fmt.Sprintf("m_vit.blk.%d.attn_qkv.weight", i), f32, 1024, 3072))
+	}
+	decs, err := quantize.Plan(nested, ggml.TypeQ4K, quantize.Options{})
+	require.NoError(t, err)
+	count := map[string]int{}
+	for _, d := range decs {
+		if d.Raised {
+			count[strings.Split(d.Name, ".")[0]]++
+		}
+	}
+	assert.Equal(t, map[string]int{"vit": 10, "m_vit": 6}, count)
 }
 
 func TestPlanErrors(t *testing.T) {

@@ -32,6 +32,10 @@ const quantizationVersion = 2
 type Options struct {
 	// Conv is the type of the convolution kernels: f32 (the zero value) or f16.
 	Conv ggml.Type
+	// Pure gives every weight matrix the requested type (or its block
+	// fallback); by default the first quarter of the blocks of each
+	// backbone get a more accurate type (see the package comment).
+	Pure bool
 	// Threads is the number of goroutines converting rows; 0 = runtime.NumCPU().
 	Threads int
 	// Progress, when set, is called with the input bytes converted so far
@@ -56,9 +60,10 @@ type Report struct {
 	Type, Conv ggml.Type
 	Decisions  []Decision // one per tensor, in file order
 	Groups     []Group    // in order of first appearance
-	// Requested and Fallback count the weight matrices that got the
-	// requested type and another (block-fitting) type.
-	Requested, Fallback int
+	// Requested, Fallback and Raised count the weight matrices that got the
+	// requested type, another (block-fitting) type, and a more accurate type
+	// as matrices of the first blocks.
+	Requested, Fallback, Raised int
 	// InSize and OutSize are the input and output file sizes in bytes.
 	InSize, OutSize int64
 	Warnings        []string
@@ -168,9 +173,12 @@ func prepare(f *loader.File, typ ggml.Type, opts Options) (Report, []loader.KeyV
 	kv := outputKV(f.KV().Entries(), typ, opts.Conv)
 	specs := make([]loader.WriterTensor, len(decs))
 	for i, d := range decs {
-		if d.Matrix && d.Fallback {
+		switch {
+		case d.Matrix && d.Raised:
+			rep.Raised++
+		case d.Matrix && d.Fallback:
 			rep.Fallback++
-		} else if d.Matrix {
+		case d.Matrix:
 			rep.Requested++
 		}
 		in, err := loader.Type(d.From).ByteSize(d.Shape)

@@ -208,7 +208,7 @@ func quantKVBytes(typ, conv ggml.Type) int64 {
 func TestRunTypesAndReport(t *testing.T) {
 	in := writeSynth(t)
 	out := filepath.Join(t.TempDir(), "q4k.gguf")
-	rep, err := quantize.Run(context.Background(), in, out, ggml.TypeQ4K, quantize.Options{Conv: ggml.TypeF16})
+	rep, err := quantize.Run(context.Background(), in, out, ggml.TypeQ4K, quantize.Options{Conv: ggml.TypeF16, Pure: true})
 	require.NoError(t, err)
 	f, err := loader.Open(out)
 	require.NoError(t, err)
@@ -253,12 +253,29 @@ func TestRunTypesAndReport(t *testing.T) {
 	assert.Equal(t, tensorBytes, sumOut)
 	assert.Less(t, sumOut, sumIn)
 	assert.Empty(t, rep.Warnings)
+
+	// By default block 0 (the first quarter of 2 blocks) takes q8_0.
+	mixed := filepath.Join(t.TempDir(), "mixed.gguf")
+	rep, err = quantize.Run(context.Background(), in, mixed, ggml.TypeQ4K, quantize.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []int{3, 3, 4}, []int{rep.Requested, rep.Fallback, rep.Raised})
+	m, err := loader.Open(mixed)
+	require.NoError(t, err)
+	defer m.Close()
+	for name, typ := range map[string]loader.Type{
+		"vit.blk.0.attn_qkv.weight": loader.TypeQ8_0, "vit.blk.0.mlp_fc2.weight": loader.TypeQ8_0,
+		"vit.blk.1.attn_qkv.weight": loader.TypeQ4_1, "vit.blk.1.mlp_fc2.weight": loader.TypeQ4K,
+	} {
+		got, _ := m.Tensor(name)
+		assert.Equal(t, typ, got.Type, name)
+	}
+	assert.Greater(t, m.Size(), f.Size())
 }
 
 func TestRunNestedMetric(t *testing.T) {
 	in := testutil.WriteGGUF(t, synthKV(), synthTensors(t, "m_vit", false))
 	out := filepath.Join(t.TempDir(), "m.gguf")
-	rep, err := quantize.Run(context.Background(), in, out, ggml.TypeQ8_0, quantize.Options{})
+	rep, err := quantize.Run(context.Background(), in, out, ggml.TypeQ8_0, quantize.Options{Pure: true})
 	require.NoError(t, err)
 	assert.Equal(t, 8, rep.Requested)
 	f, err := loader.Open(out)
@@ -295,12 +312,12 @@ func TestRunRequantizeWarns(t *testing.T) {
 	q8 := filepath.Join(dir, "q8.gguf")
 	var warns []string
 	warn := func(s string) { warns = append(warns, s) }
-	_, err := quantize.Run(context.Background(), in, q8, ggml.TypeQ8_0, quantize.Options{Warn: warn, Conv: ggml.TypeF16})
+	_, err := quantize.Run(context.Background(), in, q8, ggml.TypeQ8_0, quantize.Options{Warn: warn, Conv: ggml.TypeF16, Pure: true})
 	require.NoError(t, err)
 	require.Empty(t, warns, "f32 input")
 
 	q4 := filepath.Join(dir, "q4.gguf")
-	rep, err := quantize.Run(context.Background(), q8, q4, ggml.TypeQ4K, quantize.Options{Warn: warn})
+	rep, err := quantize.Run(context.Background(), q8, q4, ggml.TypeQ4K, quantize.Options{Warn: warn, Pure: true})
 	require.NoError(t, err)
 	require.Len(t, warns, 2)
 	assert.Contains(t, warns[0], "input is already quantized (q8_0): dequantizing and requantizing to q4_K")
@@ -318,7 +335,7 @@ func TestRunRequantizeWarns(t *testing.T) {
 
 	warns = nil
 	back := filepath.Join(dir, "back.gguf")
-	_, err = quantize.Run(context.Background(), q4, back, ggml.TypeQ8_0, quantize.Options{Warn: warn})
+	_, err = quantize.Run(context.Background(), q4, back, ggml.TypeQ8_0, quantize.Options{Warn: warn, Pure: true})
 	require.NoError(t, err)
 	joined := strings.Join(warns, "\n")
 	assert.Contains(t, joined, "input is already quantized (q4_1, q4_K)")
@@ -328,7 +345,7 @@ func TestRunRequantizeWarns(t *testing.T) {
 	// The same type again copies the quantized data verbatim: no warning.
 	warns = nil
 	again := filepath.Join(dir, "again.gguf")
-	_, err = quantize.Run(context.Background(), q8, again, ggml.TypeQ8_0, quantize.Options{Warn: warn, Conv: ggml.TypeF16})
+	_, err = quantize.Run(context.Background(), q8, again, ggml.TypeQ8_0, quantize.Options{Warn: warn, Conv: ggml.TypeF16, Pure: true})
 	require.NoError(t, err)
 	assert.Empty(t, warns)
 	a, err := loader.Open(again)

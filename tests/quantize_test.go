@@ -74,14 +74,10 @@ func quantFixtures() []quantFixture {
 			gguf: func(t *testing.T) string {
 				return convertFixture(t, fixture(t, "da3-tiny"), convert.Options{})
 			},
-			// The depth of this fixture does not meet the issue's gates
-			// (measured: q8_0 0.99989, q4_K→q4_1 0.9917, f16 0.9999999): it
-			// is an untrained 8-block network of width 32 with LayerScale up
-			// to 1, in which weight errors grow from block to block
-			// (quantizing only blocks 0–1 to q5_0 already gives 0.990, only
-			// blocks 6–7 0.99988). Its depth is therefore gated on the
-			// runtime comparison only; its pose meets the issue's gates.
-			gates: quantGates{pose: issueGates},
+			// Measured with the default plan (blocks 0-1 of 8 raised): q8_0
+			// 0.99996, q4_K→q4_1 0.9956. With -pure the untrained 8-block
+			// net misses both gates (0.99989, 0.9917): see TestQuantizePure.
+			gates: quantGates{depth: issueGates, pose: issueGates},
 		},
 	}
 }
@@ -105,8 +101,13 @@ func runFile(t *testing.T, path string, img model.Image, opts model.RunOptions) 
 
 func quantizeFile(t *testing.T, in string, typ, conv ggml.Type) (string, quantize.Report) {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), fmt.Sprintf("%s-conv%s.gguf", typ, conv))
-	rep, err := quantize.Run(context.Background(), in, out, typ, quantize.Options{Conv: conv})
+	return quantizeWith(t, in, typ, quantize.Options{Conv: conv})
+}
+
+func quantizeWith(t *testing.T, in string, typ ggml.Type, opts quantize.Options) (string, quantize.Report) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), fmt.Sprintf("%s-conv%s-pure%v.gguf", typ, opts.Conv, opts.Pure))
+	rep, err := quantize.Run(context.Background(), in, out, typ, opts)
 	require.NoError(t, err)
 	return out, rep
 }
@@ -192,7 +193,7 @@ func TestQuantizeWideKQuants(t *testing.T) {
 	ref := runFile(t, wide, img, opts)
 	for _, typ := range []ggml.Type{ggml.TypeQ6K, ggml.TypeQ5K, ggml.TypeQ4K} {
 		t.Run(typ.String(), func(t *testing.T) {
-			q, rep := quantizeFile(t, wide, typ, ggml.TypeF32)
+			q, rep := quantizeWith(t, wide, typ, quantize.Options{Pure: true})
 			assert.Equal(t, 16, rep.Requested, "every backbone matrix takes %s", typ)
 			assert.Zero(t, rep.Fallback)
 			f, err := loader.Open(q)
@@ -290,4 +291,34 @@ func widenDA2(t *testing.T, path string, c uint64) string {
 	out := filepath.Join(t.TempDir(), "wide.gguf")
 	require.NoError(t, loader.WriteFile(out, kv, ts, 0))
 	return out
+}
+
+// TestQuantizePure compares the default plan with -pure on both fixtures:
+// raising the first quarter of the blocks must make depth closer to f32 for
+// every quantized type, since errors made there pass through every later
+// block.
+func TestQuantizePure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("model runs skipped in -short mode")
+	}
+	for _, fx := range quantFixtures() {
+		t.Run(fx.name, func(t *testing.T) {
+			f32 := fx.gguf(t)
+			img, err := imgio.Decode(fx.image)
+			require.NoError(t, err)
+			ref := runFile(t, f32, img, fx.opts)
+			for _, typ := range []ggml.Type{ggml.TypeQ8_0, ggml.TypeQ4K, ggml.TypeQ4_0} {
+				var corr [2]float64
+				for i, pure := range []bool{false, true} {
+					q, rep := quantizeWith(t, f32, typ, quantize.Options{Pure: pure})
+					assert.Equal(t, pure, rep.Raised == 0, "raised matrices")
+					a, err := quantize.Compare(ref.Depth, runFile(t, q, img, fx.opts).Depth)
+					require.NoError(t, err)
+					corr[i] = a.Corr
+				}
+				t.Logf("%-5s depth correlation: default %.7f, pure %.7f", typ, corr[0], corr[1])
+				assert.Greater(t, corr[0], corr[1], "%s: raising the first blocks must help", typ)
+			}
+		})
+	}
 }

@@ -18,7 +18,7 @@ import (
 func init() {
 	register(command{
 		name:    "quantize",
-		usage:   "da3-go quantize [-type T] [-conv f32|f16] [-dry-run] [-check IMAGE] IN.gguf OUT.gguf",
+		usage:   "da3-go quantize [-type T] [-conv f32|f16] [-pure] [-dry-run] [-check IMAGE] IN.gguf OUT.gguf",
 		summary: "convert a model's weight matrices to a smaller type (f16, bf16, q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0)",
 		run:     runQuantize,
 	})
@@ -29,6 +29,7 @@ func runQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs := newFlags(commands["quantize"], stderr)
 	typName := fs.String("type", "q8_0", "type of the weight matrices: "+typeList())
 	convName := fs.String("conv", "f32", "type of the convolution kernels: f32 or f16")
+	pure := fs.Bool("pure", false, "give every weight matrix the requested type (by default the first quarter of the blocks get q8_0, or f16 for -type q8_0)")
 	dryRun := fs.Bool("dry-run", false, "print the plan (type and reason per tensor group, resulting size) and write nothing")
 	check := fs.String("check", "", "after quantizing, run IN and OUT on `IMAGE` and print how closely depth (and pose) agree")
 	threads := fs.Int("threads", 0, "threads converting rows (0 = all cores)")
@@ -74,6 +75,7 @@ func runQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	opts := quantize.Options{
 		Conv:    conv,
+		Pure:    *pure,
 		Threads: *threads,
 		Warn:    func(s string) { fmt.Fprintf(stderr, "da3-go: warning: %s\n", s) },
 	}
@@ -137,18 +139,29 @@ func typeList() string {
 
 // matrixSummary says which types the weight matrices got.
 func matrixSummary(rep quantize.Report) string {
-	n := rep.Requested + rep.Fallback
-	if rep.Fallback == 0 {
+	n := rep.Requested + rep.Fallback + rep.Raised
+	if rep.Fallback == 0 && rep.Raised == 0 {
 		return fmt.Sprintf("%d weight matrices %s", n, rep.Type)
 	}
-	var fb []string
-	for _, d := range rep.Decisions {
-		if d.Fallback && !slices.Contains(fb, d.To.String()) {
-			fb = append(fb, d.To.String())
+	types := func(pick func(quantize.Decision) bool) string {
+		var ts []string
+		for _, d := range rep.Decisions {
+			if d.Matrix && pick(d) && !slices.Contains(ts, d.To.String()) {
+				ts = append(ts, d.To.String())
+			}
 		}
+		return strings.Join(ts, "/")
 	}
-	return fmt.Sprintf("%d weight matrices: %d %s, %d %s (rows that do not fit the %s block)",
-		n, rep.Requested, rep.Type, rep.Fallback, strings.Join(fb, "/"), rep.Type)
+	parts := []string{fmt.Sprintf("%d %s", rep.Requested, rep.Type)}
+	if rep.Fallback > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s (rows that do not fit the %s block)",
+			rep.Fallback, types(func(d quantize.Decision) bool { return d.Fallback && !d.Raised }), rep.Type))
+	}
+	if rep.Raised > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s (first blocks; -pure to quantize them too)",
+			rep.Raised, types(func(d quantize.Decision) bool { return d.Raised })))
+	}
+	return fmt.Sprintf("%d weight matrices: %s", n, strings.Join(parts, ", "))
 }
 
 // writePlan prints the dry-run plan: one line per tensor group and decision.

@@ -92,13 +92,15 @@ func TestQuantizeRun(t *testing.T) {
 	code, stdout, stderr := runCmd(t, "quantize", in, out, "-type", "Q4_K", "-conv", "f16", "-threads", "2")
 	require.Equal(t, exitOK, code, stderr)
 	assert.Empty(t, stderr)
-	assert.Regexp(t, `^wrote .*q4\.gguf: 10 weight matrices: 4 q4_K, 6 q4_1 \(rows that do not fit the q4_K block\), .* MiB → .* (KiB|MiB) \([0-9.]+%\)\n$`, stdout)
+	// Block 0 is the first quarter of this 2-block model: its matrices get q8_0.
+	assert.Regexp(t, `^wrote .*q4\.gguf: 10 weight matrices: 3 q4_K, 3 q4_1 \(rows that do not fit the q4_K block\), 4 q8_0 \(first blocks; -pure to quantize them too\), .* MiB → .* (KiB|MiB) \([0-9.]+%\)\n$`, stdout)
 
 	f, err := loader.Open(out)
 	require.NoError(t, err)
 	defer f.Close()
 	for name, typ := range map[string]loader.Type{
-		"vit.blk.0.attn_qkv.weight": loader.TypeQ4_1, "vit.blk.1.mlp_fc2.weight": loader.TypeQ4K,
+		"vit.blk.0.attn_qkv.weight": loader.TypeQ8_0, "vit.blk.0.mlp_fc2.weight": loader.TypeQ8_0,
+		"vit.blk.1.attn_qkv.weight": loader.TypeQ4_1, "vit.blk.1.mlp_fc2.weight": loader.TypeQ4K,
 		"cam.bb0.weight": loader.TypeQ4K, "head.scratch.rn1.out.weight": loader.TypeF16,
 		"head.resize.0.weight": loader.TypeF32, "vit.pos_embed": loader.TypeF32,
 	} {
@@ -117,9 +119,20 @@ func TestQuantizeRun(t *testing.T) {
 	code, stdout, stderr = runCmd(t, "quantize", "-quiet", "-type", "q8_0", out, out2)
 	require.Equal(t, exitOK, code, stderr)
 	assert.Empty(t, stdout)
-	assert.Contains(t, stderr, "da3-go: warning: input is already quantized (q4_1, q4_K)")
+	assert.Contains(t, stderr, "da3-go: warning: input is already quantized (q8_0, q4_1, q4_K)")
 	assert.Contains(t, stderr, "da3-go: warning: ")
 	assert.Contains(t, stderr, "the accuracy the input lost cannot come back")
+
+	// -pure gives the first block the requested type too.
+	out3 := filepath.Join(t.TempDir(), "pure.gguf")
+	code, stdout, stderr = runCmd(t, "quantize", "-pure", "-type", "q4_k", in, out3)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, "10 weight matrices: 4 q4_K, 6 q4_1 (rows that do not fit the q4_K block), ")
+	fp, err := loader.Open(out3)
+	require.NoError(t, err)
+	defer fp.Close()
+	ti, _ := fp.Tensor("vit.blk.0.attn_qkv.weight")
+	assert.Equal(t, loader.TypeQ4_1, ti.Type)
 }
 
 func TestQuantizeUsageErrors(t *testing.T) {
@@ -175,7 +188,7 @@ func TestQuantizeHelp(t *testing.T) {
 	code, stdout, stderr := runCmd(t, "help", "quantize")
 	assert.Equal(t, exitOK, code)
 	assert.Empty(t, stdout)
-	assert.Contains(t, stderr, "usage: da3-go quantize [-type T] [-conv f32|f16] [-dry-run] [-check IMAGE] IN.gguf OUT.gguf")
+	assert.Contains(t, stderr, "usage: da3-go quantize [-type T] [-conv f32|f16] [-pure] [-dry-run] [-check IMAGE] IN.gguf OUT.gguf")
 	assert.Contains(t, stderr, "f32, f16, bf16, q8_0, q6_k, q5_1, q5_k, q5_0, q4_1, q4_k, q4_0")
 }
 
