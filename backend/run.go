@@ -106,6 +106,9 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 	if err != nil {
 		return nil, err
 	}
+	// F32 matrix products use the AVX-512 GEMM where the binary has it: its
+	// custom op only runs on the CPU backend.
+	g.SetGEMM(rt.IsCPU())
 	defer g.Close()
 	b := &Builder{G: g, byName: map[string]*ggml.Tensor{}, outputs: map[string]*ggml.Tensor{}, taps: opts.Taps}
 	if err := buildSafely(b, build); err != nil {

@@ -19,6 +19,7 @@ type Context struct {
 	graphSize  int
 	tensors    int
 	sched      *Scheduler // the scheduler that last allocated the graph, if any
+	gemm       bool       // MatMul may use OpGEMM (SetGEMM)
 }
 
 // NewContext creates an arena for up to maxNodes tensors and a graph with room

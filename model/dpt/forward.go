@@ -31,7 +31,7 @@ func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph,
 		// 1×1 projection on tokens: [D, Np, S] → [OC, Np, S] → map [pw, ph, OC, S].
 		p := &h.Proj[s]
 		oc := p.Weight.Dim(3)
-		y := p.Weight.Reshape(g, p.Weight.Dim(2), oc).MulMat(g, x)
+		y := p.Weight.Reshape(g, p.Weight.Dim(2), oc).MatMul(g, x)
 		if p.Bias != nil {
 			y = y.Add(g, p.Bias)
 		}

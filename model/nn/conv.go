@@ -30,15 +30,31 @@ func (c *Conv2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
 	switch {
 	case c.Weight.Dim(0) == 1 && c.Weight.Dim(1) == 1 && c.Params.Stride <= 1 && c.Params.Pad == 0:
 		y = pointwise(g, c.Weight, x)
+	case g.GEMM() && ggml.Conv2DGEMMFits(c.Weight, x, c.Params):
+		y = c.Weight.Conv2DGEMM(g, x, c.Params)
 	case c.Algo == ConvDirect:
 		y = c.Weight.Conv2DDirect(g, x, c.Params)
 	default:
-		y = c.Weight.Conv2D(g, x, c.Params)
+		y = im2colConv(g, c.Weight, x, c.Params)
 	}
 	if c.Bias != nil {
 		y = y.Add(g, c.Bias.Reshape(g, 1, 1, c.Bias.Dim(0), 1))
 	}
 	return y
+}
+
+// im2colConv is ggml_conv_2d (im2col, then one matrix product) built from
+// its parts so that the product goes through MatMul (the CPU GEMM for F32
+// kernels) and a single image needs no final copy.
+func im2colConv(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams) *ggml.Tensor {
+	col := w.Im2Col(g, x, p, w.Type()) // [KW·KH·IC, OW, OH, N]
+	K, OW, OH, N := col.Dim(0), col.Dim(1), col.Dim(2), col.Dim(3)
+	OC := w.Dim(3)
+	y := col.Reshape(g, K, OW*OH*N).MatMul(g, w.Reshape(g, K, OC)) // [OW·OH·N, OC]
+	if N == 1 {
+		return y.Reshape(g, OW, OH, OC, 1)
+	}
+	return y.Reshape(g, OW, OH, N, OC).Permute(g, 0, 1, 3, 2).Cont(g)
 }
 
 // pointwise is a 1×1 convolution as one matrix product over channels:
@@ -48,7 +64,7 @@ func pointwise(g *ggml.Context, w, x *ggml.Tensor) *ggml.Tensor {
 	OC := w.Dim(3)
 	xt := x.Permute(g, 1, 2, 0, 3).Cont(g).Reshape(g, IC, W*H*N) // [IC, W, H, N]
 	wm := w.Reshape(g, IC, OC)
-	y := wm.MulMat(g, xt) // [OC, W·H·N]
+	y := wm.MatMul(g, xt) // [OC, W·H·N]
 	return y.Reshape(g, OC, W, H, N).Permute(g, 2, 0, 1, 3).Cont(g)
 }
 
@@ -79,7 +95,7 @@ func (c *ConvTranspose2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor 
 			wm = wm.Cast(g, ggml.TypeF32)
 		}
 		xt := x.Permute(g, 1, 2, 0, 3).Cont(g).Reshape(g, IC, W*H*N) // [IC, W·H·N]
-		r := wm.MulMat(g, xt)                                        // [KW·KH·OC, W·H·N] = (i, j, oc, x, y, n)
+		r := wm.MatMul(g, xt)                                        // [KW·KH·OC, W·H·N] = (i, j, oc, x, y, n)
 		// (i, (j,oc), x, y·n) → (i, x, (j,oc), y·n)
 		r = r.Reshape(g, KW, KH*OC, W, H*N).Permute(g, 0, 2, 1, 3).Cont(g)
 		// (i·x, j, oc, y·n) → (i·x, j, y·n, oc)

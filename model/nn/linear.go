@@ -11,7 +11,7 @@ type Linear struct {
 
 // Forward applies the layer.
 func (l *Linear) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
-	y := l.Weight.MulMat(g, x)
+	y := l.Weight.MatMul(g, x)
 	if l.Bias != nil {
 		y = y.Add(g, l.Bias)
 	}

@@ -279,8 +279,8 @@ func (m *Model) gemmAttention(g *ggml.Context, q, k, v *ggml.Tensor, scale float
 		if c < n {
 			qc = q.View(g, start*q.Stride(1), []int{hd, c, H, batch}, []int{q.Stride(1), q.Stride(2), q.Stride(3)}).Cont(g)
 		}
-		kq := k.MulMat(g, qc).SoftMaxExt(g, nil, scale, 0) // [n_k, c, H, batch]
-		oc := vt.MulMat(g, kq)                             // [hd, c, H, batch]
+		kq := k.MatMul(g, qc).SoftMaxExt(g, nil, scale, 0) // [n_k, c, H, batch]
+		oc := vt.MatMul(g, kq)                             // [hd, c, H, batch]
 		if o == nil {
 			o = oc
 		} else {
