@@ -178,7 +178,7 @@ func Plan(tensors []loader.TensorInfo, req ggml.Type, opts Options) ([]Decision,
 				d = decide(ti.Name, ti.Shape, from, raise(req), conv)
 				d.Raised = true
 				d.Group = fmt.Sprintf("%s.blk.%s.%s.weight", m[1], blocks, m[3])
-				d.Reason = fmt.Sprintf("matrix in the first blocks (%s of %d), where errors grow the most: %s instead of %s",
+				d.Reason = fmt.Sprintf("matrix of an early block (blocks %s of %d), where errors grow the most: %s instead of %s",
 					blocks, depth[m[1]], d.To, req)
 			}
 		}

@@ -231,7 +231,7 @@ func TestPlanFirstBlocks(t *testing.T) {
 					assert.True(t, d.Raised, d.Name)
 					assert.Equal(t, tc.early, d.To, d.Name)
 					assert.Equal(t, "vit.blk.0-2."+strings.Split(d.Name, ".")[3]+".weight", d.Group)
-					assert.Contains(t, d.Reason, fmt.Sprintf("first blocks (0-2 of 12), where errors grow the most: %s instead of %s", tc.early, tc.req))
+					assert.Contains(t, d.Reason, fmt.Sprintf("an early block (blocks 0-2 of 12), where errors grow the most: %s instead of %s", tc.early, tc.req))
 				} else {
 					assert.False(t, d.Raised, d.Name)
 					if strings.HasSuffix(d.Name, "attn_qkv.weight") {
