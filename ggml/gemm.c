@@ -38,7 +38,8 @@ static float * buffer(float ** p, size_t n) {
 // im2col matrix of a convolution input, B[n][k] with n = oy·OW + ox and
 // k = (ic·KH + ky)·KW + kx, read from x [W, H, IC] without materialising it.
 struct bsrc {
-    const float * b; int64_t ldb;                    // matrix
+    const float * b; int64_t ldb;                    // F32 matrix
+    const char * q; size_t row_bytes; enum ggml_type type; // matrix of another type (q == NULL: F32)
     const float * x; int64_t W, H, KW, KH, OW, s, pad, d; // convolution (x == NULL: matrix)
 };
 
@@ -99,6 +100,18 @@ static void pack_b_panels(const struct bsrc * src, int64_t n0, int64_t nc, int64
         }
         if (w < NR) {
             memset(p, 0, sizeof(float) * kc * NR);
+        }
+        if (src->q != NULL) { // dequantize each row's segment, then transpose it into the panel
+            const struct ggml_type_traits * tt = ggml_get_type_traits(src->type);
+            const size_t seg = ggml_row_size(src->type, k0); // k0 is a multiple of the block size
+            float row[KC];
+            for (int64_t j = 0; j < w; j++) {
+                tt->to_float(src->q + (n0 + j0 + j) * src->row_bytes + seg, row, kc);
+                for (int64_t k = 0; k < kc; k++) {
+                    p[k * NR + j] = row[k];
+                }
+            }
+            continue;
         }
         for (int64_t j = 0; j < w; j++) {
             const float * row = src->b + (n0 + j0 + j) * src->ldb + k0;
@@ -214,7 +227,9 @@ static int split(int64_t M, int64_t N, int ith, int nth, int64_t * m0, int64_t *
 
 // da3_op_gemm: dst = mul_mat(src0, src1) for contiguous F32 src0 [K, N, B2,
 // B3] and src1 [K, M, B2, B3] (one product per batch, no broadcasting); dst
-// [N, M, B2, B3].
+// [N, M, B2, B3]. A 2-D src0 may also be f16 or block-quantized (blocks
+// dividing KC): its rows are dequantized as they are packed, so the product
+// runs at the F32 rate while the weights stay small.
 void da3_op_gemm(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     (void) userdata;
     const struct ggml_tensor * w = dst->src[0];
@@ -224,6 +239,11 @@ void da3_op_gemm(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     const int64_t batches = w->ne[2] * w->ne[3];
     int64_t m0, m1, n0, n1;
     if (!split(M, N, ith, nth, &m0, &m1, &n0, &n1)) {
+        return;
+    }
+    if (w->type != GGML_TYPE_F32) { // a 2-D quantized or f16 matrix, dequantized while packing
+        const struct bsrc b = { .q = (const char *) w->data, .row_bytes = w->nb[1], .type = w->type };
+        gemm((const float *) x->data, K, &b, (float *) dst->data, N, K, m0, m1, n0, n1);
         return;
     }
     for (int64_t i = 0; i < batches; i++) {

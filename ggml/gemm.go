@@ -13,14 +13,32 @@ var OpGEMM = CustomOp{name: "gemm", fn: C.ggml_custom_op_t(C.da3_op_gemm)}
 // (CGO_CFLAGS with -march=native on an AVX-512 CPU, or -mavx512f).
 func HasGEMM() bool { return C.da3_gemm_available() != 0 }
 
-// GEMMFits reports whether GEMM accepts w and x: contiguous F32 operands
-// with ne0 = K, and either w a 2-D matrix [K, N] (x [K, …]) or w [K, N, B2,
+// GEMMFits reports whether GEMM accepts w and x: contiguous operands, x
+// F32, with ne0 = K, and either w a 2-D matrix [K, N] (x [K, …]) or w [K, N, B2,
 // B3] with x [K, M, B2, B3] (one product per batch, no broadcasting).
+//
+// A 2-D w may also be f16, bf16 or block-quantized with blocks dividing 256
+// (q4_0 … q8_0, the k-quants): its rows are dequantized as the GEMM packs
+// them. This is exact for the weights (the same values ggml's own kernels
+// dequantize to), and unlike ggml's quantized kernels it does not round x
+// to 8 bits.
 func GEMMFits(w, x *Tensor) bool {
-	if w == nil || x == nil || w.Type() != TypeF32 || x.Type() != TypeF32 || !w.IsContiguous() || !x.IsContiguous() || w.ne(0) != x.ne(0) {
+	if w == nil || x == nil || x.Type() != TypeF32 || !w.IsContiguous() || !x.IsContiguous() || w.ne(0) != x.ne(0) {
 		return false
 	}
+	if w.Type() != TypeF32 {
+		return w.ne(2) == 1 && w.ne(3) == 1 && gemmDequantizes(w.Type())
+	}
 	return w.ne(2) == 1 && w.ne(3) == 1 || w.ne(2) == x.ne(2) && w.ne(3) == x.ne(3)
+}
+
+// gemmDequantizes lists the weight types OpGEMM dequantizes while packing.
+func gemmDequantizes(t Type) bool {
+	switch t {
+	case TypeF16, TypeBF16, TypeQ4_0, TypeQ4_1, TypeQ5_0, TypeQ5_1, TypeQ8_0, TypeQ4K, TypeQ5K, TypeQ6K:
+		return 256%t.BlockSize() == 0
+	}
+	return false
 }
 
 // GEMM is w.MulMat(g, x) through OpGEMM: w [K, N], x [K, …] give [N, …]

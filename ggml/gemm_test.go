@@ -49,6 +49,25 @@ func TestGEMM(t *testing.T) {
 			atol: 1e-4, rtol: 1e-5,
 		})
 	}
+	// Quantized and f16 weights, dequantized while packing: the reference
+	// uses the dequantized weights and x unrounded.
+	for _, typ := range []ggml.Type{ggml.TypeF16, ggml.TypeBF16, ggml.TypeQ8_0, ggml.TypeQ4_1, ggml.TypeQ4K, ggml.TypeQ6K} {
+		K, N, M := 512, 40, 19
+		cases = append(cases, opCase{
+			name: "weights_" + typ.String(),
+			build: func(h *harness, rng *rand.Rand) (*ggml.Tensor, *nd) {
+				wd := randn(rng, K*N, 1)
+				q, err := ggml.QuantizeChunk(typ, wd, N, K, nil)
+				require.NoError(h.t, err)
+				deq, err := ggml.ToFloat32(typ, q, K*N)
+				require.NoError(h.t, err)
+				w := h.input(typ, wd, K, N)
+				x, xr := h.rand(rng, K, M)
+				return w.GEMM(h.g, x), mulMatRef(ndFrom(deq, K, N), xr)
+			},
+			atol: 1e-4, rtol: 1e-5,
+		})
+	}
 	runOpCases(t, cases)
 }
 
@@ -59,7 +78,9 @@ func TestMatMulPicksGEMM(t *testing.T) {
 	w := h.g.NewTensor(ggml.TypeF32, 8, 4)
 	x := h.g.NewTensor(ggml.TypeF32, 8, 3)
 	q := h.g.NewTensor(ggml.TypeQ8_0, 32, 4)
+	q2 := h.g.NewTensor(ggml.TypeQ2K, 256, 4)
 	xq := h.g.NewTensor(ggml.TypeF32, 32, 3)
+	xq2 := h.g.NewTensor(ggml.TypeF32, 256, 3)
 	assert.Equal(t, "MUL_MAT", w.MatMul(h.g, x).Op())
 	h.g.SetGEMM(true)
 	want := "MUL_MAT"
@@ -67,7 +88,8 @@ func TestMatMulPicksGEMM(t *testing.T) {
 		want = "CUSTOM"
 	}
 	assert.Equal(t, want, w.MatMul(h.g, x).Op())
-	assert.Equal(t, "MUL_MAT", q.MatMul(h.g, xq).Op(), "quantized weights")
+	assert.Equal(t, want, q.MatMul(h.g, xq).Op(), "q8_0 weights are dequantized while packing")
+	assert.Equal(t, "MUL_MAT", q2.MatMul(h.g, xq2).Op(), "q2_K is not among the dequantized types")
 	xp := h.g.NewTensor(ggml.TypeF32, 8, 3, 2).Permute(h.g, 0, 2, 1, 3)
 	assert.Equal(t, "MUL_MAT", w.MatMul(h.g, xp).Op(), "non-contiguous")
 	if !ggml.HasGEMM() {
