@@ -30,7 +30,9 @@ import (
 //   - runtime: Q against an f32 file holding Q's own weights dequantized
 //     (quantize Q back to f32). This isolates what the quantized kernels add
 //     (ggml rounds activations to q8_0/q8_K in quantized matrix products) and
-//     catches a loader or graph that misreads quantized tensors.
+//     catches a loader or graph that misreads quantized tensors (with the
+//     AVX-512 GEMM, which dequantizes weights and keeps x in F32, the two
+//     agree to rounding).
 //
 // The tiny fixtures have width 32, so no k-quant block (256) fits: a q4_K
 // request gives q4_1 matrices there (see quantize's accuracy ladder). The
@@ -75,7 +77,8 @@ func quantFixtures() []quantFixture {
 				return convertFixture(t, fixture(t, "da3-tiny"), convert.Options{})
 			},
 			// Measured with the default plan (blocks 0-1 of 8 raised): q8_0
-			// 0.99996, q4_K→q4_1 0.9956. With -pure the untrained 8-block
+			// 0.99998, q4_K→q4_1 0.9959 with the AVX-512 GEMM (0.99996,
+			// 0.9956 with ggml's quantized kernels, which round x to 8 bits). With -pure the untrained 8-block
 			// net misses both gates (0.99989, 0.9917): see TestQuantizePure.
 			gates: quantGates{depth: issueGates, pose: issueGates},
 		},
