@@ -111,26 +111,11 @@ func BenchmarkGEMM(b *testing.B) {
 				rng := newRNG(1)
 				w := h.input(ggml.TypeF32, randn(rng, K*N, 1), K, N)
 				x := h.input(ggml.TypeF32, randn(rng, K*M, 1), K, M)
-				var y *ggml.Tensor
+				y := w.MulMat(h.g, x)
 				if kernel == "gemm" {
 					y = w.GEMM(h.g, x)
-				} else {
-					y = w.MulMat(h.g, x)
 				}
-				h.g.Output(y)
-				h.g.Expand(y)
-				buf, err := h.g.AllocTensors(ggml.CPUDevice().BufferType(), ggml.UsageCompute)
-				require.NoError(b, err)
-				defer buf.Close()
-				for _, f := range h.feeds {
-					require.NoError(b, f())
-				}
-				be := newCPUBackend(b)
-				b.ResetTimer()
-				for range b.N {
-					require.NoError(b, be.Compute(h.g))
-				}
-				b.ReportMetric(2*float64(K*N*M)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				benchGraph(b, h, y, 2*float64(K*N*M))
 			})
 		}
 	}
