@@ -67,7 +67,7 @@ func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph,
 		z = z.Add(g, b.Input("head.uv."+key(c, H, W), h.UV(c, H, W, aspect), W, H, c, 1))
 	}
 	z = b.Tap("head.out1_up", z)
-	logits := b.Tap("head.logits", sc.Out2b.Forward(g, sc.Out2a.Forward(g, z).ReLU(g))) // [W, H, out, S]
+	logits := b.Tap("head.logits", sc.Out2b.Forward(g, sc.Out2a.ForwardAct(g, z, ggml.ActReLU))) // [W, H, out, S]
 
 	var out Outputs
 	S := logits.Dim(3)
@@ -86,7 +86,7 @@ func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph,
 		out.Conf = channel(logits, logits.Dim(2)-1).Cont(g).Exp(g).ScaleBias(g, 1, 1)
 	case Mono:
 		out.Depth = channel(logits, 0).Cont(g).Exp(g)
-		out.Sky = b.Tap("head.sky_logits", sc.SkyOut2b.Forward(g, sc.SkyOut2a.Forward(g, z).ReLU(g))).ReLU(g)
+		out.Sky = b.Tap("head.sky_logits", sc.SkyOut2b.Forward(g, sc.SkyOut2a.ForwardAct(g, z, ggml.ActReLU))).ReLU(g)
 	}
 	return out
 }

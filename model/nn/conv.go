@@ -26,12 +26,23 @@ type Conv2D struct {
 
 // Forward applies the layer.
 func (c *Conv2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
+	return c.ForwardAct(g, x, ggml.ActNone)
+}
+
+// ForwardAct applies the layer, then act. On the CPU the convolution is an
+// implicit-im2col GEMM with the bias and activation fused into its store.
+func (c *Conv2D) ForwardAct(g *ggml.Context, x *ggml.Tensor, act ggml.Act) *ggml.Tensor {
+	ep := ggml.Epilogue{Bias: c.Bias, Act: act}
+	if c.Bias != nil {
+		ep.Bias = c.Bias.Reshape(g, c.Bias.Dim(0))
+	}
+	if g.GEMM() && ggml.Conv2DGEMMFits(c.Weight, x, c.Params) && ggml.Conv2DGEMMWithFits(c.Weight, ep) {
+		return c.Weight.Conv2DGEMMWith(g, x, c.Params, ep)
+	}
 	var y *ggml.Tensor
 	switch {
 	case c.Weight.Dim(0) == 1 && c.Weight.Dim(1) == 1 && c.Params.Stride <= 1 && c.Params.Pad == 0:
 		y = pointwise(g, c.Weight, x)
-	case g.GEMM() && ggml.Conv2DGEMMFits(c.Weight, x, c.Params):
-		y = c.Weight.Conv2DGEMM(g, x, c.Params)
 	case c.Algo == ConvDirect:
 		y = c.Weight.Conv2DDirect(g, x, c.Params)
 	default:
@@ -40,7 +51,7 @@ func (c *Conv2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
 	if c.Bias != nil {
 		y = y.Add(g, c.Bias.Reshape(g, 1, 1, c.Bias.Dim(0), 1))
 	}
-	return y
+	return act.Apply(g, y)
 }
 
 // im2colConv is ggml_conv_2d (im2col, then one matrix product) built from

@@ -11,11 +11,22 @@ type Linear struct {
 
 // Forward applies the layer.
 func (l *Linear) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
+	return l.ForwardAct(g, x, ggml.ActNone)
+}
+
+// ForwardAct applies the layer, then act. On the CPU GEMM path the bias and
+// the activation are fused into the product's store (one pass over the
+// output instead of three).
+func (l *Linear) ForwardAct(g *ggml.Context, x *ggml.Tensor, act ggml.Act) *ggml.Tensor {
+	ep := ggml.Epilogue{Bias: l.Bias, Act: act}
+	if g.GEMM() && ggml.GEMMWithFits(l.Weight, x, ep) {
+		return l.Weight.GEMMWith(g, x, ep)
+	}
 	y := l.Weight.MatMul(g, x)
 	if l.Bias != nil {
 		y = y.Add(g, l.Bias)
 	}
-	return y
+	return act.Apply(g, y)
 }
 
 // LayerNorm normalises over ne0 (the channels of a token) and applies the affine
@@ -56,7 +67,7 @@ type MLP struct {
 
 // Forward applies the layer.
 func (m *MLP) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
-	return m.FC2.Forward(g, m.FC1.Forward(g, x).GELUErf(g))
+	return m.FC2.Forward(g, m.FC1.ForwardAct(g, x, ggml.ActGELU))
 }
 
 // SwiGLU is w3(SiLU(x1) ⊙ x2) where [x1; x2] = w12(x) split in halves along

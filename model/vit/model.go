@@ -154,6 +154,16 @@ func (m *Model) attention(g *ggml.Context, b nn.Builder, i int, x *ggml.Tensor, 
 		q = m.rope2D(g, b, q, gr, global)
 		k = m.rope2D(g, b, k, gr, global)
 	}
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	if m.Attention == AttentionAuto && g.GEMM() {
+		if global && S > 1 { // all views' tokens attend jointly
+			q, k, v = joinViews(g, q), joinViews(g, k), joinViews(g, v)
+		}
+		if ggml.AttentionFits(q, k, v) {
+			o := q.Attention(g, k, v, scale) // [hd, H, n, batch], contiguous
+			return a.Proj.Forward(g, o.Reshape(g, C, T, S))
+		}
+	}
 	n, batch := T, S
 	if global && S > 1 {
 		n, batch = T*S, 1
@@ -161,7 +171,6 @@ func (m *Model) attention(g *ggml.Context, b nn.Builder, i int, x *ggml.Tensor, 
 		k = k.Cont(g).Reshape(g, hd, H, n, 1)
 		v = v.Cont(g).Reshape(g, hd, H, n, 1)
 	}
-	scale := float32(1 / math.Sqrt(float64(hd)))
 	q = q.Permute(g, 0, 2, 1, 3) // [hd, n, H, batch]
 	k = k.Permute(g, 0, 2, 1, 3)
 	v = v.Permute(g, 0, 2, 1, 3)
@@ -173,6 +182,17 @@ func (m *Model) attention(g *ggml.Context, b nn.Builder, i int, x *ggml.Tensor, 
 	}
 	o = o.Cont(g).Reshape(g, C, T, S)
 	return a.Proj.Forward(g, o)
+}
+
+// joinViews views x [hd, H, T, S] as [hd, H, T·S, 1] (the tokens of all
+// views in one sequence): a view when the views follow each other in memory
+// (a projection's output), else a copy.
+func joinViews(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
+	hd, H, T, S := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
+	if x.Stride(3) == T*x.Stride(2) {
+		return x.View(g, 0, []int{hd, H, T * S, 1}, []int{x.Stride(1), x.Stride(2), T * S * x.Stride(2)})
+	}
+	return x.Cont(g).Reshape(g, hd, H, T*S, 1)
 }
 
 // Block applies block i to x:[C, T, S].
@@ -294,10 +314,12 @@ func (m *Model) gemmAttention(g *ggml.Context, q, k, v *ggml.Tensor, scale float
 type AttentionKernel int
 
 const (
-	// AttentionAuto uses two matrix products and a softmax (ggml's tiled GEMM:
-	// about 10% less CPU time than ggml's CPU flash attention for one
-	// DA3-BASE image, and much less for many views), with the queries
-	// chunked so that the score matrix stays bounded (ScoreBytes).
+	// AttentionAuto uses the fused CPU attention kernel (ggml.OpAttention:
+	// no score matrix, no copies) when the graph runs on the CPU with the
+	// AVX-512 GEMM; otherwise two matrix products and a softmax (about 10%
+	// less CPU time than ggml's CPU flash attention for one DA3-BASE image,
+	// and much less for many views), with the queries chunked so that the
+	// score matrix stays bounded (ScoreBytes).
 	AttentionAuto AttentionKernel = iota
 	// AttentionFlash always uses ggml_flash_attn_ext (no score matrix; the
 	// choice on GPUs).
