@@ -5,6 +5,7 @@ package ggml_test
 // GFLOP/s (multiply and add counted as 2 FLOPs).
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
 
@@ -102,6 +103,25 @@ func BenchmarkFlashAttnExt(b *testing.B) {
 			k := h.input(typ, kd, D, N, H)
 			v := h.input(typ, vd, D, N, H)
 			benchGraph(b, h, q.FlashAttnExt(h.g, k, v, nil, 0.125), flops)
+		})
+	}
+}
+
+// BenchmarkConv2DGEMM times OpConv2D on the 3×3 convolutions of the DA2
+// ViT-S head at 518×518 (the fusion blocks at 296², the output convs).
+func BenchmarkConv2DGEMM(b *testing.B) {
+	if !ggml.HasGEMM() {
+		b.Skip("built without AVX-512 (see HasGEMM)")
+	}
+	for _, s := range [][4]int{{296, 64, 64, 1}, {296, 64, 32, 1}, {518, 32, 32, 1}, {148, 64, 64, 1}, {296, 64, 64, 2}} {
+		W, IC, OC, stride := s[0], s[1], s[2], s[3]
+		b.Run(fmt.Sprintf("%dx%d_ic%d_oc%d_s%d", W, W, IC, OC, stride), func(b *testing.B) {
+			h := newHarness(b, 16)
+			rng := newRNG(1)
+			k := h.input(ggml.TypeF32, randn(rng, 9*IC*OC, 1), 3, 3, IC, OC)
+			x := h.input(ggml.TypeF32, randn(rng, W*W*IC, 1), W, W, IC, 1)
+			y := k.Conv2DGEMM(h.g, x, ggml.Conv2DParams{Stride: stride, Pad: 1})
+			benchGraph(b, h, y, 2*float64(9*IC*OC*y.Dim(0)*y.Dim(1)))
 		})
 	}
 }
