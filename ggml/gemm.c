@@ -144,6 +144,10 @@ static void pack_conv_panel(const struct bsrc * src, int64_t n0, int64_t w, int6
             }
             const int64_t ix0 = ox0 + kx * src->d - src->pad; // x column of lane 0
             const float * row = src->x + ic * HW + iy * src->W;
+            if (kx == 0) { // the lines the panels after the next will read: the loads below miss otherwise
+                _mm_prefetch((const char *) (row + ix0 + 2 * NR), _MM_HINT_T0);
+                _mm_prefetch((const char *) (row + ix0 + 2 * NR + 16), _MM_HINT_T0);
+            }
             // lanes j < w with 0 <= ix0 + j < W
             const int64_t lo = ix0 < 0 ? -ix0 : 0;
             const int64_t hi = src->W - ix0; // lanes below hi are inside
@@ -178,6 +182,38 @@ static void pack_conv_panel(const struct bsrc * src, int64_t n0, int64_t w, int6
     }
 }
 
+// transpose16 writes the transpose of the 16×16 block at src (row stride
+// lds) to dst (row stride ldd): dst[k][j] = src[j][k].
+static inline void transpose16(const float * src, int64_t lds, float * dst, int64_t ldd) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) {
+        r[i] = _mm512_loadu_ps(src + i * lds);
+    }
+    for (int i = 0; i < 16; i += 2) { // pairs of rows interleaved by element
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) { // then by pairs of elements
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    }
+    // r[4q + c] now holds, in each 128-bit lane l, column 4l + c of rows 4q..4q+3.
+    for (int c = 0; c < 4; c++) { // gather the 128-bit lanes: first rows 0-7 / 8-15, then all 16
+        t[c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);      // lanes 0, 2 of r[c], r[4+c]
+        t[4 + c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd);  // lanes 1, 3
+        t[8 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+        t[12 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
+    }
+    for (int c = 0; c < 4; c++) {
+        _mm512_storeu_ps(dst + (c + 0) * ldd, _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88));
+        _mm512_storeu_ps(dst + (c + 4) * ldd, _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0x88));
+        _mm512_storeu_ps(dst + (c + 8) * ldd, _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd));
+        _mm512_storeu_ps(dst + (c + 12) * ldd, _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xdd));
+    }
+}
+
 // pack_b_panels packs B rows [n0, n0+nc) over k in [k0, k0+kc) into NR-wide
 // k-major panels; columns past nc are zero.
 static void pack_b_panels(const struct bsrc * src, int64_t n0, int64_t nc, int64_t k0, int64_t kc, float * out) {
@@ -203,10 +239,18 @@ static void pack_b_panels(const struct bsrc * src, int64_t n0, int64_t nc, int64
             }
             continue;
         }
+        int64_t k = 0;
+        if (w == NR) { // 16×16 blocks transposed in registers
+            const float * rows = src->b + (n0 + j0) * src->ldb + k0;
+            for (; k + 16 <= kc; k += 16) {
+                transpose16(rows + k, src->ldb, p + k * NR, NR);
+                transpose16(rows + 16 * src->ldb + k, src->ldb, p + k * NR + 16, NR);
+            }
+        }
         for (int64_t j = 0; j < w; j++) {
             const float * row = src->b + (n0 + j0 + j) * src->ldb + k0;
-            for (int64_t k = 0; k < kc; k++) {
-                p[k * NR + j] = row[k];
+            for (int64_t kk = k; kk < kc; kk++) {
+                p[kk * NR + j] = row[kk];
             }
         }
     }
