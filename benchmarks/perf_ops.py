@@ -32,6 +32,8 @@ def classify(frames: list[str]) -> str:
         m = OP.match(s)
         if m:
             return m.group(1)
+        if s.startswith("da3_op_"):  # da3-go's own CPU kernels (ggml/gemm.c, custom.c), run as custom ops
+            return "da3:" + s[len("da3_op_"):].split(".")[0]
     for s in frames:
         if "UploadWeights" in s or "tensor_set" in s or "loader." in s:
             return "(weight upload / load)"

@@ -6,7 +6,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/internal/testutil"
 )
 
 // gelu64 is the exact (erf) GELU in float64.
@@ -192,4 +195,35 @@ func TestAttention(t *testing.T) {
 		})
 	}
 	runOpCases(t, cases)
+}
+
+// TestResample checks OpBilinear against ggml's own interpolate (computed in
+// the same graph) for upsampling and downsampling, with and without
+// align_corners, several channels and two images; and that Resample falls
+// back to ggml_interpolate without SetGEMM.
+func TestResample(t *testing.T) {
+	for _, s := range []struct {
+		w, h, c, n, ow, oh int
+		mode               ggml.ScaleMode
+	}{
+		{37, 37, 3, 1, 74, 74, ggml.ScaleBilinear | ggml.ScaleAlignCorners},
+		{36, 24, 4, 2, 504, 336, ggml.ScaleBilinear | ggml.ScaleAlignCorners},
+		{296, 296, 2, 1, 518, 518, ggml.ScaleBilinear | ggml.ScaleAlignCorners},
+		{20, 9, 3, 1, 7, 13, ggml.ScaleBilinear},
+		{1, 5, 2, 1, 6, 1, ggml.ScaleBilinear | ggml.ScaleAlignCorners},
+	} {
+		t.Run(fmt.Sprintf("%dx%d_to_%dx%d_mode%#x", s.w, s.h, s.ow, s.oh, uint32(s.mode)), func(t *testing.T) {
+			h := newHarness(t, 16)
+			x, _ := h.rand(newRNG(7), s.w, s.h, s.c, s.n)
+			ref := x.Interpolate(h.g, s.ow, s.oh, s.mode)
+			assert.Equal(t, "UPSCALE", x.Resample(h.g, s.ow, s.oh, s.mode).Op(), "without SetGEMM")
+			h.g.SetGEMM(true)
+			got := x.Resample(h.g, s.ow, s.oh, s.mode)
+			if ggml.HasGEMM() { // CPU kernels are enabled with the GEMM
+				assert.Equal(t, "CUSTOM", got.Op())
+			}
+			out := h.compute(ref, got)
+			testutil.AllClose(t, out[0], out[1], 1e-6, 1e-6)
+		})
+	}
 }

@@ -82,7 +82,7 @@ func (f *Fusion) Forward(g *ggml.Context, top, lateral *ggml.Tensor, w, h int) *
 		y = y.Add(g, f.RC1.Forward(g, lateral))
 	}
 	y = f.RC2.Forward(g, y)
-	y = y.Interpolate(g, w, h, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
+	y = y.Resample(g, w, h, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
 	return f.Out.Forward(g, y)
 }
 

@@ -61,7 +61,7 @@ func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph,
 	p = b.Tap("head.fusion.1", sc.RN1.Forward(g, p, l1, 2*l1.Dim(0), 2*l1.Dim(1)))
 
 	z := b.Tap("head.out1", sc.Out1.Forward(g, p))
-	z = z.Interpolate(g, W, H, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
+	z = z.Resample(g, W, H, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
 	if h.Cfg.PosEmbed {
 		c := z.Dim(2)
 		z = z.Add(g, b.Input("head.uv."+key(c, H, W), h.UV(c, H, W, aspect), W, H, c, 1))
