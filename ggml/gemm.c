@@ -64,8 +64,8 @@ static inline __m512 vexp(__m512 x) {
 }
 
 // vgelu is x·Φ(x), the exact (erf) GELU of torch's nn.GELU(), with erf from
-// Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7, the formula
-// oneDNN uses for PyTorch's CPU GELU). For x < 0, Φ is computed as the small
+// Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7, the approximation
+// oneDNN's GELU uses). For x < 0, Φ is computed as the small
 // term itself, so there is no cancellation in the negative tail.
 static inline __m512 vgelu(__m512 x) {
     const __m512 one = _mm512_set1_ps(1.0f);
