@@ -29,7 +29,7 @@ int da3_gemm_available(void) { return 1; }
 
 // Per-thread buffers, grown on demand and kept for the thread's life.
 struct tbuf { float * p; size_t n; };
-static __thread struct tbuf buf_a, buf_b, buf_edge, buf_k, buf_v, buf_s;
+static __thread struct tbuf buf_a, buf_b, buf_deq, buf_edge, buf_k, buf_v, buf_s;
 
 static float * buffer(struct tbuf * t, size_t n) {
     if (t->n < n) {
@@ -227,30 +227,28 @@ static void pack_b_panels(const struct bsrc * src, int64_t n0, int64_t nc, int64
         if (w < NR) {
             memset(p, 0, sizeof(float) * kc * NR);
         }
-        if (src->q != NULL) { // dequantize each row's segment, then transpose it into the panel
+        const float * rows = src->b + (n0 + j0) * src->ldb + k0; // the w rows' segments, ld apart
+        int64_t ld = src->ldb;
+        if (src->q != NULL) { // dequantize the rows' segments first
             const struct ggml_type_traits * tt = ggml_get_type_traits(src->type);
             const size_t seg = ggml_row_size(src->type, k0); // k0 is a multiple of the block size
-            float row[KCQ];
+            float * tmp = buffer(&buf_deq, (size_t) NR * KCQ);
             for (int64_t j = 0; j < w; j++) {
-                tt->to_float(src->q + (n0 + j0 + j) * src->row_bytes + seg, row, kc);
-                for (int64_t k = 0; k < kc; k++) {
-                    p[k * NR + j] = row[k];
-                }
+                tt->to_float(src->q + (n0 + j0 + j) * src->row_bytes + seg, tmp + j * KCQ, kc);
             }
-            continue;
+            rows = tmp;
+            ld = KCQ;
         }
         int64_t k = 0;
         if (w == NR) { // 16×16 blocks transposed in registers
-            const float * rows = src->b + (n0 + j0) * src->ldb + k0;
             for (; k + 16 <= kc; k += 16) {
-                transpose16(rows + k, src->ldb, p + k * NR, NR);
-                transpose16(rows + 16 * src->ldb + k, src->ldb, p + k * NR + 16, NR);
+                transpose16(rows + k, ld, p + k * NR, NR);
+                transpose16(rows + 16 * ld + k, ld, p + k * NR + 16, NR);
             }
         }
         for (int64_t j = 0; j < w; j++) {
-            const float * row = src->b + (n0 + j0 + j) * src->ldb + k0;
             for (int64_t kk = k; kk < kc; kk++) {
-                p[kk * NR + j] = row[kk];
+                p[kk * NR + j] = rows[j * ld + kk];
             }
         }
     }
