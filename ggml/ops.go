@@ -124,6 +124,14 @@ func (t *Tensor) SoftMaxExt(g *Context, mask *Tensor, scale, maxBias float32) *T
 	return g.wrap("soft_max_ext", C.ggml_soft_max_ext(g.c, t.p, m, C.float(scale), C.float(maxBias)))
 }
 
+// unaryOp is ggml_unary with one of ggml's unary ops (what ggml_gelu,
+// ggml_relu, … call).
+func (t *Tensor) unaryOp(g *Context, op string, u C.enum_ggml_unary_op) *Tensor {
+	return t.unary(g, op, func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+		return C.ggml_unary(c, x, u)
+	})
+}
+
 func (t *Tensor) unary(g *Context, op string, f func(*C.struct_ggml_context, *C.struct_ggml_tensor) *C.struct_ggml_tensor) *Tensor {
 	notNil(op, t)
 	mustf(bool(C.ggml_is_contiguous_1(t.p)), op, []*Tensor{t}, "operand rows must be contiguous (use Cont)")
@@ -135,59 +143,47 @@ func (t *Tensor) unary(g *Context, op string, f func(*C.struct_ggml_context, *C.
 // GELU is ggml_gelu, the tanh approximation of GELU. PyTorch's default
 // nn.GELU() is the exact form: use GELUErf for parity.
 func (t *Tensor) GELU(g *Context) *Tensor {
-	return t.unary(g, "gelu", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor {
-		return C.ggml_gelu(c, x)
-	})
+	return t.unaryOp(g, "gelu", C.GGML_UNARY_OP_GELU)
 }
 
 // GELUErf is ggml_gelu_erf: 0.5·x·(1 + erf(x/√2)), torch's nn.GELU().
 func (t *Tensor) GELUErf(g *Context) *Tensor {
-	return t.unary(g, "gelu_erf", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor {
-		return C.ggml_gelu_erf(c, x)
-	})
+	return t.unaryOp(g, "gelu_erf", C.GGML_UNARY_OP_GELU_ERF)
 }
 
 // SiLU is ggml_silu: x·sigmoid(x).
 func (t *Tensor) SiLU(g *Context) *Tensor {
-	return t.unary(g, "silu", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor {
-		return C.ggml_silu(c, x)
-	})
+	return t.unaryOp(g, "silu", C.GGML_UNARY_OP_SILU)
 }
 
 // ReLU is ggml_relu: max(x, 0).
 func (t *Tensor) ReLU(g *Context) *Tensor {
-	return t.unary(g, "relu", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor {
-		return C.ggml_relu(c, x)
-	})
+	return t.unaryOp(g, "relu", C.GGML_UNARY_OP_RELU)
 }
 
 // Sigmoid is ggml_sigmoid: 1/(1+exp(-x)).
 func (t *Tensor) Sigmoid(g *Context) *Tensor {
-	return t.unary(g, "sigmoid", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor {
-		return C.ggml_sigmoid(c, x)
-	})
+	return t.unaryOp(g, "sigmoid", C.GGML_UNARY_OP_SIGMOID)
 }
 
 // Tanh is ggml_tanh.
 func (t *Tensor) Tanh(g *Context) *Tensor {
-	return t.unary(g, "tanh", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor {
-		return C.ggml_tanh(c, x)
-	})
+	return t.unaryOp(g, "tanh", C.GGML_UNARY_OP_TANH)
 }
 
 // Exp is ggml_exp.
 func (t *Tensor) Exp(g *Context) *Tensor {
-	return t.unary(g, "exp", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor { return C.ggml_exp(c, x) })
+	return t.unaryOp(g, "exp", C.GGML_UNARY_OP_EXP)
 }
 
 // Neg is ggml_neg: -x.
 func (t *Tensor) Neg(g *Context) *Tensor {
-	return t.unary(g, "neg", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor { return C.ggml_neg(c, x) })
+	return t.unaryOp(g, "neg", C.GGML_UNARY_OP_NEG)
 }
 
 // Abs is ggml_abs: |x|.
 func (t *Tensor) Abs(g *Context) *Tensor {
-	return t.unary(g, "abs", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor { return C.ggml_abs(c, x) })
+	return t.unaryOp(g, "abs", C.GGML_UNARY_OP_ABS)
 }
 
 // Sqr is ggml_sqr: x².
