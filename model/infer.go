@@ -36,7 +36,58 @@ type RunOptions struct {
 	ChunkSize     int
 	// Taps returns the named intermediate tensors (see vit and dpt Forward).
 	Taps func(name string) bool
+	// Intrinsics is the camera of the input images, in pixels of the
+	// original images. DA3METRIC-LARGE needs it for depth in metres (see
+	// DepthUnit); other models refuse it.
+	Intrinsics *Intrinsics
 }
+
+// Intrinsics are a pinhole camera's focal lengths and principal point in
+// pixels.
+type Intrinsics struct {
+	Fx, Fy, Cx, Cy float64
+}
+
+// MetricFocalBase is DA3METRIC-LARGE's focal normalisation: metres =
+// focal · output / 300, focal in pixels of the processed image (the
+// official README's FAQ; depth_anything_3's apply_metric_scaling).
+const MetricFocalBase = 300
+
+// DepthUnit says what Result.Depth measures.
+type DepthUnit int
+
+const (
+	// Relative is depth up to an unknown scale (DA3 any-view and mono).
+	Relative DepthUnit = iota
+	// Disparity is DA2's relative output: inverse depth up to scale and
+	// shift, larger = nearer.
+	Disparity
+	// FocalNormalised is DA3METRIC-LARGE's output without a focal length:
+	// metres = focal · depth / 300, focal = (fx+fy)/2 in pixels of the
+	// processed image.
+	FocalNormalised
+	// Metres is metric depth (DA2 metric models, DA3METRIC-LARGE given the
+	// camera intrinsics, the nested model).
+	Metres
+)
+
+func (u DepthUnit) String() string {
+	switch u {
+	case Relative:
+		return "relative"
+	case Disparity:
+		return "disparity"
+	case FocalNormalised:
+		return "focal-normalised"
+	case Metres:
+		return "metres"
+	}
+	return fmt.Sprintf("DepthUnit(%d)", int(u))
+}
+
+// ErrNeedsFocal reports a request for metres from DA3METRIC-LARGE without
+// the camera's focal length.
+var ErrNeedsFocal = errors.New("metric depth in metres needs the camera's focal length")
 
 // Camera is one view's camera, in the processed image and in the original.
 type Camera struct {
@@ -52,9 +103,13 @@ type Camera struct {
 
 // Result is one view's output.
 type Result struct {
-	// Depth: DA3 depth (relative units; metres for metric models), DA2
-	// relative disparity (larger = nearer) or metric depth in metres.
+	// Depth in the unit Unit says: DA3 any-view and mono relative depth,
+	// DA2 relative disparity (larger = nearer), DA2 metric depth in metres,
+	// DA3METRIC-LARGE focal-normalised depth, or metres when
+	// RunOptions.Intrinsics gave the focal length.
 	Depth []float32
+	// Unit is what Depth measures.
+	Unit DepthUnit
 	// Conf is DA3's per-pixel confidence (≥ 1), nil for other models.
 	Conf []float32
 	// Sky is the mono/metric models' sky map (relu logit), else nil.
@@ -66,6 +121,10 @@ type Result struct {
 	ProcessedWidth, ProcessedHeight int
 	// OrigWidth, OrigHeight are the input image size.
 	OrigWidth, OrigHeight int
+	// Cropped: the processed view is a centre crop of the resized image
+	// (crop methods, or views of different sizes in one scene), so its maps
+	// stay at the processed size.
+	Cropped bool
 	// Camera is set for DA3 any-view models.
 	Camera *Camera
 	// RGB is the processed uint8 RGB image (HWC), for colour exports.
@@ -105,6 +164,9 @@ func (m *Model) MultiView(ctx context.Context, imgs []Image, opt RunOptions) ([]
 	}
 	if len(imgs) == 0 {
 		return nil, errors.New("no images")
+	}
+	if err := m.checkIntrinsics(opt.Intrinsics); err != nil {
+		return nil, err
 	}
 	if m.cfg.Arch != DA3 && len(imgs) > 1 {
 		out := make([]Result, 0, len(imgs))
@@ -223,9 +285,20 @@ func (m *Model) result(out map[string]backend.Tensor, v *Processed, i, S int, op
 		return append([]float32(nil), t.Data[i*n:(i+1)*n]...)
 	}
 	r := Result{Depth: slice("depth"), Conf: slice("conf"), Sky: slice("sky"), Width: W, Height: H,
-		ProcessedWidth: W, ProcessedHeight: H, OrigWidth: v.OrigWidth, OrigHeight: v.OrigHeight, RGB: v.RGB}
+		ProcessedWidth: W, ProcessedHeight: H, OrigWidth: v.OrigWidth, OrigHeight: v.OrigHeight, RGB: v.RGB,
+		Cropped: v.CropX != 0 || v.CropY != 0, Unit: m.depthUnit()}
 	if r.Sky != nil {
 		FillSky(r.Depth, r.Sky)
+	}
+	if k := opt.Intrinsics; k != nil && r.Unit == FocalNormalised {
+		// The focal length in pixels of the processed image: resizing
+		// scales it, cropping does not.
+		focal := (k.Fx*v.ScaleX + k.Fy*v.ScaleY) / 2
+		s := float32(focal / MetricFocalBase)
+		for i := range r.Depth {
+			r.Depth[i] *= s
+		}
+		r.Unit = Metres
 	}
 	if pe, ok := out["pose_enc"]; ok {
 		var enc [9]float32
@@ -234,18 +307,62 @@ func (m *Model) result(out map[string]backend.Tensor, v *Processed, i, S int, op
 		r.Camera = &Camera{Extrinsics: p.Extrinsics, Intrinsics: p.Intrinsics, PoseEncoding: enc,
 			IntrinsicsOriginal: camera.ScaleIntrinsics(p.Intrinsics, v.ScaleX, v.ScaleY, v.CropX, v.CropY)}
 	}
-	if !opt.ProcessedSize && v.CropX == 0 && v.CropY == 0 && (W != v.OrigWidth || H != v.OrigHeight) {
-		ow, oh := v.OrigWidth, v.OrigHeight
-		resize := func(d []float32) []float32 {
-			if d == nil {
-				return nil
-			}
-			return imgproc.BilinearAlignCorners(d, W, H, ow, oh)
-		}
-		r.Depth, r.Conf, r.Sky = resize(r.Depth), resize(r.Conf), resize(r.Sky)
-		r.Width, r.Height = ow, oh
+	if !opt.ProcessedSize {
+		r.ToOriginalSize()
 	}
 	return r
+}
+
+// ToOriginalSize resizes the maps (bilinear, align_corners, as the
+// reference's output resize) from the processed size to the input image
+// size. Results of Depth and MultiView are already there unless
+// RunOptions.ProcessedSize was set; cropped views stay at the processed size.
+func (r *Result) ToOriginalSize() {
+	W, H, ow, oh := r.Width, r.Height, r.OrigWidth, r.OrigHeight
+	if r.Cropped || (W == ow && H == oh) || ow < 1 || oh < 1 {
+		return
+	}
+	resize := func(d []float32) []float32 {
+		if len(d) != W*H {
+			return d
+		}
+		return imgproc.BilinearAlignCorners(d, W, H, ow, oh)
+	}
+	r.Depth, r.Conf, r.Sky = resize(r.Depth), resize(r.Conf), resize(r.Sky)
+	r.Width, r.Height = ow, oh
+}
+
+// depthUnit is the unit of the model's raw depth output.
+func (m *Model) depthUnit() DepthUnit {
+	switch {
+	case m.cfg.Arch == DA2 && m.cfg.Metric:
+		return Metres
+	case m.cfg.Arch == DA2:
+		return Disparity
+	case m.cfg.Arch == DA3Mono && m.cfg.Metric:
+		return FocalNormalised
+	}
+	return Relative
+}
+
+// checkIntrinsics refuses intrinsics that the model does not use or that
+// are not a camera.
+func (m *Model) checkIntrinsics(k *Intrinsics) error {
+	if k == nil {
+		return nil
+	}
+	if m.depthUnit() != FocalNormalised {
+		return fmt.Errorf("model %q (%s) does not use camera intrinsics: only the DA3 metric model (metric-large) converts its output to metres with them", m.cfg.Name, m.cfg.Arch)
+	}
+	for _, v := range []float64{k.Fx, k.Fy} {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("intrinsics: focal lengths fx %g, fy %g must be positive pixels", k.Fx, k.Fy)
+		}
+	}
+	if math.IsNaN(k.Cx) || math.IsNaN(k.Cy) || math.IsInf(k.Cx, 0) || math.IsInf(k.Cy, 0) {
+		return fmt.Errorf("intrinsics: principal point (%g, %g) is not finite", k.Cx, k.Cy)
+	}
+	return nil
 }
 
 // multi runs S ≥ 2 views: the backbone over all views (in two graphs when a
@@ -490,7 +607,8 @@ func SelectReference(x []float32, c, t, s int) int {
 
 // Forward runs already preprocessed input: pixels holds S views of 3×h×w
 // normalised floats (CHW per view, views consecutive), exactly what the
-// reference networks take. Maps are returned at w×h. Researchers use it to
+// reference networks take. Maps are returned at w×h; RunOptions.Intrinsics
+// are then in pixels of that input. Researchers use it to
 // feed their own preprocessing; the parity tests use it to feed the
 // reference's input tensor.
 func (m *Model) Forward(ctx context.Context, pixels []float32, w, h, views int, opt RunOptions) ([]Result, error) {
@@ -505,6 +623,9 @@ func (m *Model) Forward(ctx context.Context, pixels []float32, w, h, views int, 
 	}
 	if views > 1 && m.cfg.Arch != DA3 {
 		return nil, fmt.Errorf("forward: %s models take one view at a time", m.cfg.Arch)
+	}
+	if err := m.checkIntrinsics(opt.Intrinsics); err != nil {
+		return nil, err
 	}
 	vs := make([]*Processed, views)
 	n := 3 * w * h

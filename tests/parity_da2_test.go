@@ -64,6 +64,11 @@ func TestParityDA2(t *testing.T) {
 				gate(t, st[0], want.Data, got.Data, 0.99999, 1e-4)
 			}
 			gate(t, "depth (end to end)", ref["depth"].Data, r.Depth, 0.99999, 1e-4)
+			unit := model.Disparity
+			if opts.MaxDepth > 0 || strings.Contains(tc.fixture, "metric") {
+				unit = model.Metres // sigmoid · max_depth
+			}
+			require.Equal(t, unit, r.Unit)
 		})
 	}
 }
