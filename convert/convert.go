@@ -748,6 +748,17 @@ func planNested(c *Checkpoint, name string, opts Options) ([]*output, error) {
 	if model, _ := c.Config["model_name"].(string); model == "da3nested-giant-large" {
 		anyHints, metHints, gs = da3Presets["da3-giant"].hints, da3Presets["da3metric-large"].hints, true
 	}
+	// Test configurations spell out each branch's hyper-parameters under
+	// "arch" (tests/oracle/da3nested_oracle.py): "anyview" and "metric".
+	if arch, ok := c.Config["arch"].(map[string]any); ok {
+		for key, dst := range map[string]*vitHints{"anyview": &anyHints, "metric": &metHints} {
+			if sub, ok := arch[key].(map[string]any); ok {
+				if p, ok := archPreset(sub); ok {
+					*dst = p.hints
+				}
+			}
+		}
+	}
 	anyview, err := da3Output(&cols[0], FamilyDA3, gs, userHints(anyHints, opts), name+"-anyview", "-anyview", "vit", "head", opts, unknown)
 	if err != nil {
 		return nil, fmt.Errorf("any-view branch: %w", err)

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -62,90 +63,114 @@ func parityDA3(t *testing.T, name, attention string) {
 			S, h, w := in.Shape[1], in.Shape[3], in.Shape[4]
 			res, err := m.Forward(context.Background(), in.Data, w, h, S, model.RunOptions{Taps: func(string) bool { return true }})
 			require.NoError(t, err)
-			require.Len(t, res, S)
-			taps := res[0].Taps
-			order := make([]int, S)
-			for i := range order {
-				order[i] = i
+			refView := -1
+			if rv, ok := meta["ref_view"].(float64); ok {
+				refView = int(rv)
 			}
-			if o, ok := taps["order"]; ok {
-				for i, v := range o.Data {
-					order[i] = int(v)
-				}
-			}
-			if rv, ok := meta["ref_view"].(float64); ok && S >= 3 {
-				assert.Equal(t, int(rv), order[0], "reference view choice")
-				t.Logf("reference view: %d (reference %d)", order[0], int(rv))
-			}
-			cmp := func(refName, tapName string, positionOrder bool) {
-				want, ok := ref[refName]
-				if !ok {
-					t.Logf("reference has no %s", refName)
-					return
-				}
-				got, ok := taps[tapName]
-				if !assert.True(t, ok, "tap %s missing", tapName) {
-					return
-				}
-				data := got.Data
-				if positionOrder && S > 1 {
-					data = toOriginal(data, order, len(data)/S)
-				}
-				gate(t, refName, want.Data, data, 0.99999, 1e-4)
-			}
-			cmp("embed", "vit.embed", false)
-			for k := 0; k < 4; k++ {
-				cmp(fmt.Sprintf("feat.%d", k), fmt.Sprintf("vit.feat.%d", k), true)
-				cmp(fmt.Sprintf("cam_tok.%d", k), fmt.Sprintf("vit.cam_tok.%d", k), true)
-			}
-			for s := 0; s < 4; s++ {
-				cmp(fmt.Sprintf("reassemble.%d", s), fmt.Sprintf("head.reassemble.%d", s), true)
-				cmp(fmt.Sprintf("rn.%d", s), fmt.Sprintf("head.rn.%d", s), true)
-			}
-			for k := 4; k >= 1; k-- {
-				cmp(fmt.Sprintf("fusion.%d", k), fmt.Sprintf("head.fusion.%d", k), true)
-			}
-			cmp("out1", "head.out1", true)
-			cmp("out1_up", "head.out1_up", true)
-			cmp("logits", "head.logits", true)
-
-			var depth, conf, pose, ext, intr []float32
-			for _, r := range res {
-				depth = append(depth, r.Depth...)
-				conf = append(conf, r.Conf...)
-				require.NotNil(t, r.Camera)
-				pose = append(pose, r.Camera.PoseEncoding[:]...)
-				for i := 0; i < 3; i++ {
-					for j := 0; j < 4; j++ {
-						ext = append(ext, float32(r.Camera.Extrinsics[i][j]))
-					}
-					for j := 0; j < 3; j++ {
-						intr = append(intr, float32(r.Camera.Intrinsics[i][j]))
-					}
-				}
-			}
-			gate(t, "depth (end to end)", ref["depth"].Data, depth, 0.99999, 1e-4)
-			gate(t, "conf (end to end)", ref["conf"].Data, conf, 0.99999, 1e-4)
-			gate(t, "pose_enc", ref["pose_enc"].Data, pose, 0.99999, 1e-4)
-			maxAbs := func(a, b []float32) float64 {
-				var m float64
-				for i := range a {
-					d := float64(a[i] - b[i])
-					if d < 0 {
-						d = -d
-					}
-					m = max(m, d)
-				}
-				return m
-			}
-			de, di := maxAbs(ref["extrinsics"].Data, ext), maxAbs(ref["intrinsics"].Data, intr)
-			// Intrinsics are in pixels (focal lengths of hundreds), where one
-			// float32 ulp is already 3e-5..6e-5: their bound is relative, 1e-6
-			// of the largest (about 8 ulps), the extrinsics' (O(1)) absolute.
-			ki := 1e-6 * maxAbs(ref["intrinsics"].Data, make([]float32, len(intr)))
-			t.Logf("extrinsics max|d| %.3g, intrinsics max|d| %.3g (bound %.3g)", de, di, ki)
-			assert.LessOrEqual(t, de, 1e-4, "extrinsics")
-			assert.LessOrEqual(t, di, ki, "intrinsics")
+			compareDA3Stages(t, ref, "", res, refView)
 		})
 	}
+}
+
+// compareDA3Stages gates every stage of a DA3 any-view run (res, from
+// Forward with all taps) against the oracle tensors named prefix+stage:
+// embed, features, camera tokens, head stages, depth, confidence, pose
+// encoding, extrinsics and intrinsics. refView ≥ 0 is the reference view
+// upstream chose (checked for three or more views).
+func compareDA3Stages(t *testing.T, ref map[string]refTensor, prefix string, res []model.Result, refView int) {
+	t.Helper()
+	S := len(res)
+	taps := res[0].Taps
+	order := make([]int, S)
+	for i := range order {
+		order[i] = i
+	}
+	if o, ok := taps["order"]; ok {
+		for i, v := range o.Data {
+			order[i] = int(v)
+		}
+	}
+	if refView >= 0 && S >= 3 {
+		assert.Equal(t, refView, order[0], "reference view choice")
+		t.Logf("reference view: %d (reference %d)", order[0], refView)
+	}
+	cmp := func(refName, tapName string, positionOrder bool) {
+		want, ok := ref[prefix+refName]
+		if !ok {
+			t.Logf("reference has no %s", prefix+refName)
+			return
+		}
+		got, ok := taps[tapName]
+		if !assert.True(t, ok, "tap %s missing", tapName) {
+			return
+		}
+		data := got.Data
+		if positionOrder && S > 1 {
+			data = toOriginal(data, order, len(data)/S)
+		}
+		gate(t, prefix+refName, want.Data, data, 0.99999, 1e-4)
+	}
+	cmp("embed", "vit.embed", false)
+	for k := 0; k < 4; k++ {
+		cmp(fmt.Sprintf("feat.%d", k), fmt.Sprintf("vit.feat.%d", k), true)
+		cmp(fmt.Sprintf("cam_tok.%d", k), fmt.Sprintf("vit.cam_tok.%d", k), true)
+	}
+	for s := 0; s < 4; s++ {
+		cmp(fmt.Sprintf("reassemble.%d", s), fmt.Sprintf("head.reassemble.%d", s), true)
+		cmp(fmt.Sprintf("rn.%d", s), fmt.Sprintf("head.rn.%d", s), true)
+	}
+	for k := 4; k >= 1; k-- {
+		cmp(fmt.Sprintf("fusion.%d", k), fmt.Sprintf("head.fusion.%d", k), true)
+	}
+	cmp("out1", "head.out1", true)
+	cmp("out1_up", "head.out1_up", true)
+	cmp("logits", "head.logits", true)
+
+	var depth, conf, pose []float32
+	for _, r := range res {
+		require.Equal(t, model.Relative, r.Unit, "any-view depth is relative")
+		depth = append(depth, r.Depth...)
+		conf = append(conf, r.Conf...)
+		require.NotNil(t, r.Camera)
+		pose = append(pose, r.Camera.PoseEncoding[:]...)
+	}
+	gate(t, prefix+"depth (end to end)", ref[prefix+"depth"].Data, depth, 0.99999, 1e-4)
+	gate(t, prefix+"conf (end to end)", ref[prefix+"conf"].Data, conf, 0.99999, 1e-4)
+	gate(t, prefix+"pose_enc", ref[prefix+"pose_enc"].Data, pose, 0.99999, 1e-4)
+	compareCameras(t, ref[prefix+"extrinsics"].Data, ref[prefix+"intrinsics"].Data, res)
+}
+
+// compareCameras checks the results' extrinsics (max|d| ≤ 1e-4) and
+// intrinsics against the oracle's (S, 3, 4) and (S, 3, 3) tensors.
+func compareCameras(t *testing.T, refExt, refIntr []float32, res []model.Result) {
+	t.Helper()
+	var ext, intr []float32
+	for _, r := range res {
+		require.NotNil(t, r.Camera)
+		for i := 0; i < 3; i++ {
+			for j := 0; j < 4; j++ {
+				ext = append(ext, float32(r.Camera.Extrinsics[i][j]))
+			}
+			for j := 0; j < 3; j++ {
+				intr = append(intr, float32(r.Camera.Intrinsics[i][j]))
+			}
+		}
+	}
+	maxAbs := func(a, b []float32) float64 {
+		var m float64
+		for i := range a {
+			m = max(m, math.Abs(float64(a[i]-b[i])))
+		}
+		return m
+	}
+	require.Len(t, ext, len(refExt))
+	require.Len(t, intr, len(refIntr))
+	de, di := maxAbs(refExt, ext), maxAbs(refIntr, intr)
+	// Intrinsics are in pixels (focal lengths of hundreds), where one
+	// float32 ulp is already 3e-5..6e-5: their bound is relative, 1e-6
+	// of the largest (about 8 ulps), the extrinsics' (O(1)) absolute.
+	ki := 1e-6 * maxAbs(refIntr, make([]float32, len(intr)))
+	t.Logf("extrinsics max|d| %.3g, intrinsics max|d| %.3g (bound %.3g)", de, di, ki)
+	assert.LessOrEqual(t, de, 1e-4, "extrinsics")
+	assert.LessOrEqual(t, di, ki, "intrinsics")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
@@ -26,22 +27,7 @@ func TestParityDA3Mono(t *testing.T) {
 	res, err := m.Forward(context.Background(), in.Data, w, h, 1, model.RunOptions{Taps: func(string) bool { return true }})
 	require.NoError(t, err)
 	r := res[0]
-	stages := [][2]string{{"embed", "vit.embed"}}
-	for k := 0; k < 4; k++ {
-		stages = append(stages, [2]string{fmt.Sprintf("feat.%d", k), fmt.Sprintf("vit.feat.%d", k)})
-	}
-	for s := 0; s < 4; s++ {
-		stages = append(stages, [2]string{fmt.Sprintf("reassemble.%d", s), fmt.Sprintf("head.reassemble.%d", s)}, [2]string{fmt.Sprintf("rn.%d", s), fmt.Sprintf("head.rn.%d", s)})
-	}
-	for k := 4; k >= 1; k-- {
-		stages = append(stages, [2]string{fmt.Sprintf("fusion.%d", k), fmt.Sprintf("head.fusion.%d", k)})
-	}
-	stages = append(stages, [2]string{"out1", "head.out1"}, [2]string{"out1_up", "head.out1_up"}, [2]string{"logits", "head.logits"}, [2]string{"sky_logits", "head.sky_logits"})
-	for _, st := range stages {
-		got, ok := r.Taps[st[1]]
-		require.True(t, ok, "tap %s", st[1])
-		gate(t, st[0], ref[st[0]].Data, got.Data, 0.99999, 1e-4)
-	}
+	compareMonoStages(t, ref, "", r.Taps)
 	gate(t, "sky (end to end)", ref["sky"].Data, r.Sky, 0.99999, 1e-4)
 	gate(t, "depth after sky fill", ref["depth"].Data, r.Depth, 0.99999, 1e-4)
 	nSky := 0
@@ -64,4 +50,27 @@ func TestParityDA3Mono(t *testing.T) {
 	}
 	require.NoError(t, err)
 	gate(t, "depth (from image)", ref["depth"].Data, r2.Depth, 0.99999, 1e-4)
+}
+
+// compareMonoStages gates every stage of a DA3 mono/metric run (the taps of
+// Forward; several views' taps concatenated view after view) against the
+// oracle tensors named prefix+stage.
+func compareMonoStages(t *testing.T, ref map[string]refTensor, prefix string, taps map[string]backend.Tensor) {
+	t.Helper()
+	stages := [][2]string{{"embed", "vit.embed"}}
+	for k := 0; k < 4; k++ {
+		stages = append(stages, [2]string{fmt.Sprintf("feat.%d", k), fmt.Sprintf("vit.feat.%d", k)})
+	}
+	for s := 0; s < 4; s++ {
+		stages = append(stages, [2]string{fmt.Sprintf("reassemble.%d", s), fmt.Sprintf("head.reassemble.%d", s)}, [2]string{fmt.Sprintf("rn.%d", s), fmt.Sprintf("head.rn.%d", s)})
+	}
+	for k := 4; k >= 1; k-- {
+		stages = append(stages, [2]string{fmt.Sprintf("fusion.%d", k), fmt.Sprintf("head.fusion.%d", k)})
+	}
+	stages = append(stages, [2]string{"out1", "head.out1"}, [2]string{"out1_up", "head.out1_up"}, [2]string{"logits", "head.logits"}, [2]string{"sky_logits", "head.sky_logits"})
+	for _, st := range stages {
+		got, ok := taps[st[1]]
+		require.True(t, ok, "tap %s", st[1])
+		gate(t, prefix+st[0], ref[prefix+st[0]].Data, got.Data, 0.99999, 1e-4)
+	}
 }
