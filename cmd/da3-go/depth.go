@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/da3-go/da3-go/internal/imgio"
@@ -29,6 +32,8 @@ type depthFlags struct {
 	conf, sky     bool
 	independent   bool
 	processedSize bool
+	intrinsics    string
+	metric        bool
 }
 
 func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -42,6 +47,8 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&f.sky, "sky", false, "also write the sky map (DA3 mono/metric models)")
 	fs.BoolVar(&f.independent, "independent", false, "run each image alone instead of as views of one scene")
 	fs.BoolVar(&f.processedSize, "processed-size", false, "write maps at the network's processed size instead of the image size")
+	fs.StringVar(&f.intrinsics, "intrinsics", "", "fx,fy,cx,cy of the camera of the input images, in their pixels: the DA3 metric model (metric-large) then gives depth in metres")
+	fs.BoolVar(&f.metric, "metric", false, "require depth in metres: fail before running unless the model gives metres (DA2 metric models, the DA3 metric model with -intrinsics, the nested pair)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -73,6 +80,13 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageError(fs, stderr, "%v", err)
 	}
 	opt.ProcessedSize = f.processedSize
+	if f.intrinsics != "" {
+		k, err := parseIntrinsics(f.intrinsics)
+		if err != nil {
+			return usageError(fs, stderr, "-intrinsics: %v", err)
+		}
+		opt.Intrinsics = k
+	}
 	single := len(inputs) == 1 && len(formats) == 1 && !f.conf && !f.sky
 	if f.out != "" && !single {
 		if fi, err := os.Stat(f.out); err == nil && !fi.IsDir() {
@@ -85,17 +99,31 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer m.Close()
 	cfg := m.Config()
+	_, isNested := m.(nestedScene)
 	if f.conf && cfg.Arch != model.DA3 {
 		return fail(stderr, fmt.Errorf("-conf: model %q (%s) has no confidence output", cfg.Name, cfg.Arch))
 	}
-	if f.sky && cfg.Arch != model.DA3Mono {
+	if f.sky && cfg.Arch != model.DA3Mono && !isNested {
 		return fail(stderr, fmt.Errorf("-sky: model %q (%s) has no sky output", cfg.Name, cfg.Arch))
+	}
+	focalNormalised := cfg.Arch == model.DA3Mono && cfg.Metric && !isNested
+	switch {
+	case opt.Intrinsics != nil && isNested:
+		return fail(stderr, errors.New("-intrinsics: the nested model takes its focal length from its any-view half's predicted cameras; drop -intrinsics"))
+	case opt.Intrinsics != nil && !focalNormalised:
+		return fail(stderr, fmt.Errorf("-intrinsics: model %q (%s) does not use them; only the DA3 metric model (metric-large) turns its output into metres with the focal length", cfg.Name, cfg.Arch))
+	case f.metric && focalNormalised && opt.Intrinsics == nil:
+		return fail(stderr, fmt.Errorf("-metric: %w: model %q predicts focal-normalised depth (metres = focal · depth / 300); pass -intrinsics fx,fy,cx,cy in pixels of the input images", model.ErrNeedsFocal, cfg.Name))
+	case f.metric && !isNested && !focalNormalised && !(cfg.Arch == model.DA2 && cfg.Metric):
+		return fail(stderr, fmt.Errorf("-metric: model %q (%s) predicts relative depth, not metres; use a metric model: da2-metric-indoor-*/outdoor-*, da3-metric-large with -intrinsics, or the nested pair (-model da3-nested-anyview -metric-model da3-nested-metric)", cfg.Name, cfg.Arch))
+	case focalNormalised && opt.Intrinsics == nil:
+		fmt.Fprintf(stderr, "da3-go: note: %q predicts focal-normalised depth, NOT metres (metres = focal · depth / 300, focal in pixels of the processed image); pass -intrinsics fx,fy,cx,cy to get metres\n", cfg.Name)
 	}
 	// DA2 relative models predict disparity (larger = nearer); all others depth.
 	invert := !(cfg.Arch == model.DA2 && !cfg.Metric)
 
 	var results []model.Result
-	if cfg.Arch == model.DA3 && len(imgs) > 1 && !f.independent {
+	if (cfg.Arch == model.DA3 || isNested) && len(imgs) > 1 && !f.independent {
 		if f.out != "" && !f.quiet {
 			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (-independent to run them one by one)\n", len(imgs))
 		}
@@ -178,4 +206,24 @@ func writeMap(path, format string, data []float32, w, h int, cmap imgio.Colormap
 		return imgio.WriteNPY(path, data, h, w)
 	}
 	return fmt.Errorf("unknown format %q", format)
+}
+
+// parseIntrinsics parses "fx,fy,cx,cy" (pixels).
+func parseIntrinsics(s string) (*model.Intrinsics, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) != 4 {
+		return nil, fmt.Errorf("want fx,fy,cx,cy (four numbers, pixels of the input images), got %q", s)
+	}
+	var v [4]float64
+	for i, p := range parts {
+		x, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("%q is not a number", p)
+		}
+		v[i] = x
+	}
+	if v[0] <= 0 || v[1] <= 0 {
+		return nil, fmt.Errorf("focal lengths fx %g and fy %g must be positive", v[0], v[1])
+	}
+	return &model.Intrinsics{Fx: v[0], Fy: v[1], Cx: v[2], Cy: v[3]}, nil
 }

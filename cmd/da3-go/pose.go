@@ -34,9 +34,12 @@ type PoseView struct {
 
 // PoseOutput is the pose command's JSON document.
 type PoseOutput struct {
-	Model      string     `json:"model"`
-	Convention string     `json:"convention"`
-	Views      []PoseView `json:"views"`
+	Model      string `json:"model"`
+	Convention string `json:"convention"`
+	// TranslationUnit: "metres" for the nested model, else "relative"
+	// (the scene's scale is unknown).
+	TranslationUnit string     `json:"translation_unit"`
+	Views           []PoseView `json:"views"`
 }
 
 func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -71,7 +74,11 @@ func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, err)
 	}
-	doc := PoseOutput{Model: m.Config().Name, Convention: "extrinsics: world-to-camera [R|t], OpenCV axes (x right, y down, z forward); intrinsics in pixels"}
+	doc := PoseOutput{Model: m.Config().Name, Convention: "extrinsics: world-to-camera [R|t], OpenCV axes (x right, y down, z forward); intrinsics in pixels",
+		TranslationUnit: "relative"}
+	if res[0].Unit == model.Metres {
+		doc.TranslationUnit = "metres"
+	}
 	for i, r := range res {
 		c := r.Camera
 		doc.Views = append(doc.Views, PoseView{Image: inputs[i], Width: r.OrigWidth, Height: r.OrigHeight,

@@ -7,15 +7,18 @@ import (
 	"fmt"
 	"image"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
+	"github.com/da3-go/da3-go/model/nested"
 )
 
 // modelFlags are the flags shared by the commands that run a model.
 type modelFlags struct {
 	model, device, attention string
+	metricModel              string
 	threads                  int
 	processRes               int
 	method                   string
@@ -26,6 +29,7 @@ type modelFlags struct {
 
 func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.model, "model", "", "model GGUF file or published name (see 'da3-go models')")
+	fs.StringVar(&f.metricModel, "metric-model", "", "the metric half of the nested model (NAME-metric.gguf from convert, or da3-nested-metric); -model is then its any-view half, and depth and camera translations come out in metres")
 	fs.StringVar(&f.device, "device", "", "device: auto (first GPU, else CPU), cpu, or a name from 'da3-go devices' (default $DA3_DEVICE or auto)")
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0 = all cores)")
 	fs.StringVar(&f.attention, "attention", "auto", "attention kernel: auto, flash or naive")
@@ -56,18 +60,77 @@ func (f *modelFlags) runOptions() (model.RunOptions, error) {
 	return model.RunOptions{ProcessRes: f.processRes, Method: m, RefView: model.RefView(f.refView), ChunkSize: f.chunkSize}, nil
 }
 
-// load resolves and loads the model with a progress bar.
-func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (*model.Model, error) {
-	if strings.TrimSpace(f.model) == "" {
-		return nil, errUsage("-model is required")
-	}
-	path, err := resolveModel(ctx, f.model, f.quiet, stderr)
+// scene is what depth and pose run: one model, or the nested pair.
+type scene interface {
+	Config() model.Config
+	Depth(ctx context.Context, img model.Image, opt model.RunOptions) (*model.Result, error)
+	MultiView(ctx context.Context, imgs []model.Image, opt model.RunOptions) ([]model.Result, error)
+	Close() error
+}
+
+// nestedScene adapts the nested model to scene: its Config is the any-view
+// branch's.
+type nestedScene struct {
+	*nested.Model
+	log *slog.Logger
+}
+
+func (n nestedScene) Config() model.Config { return n.AnyView().Config() }
+
+func (n nestedScene) MultiView(ctx context.Context, imgs []model.Image, opt model.RunOptions) ([]model.Result, error) {
+	out, err := n.Model.MultiView(ctx, imgs, opt)
 	if err != nil {
 		return nil, err
 	}
-	update, finish := newBar(0, "loading", true, f.quiet, stderr)
-	defer finish()
-	return model.Load(ctx, path, model.Options{Device: f.device, Threads: f.threads, Attention: f.attention, Progress: update})
+	n.log.Info("nested metric alignment", "scale", out.Scale, "fit_pixels", out.Pixels, "nonsky_pixels", out.NonSky, "sky_depth_m", out.SkyDepth)
+	return out.Views, nil
+}
+
+func (n nestedScene) Depth(ctx context.Context, img model.Image, opt model.RunOptions) (*model.Result, error) {
+	rs, err := n.MultiView(ctx, []model.Image{img}, opt)
+	if err != nil {
+		return nil, err
+	}
+	return &rs[0], nil
+}
+
+// load resolves and loads the model (or the nested pair) with progress bars.
+func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (scene, error) {
+	if strings.TrimSpace(f.model) == "" {
+		return nil, errUsage("-model is required")
+	}
+	load := func(name, desc string) (*model.Model, error) {
+		path, err := resolveModel(ctx, name, f.quiet, stderr)
+		if err != nil {
+			return nil, err
+		}
+		update, finish := newBar(0, desc, true, f.quiet, stderr)
+		defer finish()
+		return model.Load(ctx, path, model.Options{Device: f.device, Threads: f.threads, Attention: f.attention, Progress: update})
+	}
+	if f.metricModel == "" {
+		m, err := load(f.model, "loading")
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	a, err := load(f.model, "loading any-view")
+	if err != nil {
+		return nil, fmt.Errorf("-model (nested any-view half): %w", err)
+	}
+	m, err := load(f.metricModel, "loading metric")
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("-metric-model: %w", err)
+	}
+	n, err := nested.New(a, m)
+	if err != nil {
+		a.Close()
+		m.Close()
+		return nil, err
+	}
+	return nestedScene{Model: n, log: slog.Default()}, nil
 }
 
 type usageErr string
@@ -78,7 +141,7 @@ func errUsage(msg string) error { return usageErr(msg) }
 
 // open decodes every input image first (a bad image fails before any model
 // work), then loads the model. On failure m is nil and code is the exit code.
-func (f *modelFlags) open(ctx context.Context, fs *flag.FlagSet, inputs []string, stderr io.Writer) (imgs []image.Image, m *model.Model, code int) {
+func (f *modelFlags) open(ctx context.Context, fs *flag.FlagSet, inputs []string, stderr io.Writer) (imgs []image.Image, m scene, code int) {
 	imgs = make([]image.Image, len(inputs))
 	for i, p := range inputs {
 		var err error
