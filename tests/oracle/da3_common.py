@@ -226,20 +226,37 @@ def tiny_yaml_dict(arch: dict) -> dict:
     }
 
 
-def register_tiny() -> str:
-    """Writes the tiny yaml to a temp dir and registers it as model name 'da3-tiny'."""
+def register_model(name: str, yaml: dict) -> str:
+    """Writes a network yaml (the package's configs/*.yaml schema) to a temp dir and registers it in the
+    package's MODEL_REGISTRY as `name`, once; the backbone class `da3_common.TinyDinoV2` is importable."""
     from omegaconf import OmegaConf
 
     setup_imports()
     from depth_anything_3.registry import MODEL_REGISTRY
 
-    if "da3-tiny" not in MODEL_REGISTRY:
+    if name not in MODEL_REGISTRY:
         sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `da3_common.TinyDinoV2`
-        d = Path(tempfile.mkdtemp(prefix="da3-tiny-"))
-        path = d / "da3-tiny.yaml"
-        OmegaConf.save(OmegaConf.create(tiny_yaml_dict(TINY_ARCH)), path)
-        MODEL_REGISTRY["da3-tiny"] = str(path)
-    return MODEL_REGISTRY["da3-tiny"]
+        d = Path(tempfile.mkdtemp(prefix=f"{name}-"))
+        path = d / f"{name}.yaml"
+        OmegaConf.save(OmegaConf.create(yaml), path)
+        MODEL_REGISTRY[name] = str(path)
+    return MODEL_REGISTRY[name]
+
+
+def new_wrapper(name: str, arch: dict | None = None):
+    """The official `DepthAnything3` wrapper for a registered model name; `arch` (test configurations)
+    lands in config.json via PyTorchModelHubMixin (DepthAnything3 ignores extra kwargs)."""
+    setup_imports()
+    from depth_anything_3.api import DepthAnything3
+
+    if arch is None:
+        return DepthAnything3(model_name=name)
+    return DepthAnything3(model_name=name, arch=arch)
+
+
+def register_tiny() -> str:
+    """Registers the tiny yaml as model name 'da3-tiny'."""
+    return register_model("da3-tiny", tiny_yaml_dict(TINY_ARCH))
 
 
 MODEL_NAMES = {"tiny": "da3-tiny", "small": "da3-small", "base": "da3-base"}
@@ -248,15 +265,10 @@ MODEL_NAMES = {"tiny": "da3-tiny", "small": "da3-small", "base": "da3-base"}
 def build_wrapper(config: str):
     """Returns the official `DepthAnything3` wrapper (nn.Module + PyTorchModelHubMixin), random weights
     not yet initialised. The network itself is `wrapper.model` (DepthAnything3Net)."""
-    setup_imports()
-    from depth_anything_3.api import DepthAnything3
-
-    name = MODEL_NAMES[config]
     if config == "tiny":
         register_tiny()
-        # Extra kwargs land in config.json via PyTorchModelHubMixin (DepthAnything3 ignores **kwargs).
-        return DepthAnything3(model_name=name, arch=TINY_ARCH)
-    return DepthAnything3(model_name=name)
+        return new_wrapper(MODEL_NAMES[config], TINY_ARCH)
+    return new_wrapper(MODEL_NAMES[config])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -106,30 +105,15 @@ def tiny_mono_yaml_dict(arch: dict) -> dict:
 
 
 def register_tiny_mono() -> str:
-    """Writes the tiny mono yaml to a temp dir and registers it as model name 'da3mono-tiny'."""
-    from omegaconf import OmegaConf
-
-    dc.setup_imports()
-    from depth_anything_3.registry import MODEL_REGISTRY
-
-    name = CONFIGS["tiny-mono"]["model_name"]
-    if name not in MODEL_REGISTRY:
-        d = Path(tempfile.mkdtemp(prefix="da3mono-tiny-"))
-        path = d / f"{name}.yaml"
-        OmegaConf.save(OmegaConf.create(tiny_mono_yaml_dict(TINY_MONO_ARCH)), path)
-        MODEL_REGISTRY[name] = str(path)
-    return MODEL_REGISTRY[name]
+    """Registers the tiny mono yaml as model name 'da3mono-tiny'."""
+    return dc.register_model(CONFIGS["tiny-mono"]["model_name"], tiny_mono_yaml_dict(TINY_MONO_ARCH))
 
 
 def build_wrapper(config: str):
-    dc.setup_imports()
-    from depth_anything_3.api import DepthAnything3
-
-    name = CONFIGS[config]["model_name"]
     if config == "tiny-mono":
         register_tiny_mono()
-        return DepthAnything3(model_name=name, arch=TINY_MONO_ARCH)
-    return DepthAnything3(model_name=name)
+        return dc.new_wrapper(CONFIGS[config]["model_name"], TINY_MONO_ARCH)
+    return dc.new_wrapper(CONFIGS[config]["model_name"])
 
 
 # ----------------------------------------------------------------------------------------------

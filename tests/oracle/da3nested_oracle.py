@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -69,37 +68,21 @@ MIN_MARGIN = 1e-5
 
 
 def register_tiny_nested() -> str:
-    """Writes the tiny nested yaml (the package's da3nested-giant-large schema with the two tiny
-    branches) to a temp dir and registers it as model name 'da3nested-tiny'."""
-    from omegaconf import OmegaConf
-
-    dc.setup_imports()
-    from depth_anything_3.registry import MODEL_REGISTRY
-
-    name = CONFIGS["tiny"]["model_name"]
-    if name not in MODEL_REGISTRY:
-        obj = {"path": "depth_anything_3.model.da3", "name": "NestedDepthAnything3Net", "args": "as_params"}
-        y = {
-            "__object__": obj,
-            "anyview": dc.tiny_yaml_dict(TINY_NESTED_ARCH["anyview"]),
-            "metric": dmo.tiny_mono_yaml_dict(TINY_NESTED_ARCH["metric"]),
-        }
-        d = Path(tempfile.mkdtemp(prefix="da3nested-tiny-"))
-        path = d / f"{name}.yaml"
-        OmegaConf.save(OmegaConf.create(y), path)
-        MODEL_REGISTRY[name] = str(path)
-    return MODEL_REGISTRY[name]
+    """Registers the tiny nested yaml (the package's da3nested-giant-large schema with the two tiny
+    branches) as model name 'da3nested-tiny'."""
+    obj = {"path": "depth_anything_3.model.da3", "name": "NestedDepthAnything3Net", "args": "as_params"}
+    return dc.register_model(CONFIGS["tiny"]["model_name"], {
+        "__object__": obj,
+        "anyview": dc.tiny_yaml_dict(TINY_NESTED_ARCH["anyview"]),
+        "metric": dmo.tiny_mono_yaml_dict(TINY_NESTED_ARCH["metric"]),
+    })
 
 
 def build_wrapper(config: str):
-    dc.setup_imports()
-    from depth_anything_3.api import DepthAnything3
-
-    name = CONFIGS[config]["model_name"]
     if config == "tiny":
         register_tiny_nested()
-        return DepthAnything3(model_name=name, arch=TINY_NESTED_ARCH)
-    return DepthAnything3(model_name=name)
+        return dc.new_wrapper(CONFIGS[config]["model_name"], TINY_NESTED_ARCH)
+    return dc.new_wrapper(CONFIGS[config]["model_name"])
 
 
 @torch.no_grad()
