@@ -76,10 +76,35 @@ func Decode(path string) (img image.Image, err error) {
 
 // writeAtomic streams write's output into a temporary file next to path and renames it to path once
 // everything (including Close) succeeded. On error the temporary file is removed and path is untouched.
-func writeAtomic(path string, write func(w io.Writer) error) (err error) {
+func writeAtomic(path string, write func(w io.Writer) error) error {
+	p, err := WritePending(path, write)
+	if err != nil {
+		return err
+	}
+	return p.Commit()
+}
+
+// WriteAtomic writes path through a temporary file in the same directory that is renamed into place once
+// write and the file's Close succeeded, so path is never left half-written (nor an existing file destroyed).
+// write's output is buffered.
+func WriteAtomic(path string, write func(w io.Writer) error) error { return writeAtomic(path, write) }
+
+// Pending is an output whose content is complete in a temporary file next to its destination but not yet
+// visible there. Outputs made of several files (a COLMAP model) write every file as a Pending first and
+// commit them only once all were written, so a failure leaves none of them behind.
+type Pending struct {
+	path, tmp string
+}
+
+// WritePending writes write's output into a temporary file next to path and returns it uncommitted. On error
+// the temporary file is removed.
+func WritePending(path string, write func(w io.Writer) error) (p *Pending, err error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("write %s: is a directory", path)
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
+		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
 	tmp := f.Name()
 	defer func() {
@@ -90,21 +115,41 @@ func writeAtomic(path string, write func(w io.Writer) error) (err error) {
 	}()
 	bw := bufio.NewWriterSize(f, 1<<16)
 	if err = write(bw); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	if err = bw.Flush(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	if err = f.Chmod(0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	if err = f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	return &Pending{path: path, tmp: tmp}, nil
+}
+
+// Commit renames the temporary file to the destination. A nil or already committed Pending is a no-op.
+func (p *Pending) Commit() error {
+	if p == nil || p.tmp == "" {
+		return nil
+	}
+	tmp := p.tmp
+	p.tmp = ""
+	if err := os.Rename(tmp, p.path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", p.path, err)
 	}
 	return nil
+}
+
+// Abort removes the temporary file; the destination is untouched. A nil or committed Pending is a no-op.
+func (p *Pending) Abort() {
+	if p == nil || p.tmp == "" {
+		return
+	}
+	os.Remove(p.tmp)
+	p.tmp = ""
 }
 
 func checkMap(data []float32, w, h int) error {

@@ -102,6 +102,64 @@ func TestWriteNPY(t *testing.T) {
 	assert.NoFileExists(t, path)
 }
 
+func TestEncodeNPYTypes(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, EncodeNPY(&b, []uint8{1, 2, 3, 4, 5, 6}, 1, 2, 3))
+	hl := int(binary.LittleEndian.Uint16(b.Bytes()[8:10]))
+	assert.Equal(t, "{'descr': '|u1', 'fortran_order': False, 'shape': (1, 2, 3), }", strings.TrimRight(string(b.Bytes()[10:10+hl]), " \n"))
+	assert.Equal(t, []byte{1, 2, 3, 4, 5, 6}, b.Bytes()[10+hl:])
+
+	b.Reset()
+	require.NoError(t, EncodeNPY(&b, []float64{1.5, -2}, 2))
+	hl = int(binary.LittleEndian.Uint16(b.Bytes()[8:10]))
+	assert.Contains(t, string(b.Bytes()[10:10+hl]), "'descr': '<f8'")
+	data := b.Bytes()[10+hl:]
+	require.Len(t, data, 16)
+	assert.Equal(t, -2.0, math.Float64frombits(binary.LittleEndian.Uint64(data[8:])))
+
+	// Longer than one chunk.
+	big := make([]float32, 10000)
+	for i := range big {
+		big[i] = float32(i)
+	}
+	b.Reset()
+	require.NoError(t, EncodeNPY(&b, big, 100, 100))
+	hl = int(binary.LittleEndian.Uint16(b.Bytes()[8:10]))
+	data = b.Bytes()[10+hl:]
+	require.Len(t, data, 40000)
+	assert.Equal(t, float32(9999), math.Float32frombits(binary.LittleEndian.Uint32(data[4*9999:])))
+
+	assert.ErrorContains(t, EncodeNPY(&b, []int{1}, 1), "unsupported data type")
+	assert.ErrorContains(t, EncodeNPY(&b, []uint8{1, 2}, 3), "needs 3 values")
+}
+
+func TestPending(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	pa, err := WritePending(a, func(w io.Writer) error { _, err := io.WriteString(w, "A"); return err })
+	require.NoError(t, err)
+	pb, err := WritePending(b, func(w io.Writer) error { _, err := io.WriteString(w, "B"); return err })
+	require.NoError(t, err)
+	assert.NoFileExists(t, a, "not visible before Commit")
+	require.NoError(t, pa.Commit())
+	require.NoError(t, pa.Commit(), "second Commit is a no-op")
+	pb.Abort()
+	got, err := os.ReadFile(a)
+	require.NoError(t, err)
+	assert.Equal(t, "A", string(got))
+	assert.NoFileExists(t, b)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "aborted temporary file removed")
+
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "d"), 0o755))
+	_, err = WritePending(filepath.Join(dir, "d"), func(io.Writer) error { return nil })
+	assert.ErrorContains(t, err, "is a directory")
+	var nilP *Pending
+	assert.NoError(t, nilP.Commit())
+	nilP.Abort()
+}
+
 func decodePNG(t *testing.T, path string) image.Image {
 	t.Helper()
 	f, err := os.Open(path)

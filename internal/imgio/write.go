@@ -38,51 +38,92 @@ func WritePFM(path string, data []float32, w, h int) error {
 // WriteNPY writes data as a NumPy .npy file (format 1.0, dtype '<f4', C order) with the given shape; the
 // product of shape must equal len(data) (an empty shape is a scalar).
 func WriteNPY(path string, data []float32, shape ...int) error {
-	n := 1
+	if err := checkNPYShape(len(data), shape); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return writeAtomic(path, func(out io.Writer) error { return EncodeNPY(out, data, shape...) })
+}
+
+func checkNPYShape(n int, shape []int) error {
+	want := 1
+	for _, d := range shape {
+		if d < 0 || (d > 0 && want > math.MaxInt32/d) {
+			return fmt.Errorf("invalid shape %v", shape)
+		}
+		want *= d
+	}
+	if want != n {
+		return fmt.Errorf("shape %v needs %d values, got %d", shape, want, n)
+	}
+	return nil
+}
+
+// EncodeNPY writes data in the NumPy .npy format 1.0 (C order, little-endian) with the given shape, as
+// numpy.save does: the header dict is padded with spaces and a newline so the data starts at a multiple of
+// 64 bytes. data is a []float32 ('<f4'), []float64 ('<f8') or []uint8 ('|u1'); the product of shape must
+// equal its length (an empty shape is a scalar).
+func EncodeNPY(w io.Writer, data any, shape ...int) error {
+	var descr string
+	var n, size int
+	switch d := data.(type) {
+	case []float32:
+		descr, n, size = "<f4", len(d), 4
+	case []float64:
+		descr, n, size = "<f8", len(d), 8
+	case []uint8:
+		descr, n, size = "|u1", len(d), 1
+	default:
+		return fmt.Errorf("npy: unsupported data type %T", data)
+	}
+	if err := checkNPYShape(n, shape); err != nil {
+		return err
+	}
 	dims := make([]string, len(shape))
 	for i, d := range shape {
-		if d < 0 || (d > 0 && n > math.MaxInt32/d) {
-			return fmt.Errorf("write %s: invalid shape %v", path, shape)
-		}
-		n *= d
 		dims[i] = strconv.Itoa(d)
-	}
-	if n != len(data) {
-		return fmt.Errorf("write %s: shape %v needs %d values, got %d", path, shape, n, len(data))
 	}
 	tuple := "(" + strings.Join(dims, ", ") + ")"
 	if len(shape) == 1 {
 		tuple = "(" + dims[0] + ",)"
 	}
-	header := "{'descr': '<f4', 'fortran_order': False, 'shape': " + tuple + ", }"
+	header := "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + tuple + ", }"
 	// magic(6) + version(2) + header length(2) + header, padded with spaces and '\n' to a multiple of 64.
 	pad := 64 - (10+len(header)+1)%64
 	if pad == 64 {
 		pad = 0
 	}
 	header += strings.Repeat(" ", pad) + "\n"
-	return writeAtomic(path, func(out io.Writer) error {
-		pre := []byte{0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0}
-		binary.LittleEndian.PutUint16(pre[8:], uint16(len(header)))
-		if _, err := out.Write(pre); err != nil {
+	pre := []byte{0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0}
+	binary.LittleEndian.PutUint16(pre[8:], uint16(len(header)))
+	if _, err := w.Write(pre); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(w, header); err != nil {
+		return err
+	}
+	if u8, ok := data.([]uint8); ok {
+		_, err := w.Write(u8)
+		return err
+	}
+	var put func(b []byte, i int)
+	switch d := data.(type) {
+	case []float32:
+		put = func(b []byte, i int) { binary.LittleEndian.PutUint32(b, math.Float32bits(d[i])) }
+	case []float64:
+		put = func(b []byte, i int) { binary.LittleEndian.PutUint64(b, math.Float64bits(d[i])) }
+	}
+	const chunk = 4096
+	buf := make([]byte, size*chunk)
+	for i := 0; i < n; i += chunk {
+		k := min(n-i, chunk)
+		for j := range k {
+			put(buf[size*j:], i+j)
+		}
+		if _, err := w.Write(buf[:size*k]); err != nil {
 			return err
 		}
-		if _, err := io.WriteString(out, header); err != nil {
-			return err
-		}
-		buf := make([]byte, 4*4096)
-		for len(data) > 0 {
-			k := min(len(data), 4096)
-			for i, v := range data[:k] {
-				binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
-			}
-			if _, err := out.Write(buf[:4*k]); err != nil {
-				return err
-			}
-			data = data[k:]
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // Normalize maps data to [0, 1] by min-max over the finite values: t = (v − min)/(max − min), t = 0 when
