@@ -401,3 +401,64 @@ func (m *COLMAPModel) readPointsText(r io.Reader, _ int64) error {
 		m.Points = append(m.Points, p)
 	}
 }
+
+// PosedImage is one image's camera from a COLMAP model.
+type PosedImage struct {
+	Name          string
+	Extrinsics    [3][4]float64 // world-to-camera [R | t]
+	Intrinsics    [3][3]float64 // in pixels of the COLMAP camera, Width × Height
+	Width, Height int
+	// Distorted reports a camera model with distortion (or a non-perspective projection) that the pinhole
+	// Intrinsics leave out.
+	Distorted bool
+}
+
+// Poses returns the cameras of the images called names, in that order, for pose-conditioned runs. An
+// image matches a name exactly or, failing that, by base name. It fails when the model and names have
+// different counts, or a name is missing or matches two images.
+func (m *COLMAPModel) Poses(names []string) ([]PosedImage, error) {
+	if len(names) != len(m.Images) {
+		return nil, fmt.Errorf("COLMAP model has %d images, but %d input images were given", len(m.Images), len(names))
+	}
+	cams := map[uint32]*COLMAPCamera{}
+	for i := range m.Cameras {
+		cams[m.Cameras[i].ID] = &m.Cameras[i]
+	}
+	byName, byBase := map[string][]int{}, map[string][]int{}
+	for i, im := range m.Images {
+		byName[im.Name] = append(byName[im.Name], i)
+		byBase[filepath.Base(im.Name)] = append(byBase[filepath.Base(im.Name)], i)
+	}
+	out := make([]PosedImage, len(names))
+	used := map[int]string{}
+	for j, n := range names {
+		idx := byName[n]
+		if len(idx) == 0 {
+			idx = byBase[filepath.Base(n)]
+		}
+		switch {
+		case len(idx) == 0:
+			return nil, fmt.Errorf("input %s: no image of that name in the COLMAP model", n)
+		case len(idx) > 1:
+			return nil, fmt.Errorf("input %s: %d images of the COLMAP model have that name", n, len(idx))
+		}
+		if prev, dup := used[idx[0]]; dup {
+			return nil, fmt.Errorf("inputs %s and %s match the same COLMAP image %s", prev, n, m.Images[idx[0]].Name)
+		}
+		used[idx[0]] = n
+		im := &m.Images[idx[0]]
+		c, ok := cams[im.CameraID]
+		if !ok {
+			return nil, fmt.Errorf("COLMAP image %s: camera %d not in the model", im.Name, im.CameraID)
+		}
+		k, distorted, err := c.Intrinsics()
+		if err != nil {
+			return nil, err
+		}
+		if c.Width == 0 || c.Height == 0 || c.Width > 1<<20 || c.Height > 1<<20 {
+			return nil, fmt.Errorf("COLMAP camera %d: invalid size %dx%d", c.ID, c.Width, c.Height)
+		}
+		out[j] = PosedImage{Name: im.Name, Extrinsics: im.Extrinsics(), Intrinsics: k, Width: int(c.Width), Height: int(c.Height), Distorted: distorted}
+	}
+	return out, nil
+}

@@ -249,3 +249,31 @@ func TestReadCOLMAPRejectsBadFiles(t *testing.T) {
 	_, err = export.ReadCOLMAP(t.TempDir())
 	assert.ErrorContains(t, err, "neither cameras.bin nor cameras.txt")
 }
+
+func TestCOLMAPPoses(t *testing.T) {
+	views := scene()
+	pc, err := export.NewPointCloud(views, export.COLMAPOptions())
+	require.NoError(t, err)
+	m, err := export.NewCOLMAPModel(pc, views)
+	require.NoError(t, err)
+	poses, err := m.Poses([]string{"/data/img1.jpg", "img0.jpg"})
+	require.NoError(t, err)
+	assert.Equal(t, "img1.jpg", poses[0].Name)
+	assert.Equal(t, 16, poses[0].Width)
+	assert.Equal(t, views[1].Camera.IntrinsicsOriginal, poses[0].Intrinsics)
+	assert.False(t, poses[0].Distorted)
+	for r := range 3 {
+		for k := range 4 {
+			assert.InDelta(t, views[1].Camera.Extrinsics[r][k], poses[0].Extrinsics[r][k], 1e-12)
+		}
+	}
+	_, err = m.Poses([]string{"img0.jpg"})
+	assert.ErrorContains(t, err, "COLMAP model has 2 images, but 1 input images were given")
+	_, err = m.Poses([]string{"img0.jpg", "nope.jpg"})
+	assert.ErrorContains(t, err, "nope.jpg: no image of that name")
+	_, err = m.Poses([]string{"img0.jpg", "a/img0.jpg"})
+	assert.ErrorContains(t, err, "match the same COLMAP image")
+	m.Images[1].CameraID = 9
+	_, err = m.Poses([]string{"img0.jpg", "img1.jpg"})
+	assert.ErrorContains(t, err, "camera 9 not in the model")
+}

@@ -26,6 +26,7 @@ func init() {
 
 type depthFlags struct {
 	modelFlags
+	inputFlags
 	out           string
 	formats       string
 	cmap          string
@@ -39,7 +40,8 @@ type depthFlags struct {
 func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(commands["depth"], stderr)
 	var f depthFlags
-	f.register(fs)
+	f.modelFlags.register(fs)
+	f.inputFlags.register(fs)
 	fs.StringVar(&f.out, "o", "", "output directory (default: next to each image), or the output file for one image and one format")
 	fs.StringVar(&f.formats, "format", "png", "comma-separated outputs: png (colourised), png16 (16-bit), pfm, npy")
 	fs.StringVar(&f.cmap, "cmap", "turbo", "colour map for png: turbo or gray")
@@ -53,10 +55,6 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	setupLog(stderr, f.verbose, f.quiet)
-	inputs := fs.Args()
-	if len(inputs) == 0 {
-		return usageError(fs, stderr, "no input images")
-	}
 	if f.model == "" {
 		return usageError(fs, stderr, "-model is required")
 	}
@@ -87,13 +85,19 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		opt.Intrinsics = k
 	}
+	in, code := f.inputFlags.open(ctx, fs, fs.Args(), stderr)
+	if in == nil {
+		return code
+	}
+	defer in.cleanup()
+	inputs := in.names
 	single := len(inputs) == 1 && len(formats) == 1 && !f.conf && !f.sky
 	if f.out != "" && !single {
 		if fi, err := os.Stat(f.out); err == nil && !fi.IsDir() {
 			return usageError(fs, stderr, "-o %s is a file, but several outputs are written: give a directory", f.out)
 		}
 	}
-	imgs, m, code := f.open(ctx, fs, inputs, stderr)
+	imgs, m, code := f.modelFlags.open(ctx, fs, in.paths, stderr)
 	if m == nil {
 		return code
 	}

@@ -45,16 +45,14 @@ type PoseOutput struct {
 func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(commands["pose"], stderr)
 	var f modelFlags
+	var inf inputFlags
 	f.register(fs)
+	inf.register(fs)
 	out := fs.String("o", "-", "output JSON file, or - for stdout")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
 	setupLog(stderr, f.verbose, f.quiet)
-	inputs := fs.Args()
-	if len(inputs) == 0 {
-		return usageError(fs, stderr, "no input images")
-	}
 	if f.model == "" {
 		return usageError(fs, stderr, "-model is required")
 	}
@@ -62,7 +60,13 @@ func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
-	imgs, m, code := f.open(ctx, fs, inputs, stderr)
+	in, code := inf.open(ctx, fs, fs.Args(), stderr)
+	if in == nil {
+		return code
+	}
+	defer in.cleanup()
+	inputs := in.names
+	imgs, m, code := f.open(ctx, fs, in.paths, stderr)
 	if m == nil {
 		return code
 	}

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/model"
+)
+
+func init() {
+	register(command{
+		name:    "reconstruct",
+		usage:   "da3-go reconstruct -model M.gguf [flags] IMAGE|DIR... [-list FILE] [-video FILE -fps N]",
+		summary: "3D scene outputs of images taken as views of one scene: point cloud (PLY), GLB, COLMAP, NPZ, depth visualisation",
+		run:     runReconstruct,
+	})
+}
+
+// reconstructFormats are the outputs of reconstruct, in the order they are written, with the file or
+// directory each one writes under -o.
+var reconstructFormats = []struct{ name, path string }{
+	{"glb", "scene.glb"},
+	{"ply", "scene.ply"},
+	{"colmap", "cameras, images, points3D (.bin, or .txt with -colmap-txt)"},
+	{"npz", "exports/npz/results.npz"},
+	{"mini_npz", "exports/mini_npz/results.npz"},
+	{"depth_vis", "depth_vis/0000.jpg, …"},
+}
+
+// needsCamera reports the formats that place points in 3D.
+func needsCamera(format string) bool { return format == "glb" || format == "ply" || format == "colmap" }
+
+type reconstructFlags struct {
+	modelFlags
+	inputFlags
+	out                          string
+	formats                      string
+	colmapTxt                    bool
+	independent                  bool
+	confThresh                   float64
+	confPercentile, ensurePct    float64
+	maxPoints                    int
+	seed                         uint64
+	noCameras                    bool
+	cameraSize                   float64
+	keepSky                      bool
+	filterBlackBG, filterWhiteBG bool
+}
+
+func (f *reconstructFlags) register(fs *flag.FlagSet) {
+	f.modelFlags.register(fs)
+	f.inputFlags.register(fs)
+	names := make([]string, len(reconstructFormats))
+	for i, x := range reconstructFormats {
+		names[i] = x.name + " (" + x.path + ")"
+	}
+	fs.StringVar(&f.out, "o", "da3-scene", "output directory")
+	fs.StringVar(&f.formats, "format", "glb", "comma-separated outputs: "+strings.Join(names, ", "))
+	fs.BoolVar(&f.colmapTxt, "colmap-txt", false, "write the COLMAP model as text instead of binary")
+	fs.BoolVar(&f.independent, "independent", false, "treat each image as its own scene (outputs in -o/<image name>/)")
+	fs.Float64Var(&f.confThresh, "conf-thresh", 1.05, "GLB/PLY: base confidence threshold, clamped to [P(conf-percentile), P(ensure-percentile)]")
+	fs.Float64Var(&f.confPercentile, "conf-percentile", 40, "confidence percentile below which points are dropped (GLB, PLY, COLMAP)")
+	fs.Float64Var(&f.ensurePct, "ensure-percentile", 90, "GLB/PLY: upper percentile the threshold is clamped to")
+	fs.IntVar(&f.maxPoints, "max-points", 1_000_000, "GLB/PLY: at most this many points, uniformly subsampled (0 = all)")
+	fs.Uint64Var(&f.seed, "seed", 0, "seed of the -max-points subsample")
+	fs.BoolVar(&f.noCameras, "no-cameras", false, "GLB: leave out the camera frusta")
+	fs.Float64Var(&f.cameraSize, "camera-size", 0.03, "GLB: camera frustum depth as a fraction of the scene size")
+	fs.BoolVar(&f.keepSky, "keep-sky", false, "keep sky pixels (sky map ≥ 0.3) in point clouds")
+	fs.BoolVar(&f.filterBlackBG, "filter-black-bg", false, "drop near-black pixels (all channels < 16)")
+	fs.BoolVar(&f.filterWhiteBG, "filter-white-bg", false, "drop near-white pixels (all channels ≥ 240)")
+}
+
+// parse validates the flags; it returns the formats.
+func (f *reconstructFlags) parse() ([]string, error) {
+	formats := splitList(f.formats)
+	if len(formats) == 0 {
+		return nil, errors.New("-format is empty")
+	}
+	for _, fm := range formats {
+		known := false
+		for _, x := range reconstructFormats {
+			known = known || x.name == fm
+		}
+		if !known {
+			return nil, fmt.Errorf("unknown -format %q (glb, ply, colmap, npz, mini_npz, depth_vis)", fm)
+		}
+	}
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"-conf-percentile", f.confPercentile}, {"-ensure-percentile", f.ensurePct}} {
+		if !(p.v >= 0 && p.v <= 100) {
+			return nil, fmt.Errorf("%s %g out of range 0–100", p.name, p.v)
+		}
+	}
+	if math.IsNaN(f.confThresh) {
+		return nil, errors.New("-conf-thresh is NaN")
+	}
+	if f.maxPoints < 0 {
+		return nil, errors.New("-max-points must be 0 (all) or positive")
+	}
+	if !(f.cameraSize >= 0) || math.IsInf(f.cameraSize, 0) {
+		return nil, fmt.Errorf("-camera-size %g must be a non-negative number", f.cameraSize)
+	}
+	if strings.TrimSpace(f.out) == "" {
+		return nil, errors.New("-o is empty")
+	}
+	return formats, nil
+}
+
+func (f *reconstructFlags) pointOptions() export.Options {
+	o := export.DefaultOptions()
+	o.ConfThreshold, o.ConfPercentile, o.EnsurePercentile = f.confThresh, f.confPercentile, f.ensurePct
+	o.KeepSky, o.FilterBlackBG, o.FilterWhiteBG = f.keepSky, f.filterBlackBG, f.filterWhiteBG
+	return o
+}
+
+func (f *reconstructFlags) colmapOptions() export.Options {
+	o := export.COLMAPOptions()
+	o.ConfPercentile = f.confPercentile
+	o.KeepSky, o.FilterBlackBG, o.FilterWhiteBG = f.keepSky, f.filterBlackBG, f.filterWhiteBG
+	return o
+}
+
+func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags(commands["reconstruct"], stderr)
+	var f reconstructFlags
+	f.register(fs)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	setupLog(stderr, f.verbose, f.quiet)
+	if f.model == "" {
+		return usageError(fs, stderr, "-model is required")
+	}
+	formats, err := f.parse()
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	opt, err := f.runOptions()
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	// The official exporters work on the network's maps, at the processed size.
+	opt.ProcessedSize = true
+	in, code := f.inputFlags.open(ctx, fs, fs.Args(), stderr)
+	if in == nil {
+		return code
+	}
+	defer in.cleanup()
+	names := imageNames(in.names)
+	if err := prepareOutputDir(f.out); err != nil {
+		return fail(stderr, err)
+	}
+	imgs, m, code := f.modelFlags.open(ctx, fs, in.paths, stderr)
+	if m == nil {
+		return code
+	}
+	defer m.Close()
+	cfg := m.Config()
+	for _, fm := range formats {
+		if needsCamera(fm) && !cfg.HasCamera {
+			return fail(stderr, fmt.Errorf("-format %s: %w: %q is a %s model; 3D outputs need a DA3 any-view or nested model (da3-small, -base, -large, -giant)",
+				fm, model.ErrNoCamera, cfg.Name, cfg.Arch))
+		}
+	}
+	w := sceneWriter{f: &f, formats: formats, stdout: stdout}
+	if !f.independent && cfg.Arch == model.DA3 {
+		if len(imgs) > 1 && !f.quiet {
+			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (-independent to run them one by one)\n", len(imgs))
+		}
+		res, err := m.MultiView(ctx, imgs, opt)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		if err := w.write(f.out, res, names); err != nil {
+			return fail(stderr, err)
+		}
+		return exitOK
+	}
+	if !f.independent && len(imgs) > 1 {
+		return fail(stderr, fmt.Errorf("%q is a %s model, which runs each image alone: use -independent to write one scene per image", cfg.Name, cfg.Arch))
+	}
+	update, finish := newBar(int64(len(imgs)), "reconstruct", false, f.quiet || len(imgs) == 1, stderr)
+	defer finish()
+	for i, im := range imgs {
+		r, err := m.Depth(ctx, im, opt)
+		if err != nil {
+			return fail(stderr, fmt.Errorf("%s: %w", in.names[i], err))
+		}
+		dir := f.out
+		if f.independent {
+			dir = filepath.Join(f.out, strings.TrimSuffix(names[i], filepath.Ext(names[i])))
+			if err := prepareOutputDir(dir); err != nil {
+				return fail(stderr, err)
+			}
+		}
+		if err := w.write(dir, []model.Result{*r}, names[i:i+1]); err != nil {
+			return fail(stderr, err)
+		}
+		update(int64(i+1), int64(len(imgs)))
+	}
+	return exitOK
+}
+
+// imageNames returns the images' base names, made unique by a _<k> suffix where two inputs share one
+// (COLMAP identifies images by name).
+func imageNames(paths []string) []string {
+	names := make([]string, len(paths))
+	seen := map[string]int{}
+	for i, p := range paths {
+		n := filepath.Base(p)
+		seen[n]++
+		if k := seen[n]; k > 1 {
+			ext := filepath.Ext(n)
+			n = strings.TrimSuffix(n, ext) + "_" + strconv.Itoa(k) + ext
+		}
+		names[i] = n
+	}
+	return names
+}
+
+// prepareOutputDir creates dir and checks that files can be created in it, so that an unwritable output
+// fails before the model runs.
+func prepareOutputDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("output directory: %w", err)
+	}
+	probe, err := os.CreateTemp(dir, ".da3-go-probe-*")
+	if err != nil {
+		return fmt.Errorf("output directory %s is not writable: %w", dir, errors.Unwrap(err))
+	}
+	probe.Close()
+	return os.Remove(probe.Name())
+}
+
+type sceneWriter struct {
+	f       *reconstructFlags
+	formats []string
+	stdout  io.Writer
+}
+
+// write writes the formats of one scene into dir.
+func (w *sceneWriter) write(dir string, res []model.Result, names []string) error {
+	views, err := model.Views(res, names)
+	if err != nil {
+		return err
+	}
+	f := w.f
+	for _, fm := range w.formats {
+		var paths []string
+		switch fm {
+		case "glb", "ply":
+			pc, err := export.NewPointCloud(views, f.pointOptions())
+			if err != nil {
+				return err
+			}
+			path := filepath.Join(dir, "scene."+fm)
+			if fm == "glb" {
+				err = export.WriteGLB(path, pc, views, export.GLBOptions{MaxPoints: f.maxPoints, Seed: f.seed,
+					ShowCameras: !f.noCameras, CameraSize: f.cameraSize})
+			} else {
+				err = export.WritePLY(path, pc.Subsample(f.maxPoints, f.seed))
+			}
+			if err != nil {
+				return err
+			}
+			paths = append(paths, path)
+		case "colmap":
+			pc, err := export.NewPointCloud(views, f.colmapOptions())
+			if err != nil {
+				return err
+			}
+			if err := export.WriteCOLMAP(dir, pc, views, f.colmapTxt); err != nil {
+				return err
+			}
+			ext := map[bool]string{false: ".bin", true: ".txt"}[f.colmapTxt]
+			for _, n := range []string{"cameras", "images", "points3D"} {
+				paths = append(paths, filepath.Join(dir, n+ext))
+			}
+		case "npz", "mini_npz":
+			sub := filepath.Join(dir, "exports", fm)
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				return fmt.Errorf("output directory: %w", err)
+			}
+			path := filepath.Join(sub, "results.npz")
+			if err := export.WriteNPZ(path, views, fm == "mini_npz"); err != nil {
+				return err
+			}
+			paths = append(paths, path)
+		case "depth_vis":
+			sub := filepath.Join(dir, "depth_vis")
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				return fmt.Errorf("output directory: %w", err)
+			}
+			for i := range views {
+				path := filepath.Join(sub, fmt.Sprintf("%04d.jpg", i))
+				if err := export.WriteDepthVis(path, &views[i]); err != nil {
+					return err
+				}
+				paths = append(paths, path)
+			}
+		}
+		if !f.quiet {
+			for _, p := range paths {
+				fmt.Fprintf(w.stdout, "wrote %s\n", p)
+			}
+		}
+	}
+	return nil
+}
