@@ -54,6 +54,7 @@ type reconstructFlags struct {
 	cameraSize                   float64
 	keepSky                      bool
 	filterBlackBG, filterWhiteBG bool
+	intrinsics                   string
 }
 
 func (f *reconstructFlags) register(fs *flag.FlagSet) {
@@ -77,6 +78,8 @@ func (f *reconstructFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.keepSky, "keep-sky", false, "keep sky pixels (sky map ≥ 0.3) in point clouds")
 	fs.BoolVar(&f.filterBlackBG, "filter-black-bg", false, "drop near-black pixels (all channels < 16)")
 	fs.BoolVar(&f.filterWhiteBG, "filter-white-bg", false, "drop near-white pixels (all channels ≥ 240)")
+	fs.StringVar(&f.intrinsics, "intrinsics", "", "fx,fy,cx,cy of the input images' camera, in their pixels, for models without a camera head: "+
+		"the camera placed at the world origin for 3D outputs (and metres from the DA3 metric model)")
 }
 
 // parse validates the flags; it returns the formats.
@@ -152,6 +155,12 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	// The official exporters work on the network's maps, at the processed size.
 	opt.ProcessedSize = true
+	var k *model.Intrinsics
+	if f.intrinsics != "" {
+		if k, err = parseIntrinsics(f.intrinsics); err != nil {
+			return usageError(fs, stderr, "-intrinsics: %v", err)
+		}
+	}
 	in, code := f.inputFlags.open(ctx, fs, fs.Args(), stderr)
 	if in == nil {
 		return code
@@ -167,13 +176,19 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	defer m.Close()
 	cfg := m.Config()
+	switch {
+	case k != nil && cfg.HasCamera:
+		return fail(stderr, fmt.Errorf("-intrinsics: model %q predicts its own cameras; -intrinsics is for models without a camera head", cfg.Name))
+	case k != nil && cfg.Arch == model.DA3Mono && cfg.Metric:
+		opt.Intrinsics = k // focal-normalised output: metres with the focal length
+	}
 	for _, fm := range formats {
-		if needsCamera(fm) && !cfg.HasCamera {
-			return fail(stderr, fmt.Errorf("-format %s: %w: %q is a %s model; 3D outputs need a DA3 any-view or nested model (da3-small, -base, -large, -giant)",
+		if needsCamera(fm) && !cfg.HasCamera && k == nil {
+			return fail(stderr, fmt.Errorf("-format %s: %w: %q is a %s model; 3D outputs need a DA3 any-view or nested model (da3-small, -base, -large, -giant), or -intrinsics fx,fy,cx,cy",
 				fm, model.ErrNoCamera, cfg.Name, cfg.Arch))
 		}
 	}
-	w := sceneWriter{f: &f, formats: formats, stdout: stdout}
+	w := sceneWriter{f: &f, formats: formats, stdout: stdout, intrinsics: k}
 	if !f.independent && cfg.Arch == model.DA3 {
 		if len(imgs) > 1 && !f.quiet {
 			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (-independent to run them one by one)\n", len(imgs))
@@ -244,13 +259,35 @@ func prepareOutputDir(dir string) error {
 }
 
 type sceneWriter struct {
-	f       *reconstructFlags
-	formats []string
-	stdout  io.Writer
+	f          *reconstructFlags
+	formats    []string
+	stdout     io.Writer
+	intrinsics *model.Intrinsics // camera of results without one (-intrinsics)
+}
+
+// pinholeCamera is the camera given by -intrinsics for a result of a model without a camera head: at the
+// world origin, intrinsics scaled from the original image to the maps.
+func pinholeCamera(r *model.Result, k *model.Intrinsics) (*model.Camera, error) {
+	if r.Cropped {
+		return nil, errors.New("-intrinsics: the crop resize methods are not supported with given intrinsics; use upper_bound_resize or lower_bound_resize")
+	}
+	ko := [3][3]float64{{k.Fx, 0, k.Cx}, {0, k.Fy, k.Cy}, {0, 0, 1}}
+	sx, sy := float64(r.Width)/float64(r.OrigWidth), float64(r.Height)/float64(r.OrigHeight)
+	kp := [3][3]float64{{k.Fx * sx, 0, k.Cx * sx}, {0, k.Fy * sy, k.Cy * sy}, {0, 0, 1}}
+	return &model.Camera{Extrinsics: [3][4]float64{{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}}, Intrinsics: kp, IntrinsicsOriginal: ko}, nil
 }
 
 // write writes the formats of one scene into dir.
 func (w *sceneWriter) write(dir string, res []model.Result, names []string) error {
+	for i := range res {
+		if res[i].Camera == nil && w.intrinsics != nil {
+			c, err := pinholeCamera(&res[i], w.intrinsics)
+			if err != nil {
+				return err
+			}
+			res[i].Camera = c
+		}
+	}
 	views, err := model.Views(res, names)
 	if err != nil {
 		return err

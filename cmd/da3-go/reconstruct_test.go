@@ -2,11 +2,13 @@ package main
 
 import (
 	"archive/zip"
+	"encoding/binary"
 	"encoding/json"
 	"image"
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/export"
 )
 
@@ -166,17 +169,10 @@ func TestReconstructBadInput(t *testing.T) {
 	code, _, stderr = runCLI("reconstruct", "-model", da2, "-process-res", "84", "-format", "glb", "-o", out, a)
 	assert.Equal(t, exitFailure, code)
 	assert.Contains(t, stderr, "model has no camera head")
-	assertDirEmpty(t, out)
+	assertEmptyDir(t, out)
 	code, _, stderr = runCLI("reconstruct", "-model", da2, "-process-res", "84", "-format", "mini_npz,depth_vis", "-quiet", "-o", out, a)
 	require.Equal(t, exitOK, code, stderr)
 	assert.FileExists(t, filepath.Join(out, "exports/mini_npz/results.npz"))
-}
-
-func assertDirEmpty(t *testing.T, dir string) {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	assert.Empty(t, entries)
 }
 
 func TestImageNames(t *testing.T) {
@@ -316,4 +312,72 @@ func TestVideoWithoutFFmpeg(t *testing.T) {
 	code, _, stderr := runCLI("depth", "-model", "unused.gguf", "-video", video)
 	assert.Equal(t, exitFailure, code)
 	assert.Contains(t, stderr, "apt-get install ffmpeg")
+}
+
+// TestReconstructMetric: the nested pair gives a scene in metres with sky; the DA3 metric model with
+// -intrinsics gives a point cloud in metres at the world origin.
+func TestReconstructMetric(t *testing.T) {
+	pair := convertFixture(t, "da3-tiny-nested", convert.Options{})
+	imgs := []string{fixtureImage(t, "da3-tiny-nested/three/images/view0.png"), fixtureImage(t, "da3-tiny-nested/three/images/view1.png")}
+	out := t.TempDir()
+	code, _, stderr := runCLI(append([]string{"reconstruct", "-model", pair[0], "-metric-model", pair[1], "-process-res", "42",
+		"-format", "glb,ply,colmap,npz", "-quiet", "-o", out}, imgs...)...)
+	require.Equal(t, exitOK, code, stderr)
+	s, err := export.ReadCOLMAP(out)
+	require.NoError(t, err)
+	assert.Len(t, s.Images, 2)
+	assert.FileExists(t, filepath.Join(out, "scene.glb"))
+
+	metric := convertFixture(t, "da3-tiny-mono", convert.Options{Name: "da3-tiny-metric"})[0]
+	img := fixtureImage(t, "da3-tiny-mono/one/images/view0.png")
+	out = t.TempDir()
+	code, _, stderr = runCLI("reconstruct", "-model", metric, "-process-res", "70", "-format", "ply", "-o", out, img)
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, stderr, "or -intrinsics fx,fy,cx,cy")
+	assertEmptyDir(t, out)
+	code, _, stderr = runCLI("reconstruct", "-model", metric, "-process-res", "70", "-intrinsics", "50,60,22,30",
+		"-format", "ply,colmap", "-keep-sky", "-quiet", "-o", out, img)
+	require.Equal(t, exitOK, code, stderr)
+	// The same run's depth in metres at the processed size: the cloud's z is that depth (camera at the origin).
+	dout := t.TempDir()
+	code, _, stderr = runCLI("depth", "-model", metric, "-process-res", "70", "-intrinsics", "50,60,22,30", "-processed-size",
+		"-format", "npy", "-quiet", "-o", dout, img)
+	require.Equal(t, exitOK, code, stderr)
+	depth := readNPYFloats(t, filepath.Join(dout, "view0_depth.npy"))
+	s, err = export.ReadCOLMAP(out)
+	require.NoError(t, err)
+	require.NotEmpty(t, s.Points)
+	k, _, err := s.Cameras[0].Intrinsics()
+	require.NoError(t, err)
+	assert.Equal(t, [3][3]float64{{50, 0, 22}, {0, 60, 30}, {0, 0, 1}}, k, "COLMAP camera: the given intrinsics")
+	n := 0
+	for _, d := range depth {
+		if d > 0 {
+			n++
+		}
+	}
+	assert.Equal(t, n, len(s.Points), "no confidence, sky kept: every pixel with a positive depth")
+	minZ, maxZ := s.Points[0].XYZ[2], s.Points[0].XYZ[2]
+	for _, p := range s.Points {
+		minZ, maxZ = min(minZ, p.XYZ[2]), max(maxZ, p.XYZ[2])
+	}
+	dmin, dmax := depth[0], depth[0]
+	for _, d := range depth {
+		dmin, dmax = min(dmin, d), max(dmax, d)
+	}
+	assert.InDelta(t, float64(dmin), minZ, 1e-5*float64(dmax))
+	assert.InDelta(t, float64(dmax), maxZ, 1e-5*float64(dmax))
+}
+
+func readNPYFloats(t *testing.T, path string) []float32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	hl := int(binary.LittleEndian.Uint16(b[8:10]))
+	data := b[10+hl:]
+	out := make([]float32, len(data)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+	}
+	return out
 }
