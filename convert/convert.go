@@ -35,6 +35,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/da3-go/da3-go/internal/schema"
 	"github.com/da3-go/da3-go/loader"
 )
 
@@ -355,24 +356,24 @@ func (col *collected) shapes(fused int) (shapeMap, []string, error) {
 
 // finish checks the collected tensors against the schema and returns them
 // in schema order, typed for opts.
-func (col *collected) finish(specs []tensorSpec, typ loader.Type) ([]*outTensor, []string, []string, []string) {
+func (col *collected) finish(specs []schema.Tensor, typ loader.Type) ([]*outTensor, []string, []string, []string) {
 	var missing, unexpected, mismatch []string
 	want := map[string]bool{}
 	var out []*outTensor
 	for _, s := range specs {
-		want[s.name] = true
-		ot, ok := col.byName[s.name]
+		want[s.Name] = true
+		ot, ok := col.byName[s.Name]
 		if !ok || ot.shape == nil {
 			if !ok {
-				missing = append(missing, s.name)
+				missing = append(missing, s.Name)
 			}
 			continue
 		}
-		if !slices.Equal(ot.shape, s.shape) {
-			mismatch = append(mismatch, fmt.Sprintf("%s (from %s): shape %v, want %v", s.name, strings.Join(ot.keys, "+"), ot.shape, s.shape))
+		if !slices.Equal(ot.shape, s.Shape) {
+			mismatch = append(mismatch, fmt.Sprintf("%s (from %s): shape %v, want %v", s.Name, strings.Join(ot.keys, "+"), ot.shape, s.Shape))
 		}
 		if len(ot.shape) > 4 {
-			mismatch = append(mismatch, fmt.Sprintf("%s: %d dimensions (GGUF allows 4)", s.name, len(ot.shape)))
+			mismatch = append(mismatch, fmt.Sprintf("%s: %d dimensions (GGUF allows 4)", s.Name, len(ot.shape)))
 		}
 		ot.typ = storageType(ot.name, ot.shape, typ)
 		out = append(out, ot)
@@ -488,15 +489,15 @@ func planDA2(c *Checkpoint, fam Family, name string, opts Options) ([]*output, e
 	if err != nil {
 		return nil, errors.Join(err, report(unknown, missingParts, nil))
 	}
-	head := deriveHead(sh, "head", headDA2, vit.C, false)
-	specs := append(vit.specs("vit"), head.specs("head")...)
+	head := deriveHead(sh, "head", schema.HeadDA2, vit.C, false)
+	specs := append(vit.Tensors("vit"), head.Tensors("head")...)
 	tensors, missing, unexpected, mismatch := col.finish(specs, opts.Type)
 	if err := report(append(unknown, unexpected...), append(missing, missingParts...), mismatch); err != nil {
 		return nil, err
 	}
 
 	kv := baseKVs("depthanything2", name, vit.Patch)
-	kv = append(kv, vit.kvs(archKey+".vit")...)
+	kv = append(kv, vitKVs(vit, archKey+".vit")...)
 	kv = append(kv, imgKVs("lower_bound", 518)...)
 	act := "relu"
 	if maxDepth > 0 {
@@ -505,7 +506,7 @@ func planDA2(c *Checkpoint, fam Family, name string, opts Options) ([]*output, e
 	p := archKey + ".head"
 	kv = append(kv,
 		loader.KeyValue{Key: p + ".features", Value: loader.Uint32Value(uint32(head.F))},
-		loader.KeyValue{Key: p + ".out_channels", Value: loader.Int32sValue(head.outChannels())},
+		loader.KeyValue{Key: p + ".out_channels", Value: loader.Int32sValue(outChannels(head))},
 		loader.KeyValue{Key: p + ".output_dim", Value: loader.Uint32Value(uint32(head.OutDim))},
 		loader.KeyValue{Key: p + ".pos_embed", Value: loader.BoolValue(false)},
 		loader.KeyValue{Key: p + ".activation", Value: loader.StringValue(act)},
@@ -640,22 +641,22 @@ func da3Output(col *collected, fam Family, gs bool, hints vitHints, name, suffix
 	if vit.CatToken {
 		d = 2 * vit.C
 	}
-	kind := headMono
+	kind := schema.HeadMono
 	if anyView {
-		kind = headDualDPT
+		kind = schema.HeadDualDPT
 	}
 	head := deriveHead(sh, "head", kind, d, opts.WithAux && anyView)
 	if !gs && sh.has("gs.scratch.layer1_rn.weight") {
 		gs = true
 	}
-	specs := append(vit.specs(vitP), head.specs(headP)...)
+	specs := append(vit.Tensors(vitP), head.Tensors(headP)...)
 	if anyView {
-		specs = append(specs, camSpecs(d)...)
+		specs = append(specs, schema.Camera(d)...)
 	}
-	var gsHead headHP
+	var gsHead schema.Head
 	if gs {
-		gsHead = deriveHead(sh, "gs", headGS, d, false)
-		specs = append(specs, gsHead.specs("gs")...)
+		gsHead = deriveHead(sh, "gs", schema.HeadGS, d, false)
+		specs = append(specs, gsHead.Tensors("gs")...)
 	}
 	tensors, missing, unexpected, mismatch := col.finish(specs, opts.Type)
 	if err := report(append(unknown, unexpected...), missing, mismatch); err != nil {
@@ -664,14 +665,14 @@ func da3Output(col *collected, fam Family, gs bool, hints vitHints, name, suffix
 
 	metricBranch := vitP != "vit"
 	kv := baseKVs("depthanything3", name, vit.Patch)
-	kv = append(kv, vit.kvs(archKey+"."+vitP)...)
+	kv = append(kv, vitKVs(vit, archKey+"."+vitP)...)
 	if !metricBranch {
 		kv = append(kv, imgKVs("upper_bound", 504)...)
 	}
 	p := archKey + "." + headP
 	kv = append(kv,
 		loader.KeyValue{Key: p + ".features", Value: loader.Uint32Value(uint32(head.F))},
-		loader.KeyValue{Key: p + ".out_channels", Value: loader.Int32sValue(head.outChannels())},
+		loader.KeyValue{Key: p + ".out_channels", Value: loader.Int32sValue(outChannels(head))},
 		loader.KeyValue{Key: p + ".output_dim", Value: loader.Uint32Value(uint32(head.OutDim))},
 	)
 	if !metricBranch {
@@ -704,7 +705,7 @@ func da3Output(col *collected, fam Family, gs bool, hints vitHints, name, suffix
 		kv = append(kv,
 			loader.KeyValue{Key: g + ".output_dim", Value: loader.Uint32Value(uint32(gsHead.OutDim))},
 			loader.KeyValue{Key: g + ".features", Value: loader.Uint32Value(uint32(gsHead.F))},
-			loader.KeyValue{Key: g + ".out_channels", Value: loader.Int32sValue(gsHead.outChannels())},
+			loader.KeyValue{Key: g + ".out_channels", Value: loader.Int32sValue(outChannels(gsHead))},
 			loader.KeyValue{Key: g + ".sh_degree", Value: loader.Uint32Value(2)},
 			loader.KeyValue{Key: g + ".scale_min", Value: loader.Float32Value(1e-5)},
 			loader.KeyValue{Key: g + ".scale_max", Value: loader.Float32Value(30)},

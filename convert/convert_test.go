@@ -271,6 +271,19 @@ func TestConvertDA2HF(t *testing.T) {
 		assert.Equal(t, "Depth-Anything-V2-Tiny-hf", name)
 	})
 
+	t.Run("absurd config", func(t *testing.T) {
+		// Sizes from config.json are bounded before anything is sized by them.
+		for _, bb := range []map[string]any{
+			{"num_attention_heads": 2, "num_hidden_layers": 1e12, "out_indices": []int{1, 2, 3, 4}},
+			{"num_attention_heads": 1e12, "num_hidden_layers": 4, "out_indices": []int{1, 2, 3, 4}},
+		} {
+			writeJSON(t, filepath.Join(hf, "config.json"), map[string]any{"backbone_config": bb})
+			err := Convert(context.Background(), hf, filepath.Join(dir, "huge.gguf"), Options{})
+			require.Error(t, err)
+			assert.Regexp(t, "blocks: more than 256|heads is outside", err.Error())
+		}
+	})
+
 	t.Run("missing qkv part", func(t *testing.T) {
 		bad := filepath.Join(dir, "bad")
 		require.NoError(t, os.Mkdir(bad, 0o755))
