@@ -33,14 +33,6 @@ func (e *MissingTensorsError) Error() string {
 	return fmt.Sprintf("model file lacks %d required tensors: %s%s", len(e.Names), strings.Join(names, ", "), more)
 }
 
-// ShapeMismatchError lists tensors whose shapes differ from what the config implies.
-type ShapeMismatchError struct {
-	Problems []string
-}
-
-func (e *ShapeMismatchError) Error() string {
-	return "tensor shapes do not match the model config: " + strings.Join(e.Problems, "; ")
-}
 
 var tensorType = reflect.TypeOf((*ggml.Tensor)(nil))
 

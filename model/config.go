@@ -6,8 +6,10 @@ package model
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
+	"github.com/da3-go/da3-go/internal/schema"
 	"github.com/da3-go/da3-go/loader"
 	"github.com/da3-go/da3-go/model/dpt"
 	"github.com/da3-go/da3-go/model/vit"
@@ -62,52 +64,161 @@ type Config struct {
 	NestedMetric bool
 }
 
+// errList is several errors on one line ("a; b"); errors.Is and As see
+// each of them.
+type errList []error
+
+func (e errList) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (e errList) Unwrap() []error { return e }
+
+// kvReader reads typed, bounded metadata values under a key prefix and
+// collects every problem: a missing required key, a value of the wrong type,
+// or one outside the sane range of the architecture. Nothing is allocated
+// from a value before it passed its bounds.
 type kvReader struct {
 	kv     *loader.KV
 	prefix string
 	errs   []error
 }
 
-func (r *kvReader) u32(key string) int {
-	v, err := r.kv.Uint32(r.prefix + key)
-	if err != nil {
-		r.errs = append(r.errs, err)
+func (r *kvReader) fail(key, format string, args ...any) {
+	r.errs = append(r.errs, fmt.Errorf("%s%s: %s", r.prefix, key, fmt.Sprintf(format, args...)))
+}
+
+func (r *kvReader) has(key string) bool { _, ok := r.kv.Get(r.prefix + key); return ok }
+
+// get reads key with getter, or returns def when it is absent (required
+// keys record an error then).
+func get[T any](r *kvReader, key string, getter func(string) (T, error), def T, required bool) (T, bool) {
+	if !r.has(key) {
+		if required {
+			r.fail(key, "missing")
+		}
+		return def, false
 	}
-	return int(v)
-}
-
-func (r *kvReader) i32Or(key string, def int) int { return int(r.kv.Int32Or(r.prefix+key, int32(def))) }
-func (r *kvReader) f32Or(key string, def float32) float32 {
-	return r.kv.Float32Or(r.prefix+key, def)
-}
-func (r *kvReader) u32Or(key string, def int) int {
-	return int(r.kv.Uint32Or(r.prefix+key, uint32(def)))
-}
-
-func (r *kvReader) ints(key string, n int) []int {
-	v, err := r.kv.Int32s(r.prefix + key)
+	v, err := getter(r.prefix + key)
 	if err != nil {
 		r.errs = append(r.errs, err)
+		return def, false
+	}
+	return v, true
+}
+
+func (r *kvReader) intIn(key string, v, lo, hi int) int {
+	if v < lo || v > hi {
+		r.fail(key, "%d is outside %d..%d", v, lo, hi)
+		return lo
+	}
+	return v
+}
+
+// u32 reads a required unsigned integer in [lo, hi].
+func (r *kvReader) u32(key string, lo, hi int) int {
+	v, ok := get(r, key, r.kv.Uint32, 0, true)
+	if !ok {
+		return lo
+	}
+	return r.intIn(key, int(v), lo, hi)
+}
+
+// u32Or reads an optional unsigned integer in [lo, hi].
+func (r *kvReader) u32Or(key string, def, lo, hi int) int {
+	v, ok := get(r, key, r.kv.Uint32, uint32(def), false)
+	if !ok {
+		return def
+	}
+	return r.intIn(key, int(v), lo, hi)
+}
+
+// i32Or reads an optional signed integer in [lo, hi].
+func (r *kvReader) i32Or(key string, def, lo, hi int) int {
+	v, ok := get(r, key, r.kv.Int32, int32(def), false)
+	if !ok {
+		return def
+	}
+	return r.intIn(key, int(v), lo, hi)
+}
+
+// f32Or reads an optional finite float in [lo, hi].
+func (r *kvReader) f32Or(key string, def, lo, hi float32) float32 {
+	v, ok := get(r, key, r.kv.Float32, def, false)
+	if !ok {
+		return def
+	}
+	if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) || v < lo || v > hi {
+		r.fail(key, "%g is outside %g..%g", v, lo, hi)
+		return def
+	}
+	return v
+}
+
+func (r *kvReader) boolOr(key string, def bool) bool {
+	v, _ := get(r, key, r.kv.Bool, def, false)
+	return v
+}
+
+func (r *kvReader) strOr(key, def string) string {
+	v, _ := get(r, key, r.kv.String, def, false)
+	return v
+}
+
+// ints reads a required array of n integers, each in [lo, hi].
+func (r *kvReader) ints(key string, n, lo, hi int) []int {
+	v, ok := get(r, key, r.kv.Int32s, nil, true)
+	if !ok {
 		return nil
 	}
 	if len(v) != n {
-		r.errs = append(r.errs, fmt.Errorf("%s%s: want %d values, got %d", r.prefix, key, n, len(v)))
+		r.fail(key, "want %d values, got %d", n, len(v))
 		return nil
 	}
 	out := make([]int, n)
 	for i, x := range v {
+		if int(x) < lo || int(x) > hi {
+			r.fail(key, "value %d is outside %d..%d", x, lo, hi)
+			return nil
+		}
 		out[i] = int(x)
 	}
 	return out
 }
 
-func (r *kvReader) floats3(key string, def [3]float32) [3]float32 {
-	v, err := r.kv.Float32s(r.prefix + key)
-	if err != nil || len(v) != 3 {
+// floats3 reads an optional array of 3 finite floats in [lo, hi].
+func (r *kvReader) floats3(key string, def [3]float32, lo, hi float32) [3]float32 {
+	v, ok := get(r, key, r.kv.Float32s, nil, false)
+	if !ok {
 		return def
+	}
+	if len(v) != 3 {
+		r.fail(key, "want 3 values, got %d", len(v))
+		return def
+	}
+	for _, x := range v {
+		if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) || x < lo || x > hi {
+			r.fail(key, "value %g is outside %g..%g", x, lo, hi)
+			return def
+		}
 	}
 	return [3]float32{v[0], v[1], v[2]}
 }
+
+// Sane bounds of the hyper-parameters (see package schema).
+const (
+	maxEmbedDim  = schema.MaxEmbedDim
+	maxDepth     = schema.MaxDepth
+	maxHeads     = schema.MaxHeads
+	maxMLPHidden = schema.MaxMLPHidden
+	maxPosGrid   = schema.MaxPosGrid
+	maxFeatures  = schema.MaxFeatures
+	maxRes       = 8192
+)
 
 // ConfigFromFile reads the model config from a GGUF's metadata and tensor
 // list. It never hard-codes sizes: everything comes from the file.
@@ -143,24 +254,30 @@ func ConfigFromFile(f *loader.File) (Config, error) {
 	}
 	r := &kvReader{kv: kv, prefix: KVPrefix + vitPrefix}
 	v := vit.Config{
-		EmbedDim:    r.u32("embed_dim"),
-		Depth:       r.u32("depth"),
-		Heads:       r.u32("num_heads"),
-		HeadDim:     r.u32Or("head_dim", 64),
-		MLPHidden:   r.u32Or("mlp_hidden", 0),
-		SwiGLU:      strings.EqualFold(kv.StringOr(r.prefix+"ffn_type", "mlp"), "swiglu"),
-		PatchSize:   int(kv.Uint32Or(KVPrefix+"patch_size", 14)),
-		PosGrid:     r.u32Or("pos_embed_grid", 37),
-		InterpOff:   r.f32Or("interpolate_offset", 0.1),
-		AltStart:    r.i32Or("alt_start", -1),
-		RoPEStart:   r.i32Or("rope_start", -1),
-		QKNormStart: r.i32Or("qknorm_start", -1),
-		RoPEFreq:    r.f32Or("rope_freq", 100),
-		CatToken:    kv.BoolOr(r.prefix+"cat_token", false),
-		LNEps:       r.f32Or("ln_eps", 1e-6),
+		EmbedDim:    r.u32("embed_dim", 1, maxEmbedDim),
+		Depth:       r.u32("depth", 1, maxDepth),
+		Heads:       r.u32("num_heads", 1, maxHeads),
+		HeadDim:     r.u32Or("head_dim", 64, 1, maxEmbedDim),
+		MLPHidden:   r.u32Or("mlp_hidden", 0, 0, maxMLPHidden),
+		SwiGLU:      strings.EqualFold(r.strOr("ffn_type", "mlp"), "swiglu"),
+		PosGrid:     r.u32Or("pos_embed_grid", 37, 1, maxPosGrid),
+		InterpOff:   r.f32Or("interpolate_offset", 0.1, 0, 1),
+		RoPEFreq:    r.f32Or("rope_freq", 100, 1e-3, 1e9),
+		CatToken:    r.boolOr("cat_token", false),
+		LNEps:       r.f32Or("ln_eps", 1e-6, 1e-12, 0.1),
 		QKNormEps:   1e-5,
-		OutLayers:   r.ints("out_layers", 4),
 	}
+	depth := v.Depth
+	if len(r.errs) > 0 {
+		depth = maxDepth // bound the block indices loosely: the depth is already reported
+	}
+	v.AltStart = r.i32Or("alt_start", -1, -1, depth)
+	v.RoPEStart = r.i32Or("rope_start", -1, -1, depth)
+	v.QKNormStart = r.i32Or("qknorm_start", -1, -1, depth)
+	v.OutLayers = r.ints("out_layers", 4, 0, depth-1)
+	top := &kvReader{kv: kv, prefix: KVPrefix}
+	// Preprocessing works in 14-pixel patches, as every Depth Anything model does.
+	v.PatchSize = top.u32Or("patch_size", PatchSize, PatchSize, PatchSize)
 	// The final norm's eps: torch's nn.LayerNorm default 1e-5 in DA3, 1e-6 in
 	// DA2. (The C++ engine uses ln_eps, 1e-6, for both; the PyTorch code wins.)
 	v.FinalEps = 1e-5
@@ -170,44 +287,48 @@ func ConfigFromFile(f *loader.File) (Config, error) {
 	if c.Arch != DA3 {
 		v.AltStart, v.RoPEStart, v.QKNormStart, v.CatToken = -1, -1, -1, false
 	}
-	if len(r.errs) > 0 {
-		return Config{}, fmt.Errorf("reading model metadata: %w", errors.Join(r.errs...))
+	if errs := append(r.errs, top.errs...); len(errs) > 0 {
+		return Config{}, fmt.Errorf("reading model metadata: %w", errList(errs))
 	}
 	if err := v.Validate(); err != nil {
 		return Config{}, err
 	}
 	if pe, ok := f.Tensor(vitPrefix + "pos_embed"); ok && len(pe.Shape) >= 2 {
-		rows := int(pe.Shape[1])
-		m := 0
-		for m*m < rows-1 {
+		rows := pe.Shape[1]
+		m := uint64(0)
+		for m <= maxPosGrid && m*m < rows-1 {
 			m++
 		}
-		if m*m+1 != rows {
-			return Config{}, fmt.Errorf("%spos_embed has %d rows, not M²+1", vitPrefix, rows)
+		if rows < 2 || m*m+1 != rows {
+			return Config{}, fmt.Errorf("%spos_embed has %d rows, not M²+1 with M ≤ %d", vitPrefix, rows, maxPosGrid)
 		}
-		v.PosGrid = m
+		v.PosGrid = int(m)
+	}
+	if v.MLPHidden == 0 {
+		v.MLPHidden = 4 * v.EmbedDim // DINOv2's mlp_ratio 4
+		if v.SwiGLU {
+			// SwiGLUFFNFused: 2/3 of 4C rounded up to a multiple of 8.
+			v.MLPHidden = (4*v.EmbedDim*2/3 + 7) / 8 * 8
+		}
 	}
 	c.ViT = v
 
 	hr := &kvReader{kv: kv, prefix: KVPrefix + headPrefix}
 	h := dpt.Config{
-		Features: hr.u32("features"),
+		Features: hr.u32("features", 2, maxFeatures),
 		NormEps:  1e-5,
 	}
-	oc := hr.ints("out_channels", 4)
-	if len(hr.errs) > 0 {
-		return Config{}, fmt.Errorf("reading head metadata: %w", errors.Join(hr.errs...))
-	}
+	oc := hr.ints("out_channels", 4, 1, maxFeatures)
 	copy(h.OutChannels[:], oc)
 	switch c.Arch {
 	case DA2:
 		h.Kind = dpt.DA2
-		h.MaxDepth = hr.f32Or("max_depth", 0)
+		h.MaxDepth = hr.f32Or("max_depth", 0, 0, 1e6)
 		c.Metric = h.MaxDepth > 0
 	case DA3:
 		h.Kind = dpt.DualDPT
-		h.PosEmbed = kv.BoolOr(hr.prefix+"pos_embed", true)
-		c.HasCamera = has("cam.bb0.weight")
+		h.PosEmbed = hr.boolOr("pos_embed", true)
+		c.HasCamera = true
 	case DA3Mono:
 		h.Kind = dpt.Mono
 		c.Metric = strings.Contains(strings.ToLower(c.Name), "metric")
@@ -215,13 +336,16 @@ func ConfigFromFile(f *loader.File) (Config, error) {
 	c.Head = h
 
 	ir := &kvReader{kv: kv, prefix: KVPrefix + "img."}
-	c.ResizeMode = kv.StringOr(ir.prefix+"resize_mode", "upper_bound")
-	c.ResizeTarget = int(kv.Uint32Or(ir.prefix+"resize_target", 504))
+	mode, target := "upper_bound", 504
 	if c.Arch == DA2 {
-		c.ResizeMode = kv.StringOr(ir.prefix+"resize_mode", "lower_bound")
-		c.ResizeTarget = int(kv.Uint32Or(ir.prefix+"resize_target", 518))
+		mode, target = "lower_bound", 518
 	}
-	c.Mean = ir.floats3("mean", [3]float32{0.485, 0.456, 0.406})
-	c.Std = ir.floats3("std", [3]float32{0.229, 0.224, 0.225})
+	c.ResizeMode = ir.strOr("resize_mode", mode)
+	c.ResizeTarget = ir.u32Or("resize_target", target, PatchSize, maxRes)
+	c.Mean = ir.floats3("mean", [3]float32{0.485, 0.456, 0.406}, -1e3, 1e3)
+	c.Std = ir.floats3("std", [3]float32{0.229, 0.224, 0.225}, 1e-6, 1e3)
+	if errs := append(hr.errs, ir.errs...); len(errs) > 0 {
+		return Config{}, fmt.Errorf("reading model metadata: %w", errList(errs))
+	}
 	return c, nil
 }

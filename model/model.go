@@ -72,6 +72,12 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", path, err)
 	}
+	if err := validate(f, cfg); err != nil {
+		return nil, fmt.Errorf("model %s (%s): %w", path, cfg.Arch, err)
+	}
+	if err := checkFinite(f); err != nil {
+		return nil, fmt.Errorf("model %s: %w", path, err)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -125,13 +131,14 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 			want[n] = true
 		}
 	}
-	m.w, err = rt.UploadWeights(ctx, f, func(name string) bool { return want[name] }, opts.Progress)
+	w, err := rt.UploadWeights(ctx, f, func(name string) bool { return want[name] }, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
+	m.w = w
 	defer func() {
 		if err != nil {
-			m.w.Close()
+			w.Close() // m is nil here: the named result was cleared by the return
 		}
 	}()
 	var missing []string
@@ -152,9 +159,6 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("model %s (%s): %w", path, cfg.Arch, &MissingTensorsError{Names: missing})
-	}
-	if err := m.checkShapes(); err != nil {
-		return nil, fmt.Errorf("model %s: %w", path, err)
 	}
 	// The position embedding is needed on the host for per-grid interpolation.
 	pe, err := f.TensorData(vitRoot + ".pos_embed")
@@ -188,48 +192,6 @@ func auxTensor(name string) bool {
 	return strings.Contains(name, "_aux") || strings.HasPrefix(name, "gs.") ||
 		strings.HasPrefix(name, "head.scratch.rn4.rc1.") || strings.HasPrefix(name, "m_head.scratch.rn4.rc1.") ||
 		strings.HasPrefix(name, "cam_enc.")
-}
-
-func (m *Model) checkShapes() error {
-	var probs []string
-	expect := func(t *ggml.Tensor, name string, shape ...int) {
-		if t == nil {
-			return
-		}
-		got := t.Shape()
-		for len(got) < len(shape) {
-			got = append(got, 1)
-		}
-		for i, d := range shape {
-			if got[i] != d {
-				probs = append(probs, fmt.Sprintf("%s is %v, want %v", name, t.Shape(), shape))
-				return
-			}
-		}
-	}
-	c := m.cfg.ViT
-	expect(m.vit.PatchEmbed.Weight, "patch_embed.weight", c.PatchSize, c.PatchSize, 3, c.EmbedDim)
-	expect(m.vit.ClsToken, "cls_token", c.EmbedDim)
-	expect(m.vit.PosEmbed, "pos_embed", c.EmbedDim, c.PosGrid*c.PosGrid+1)
-	for i := range m.vit.Blocks {
-		b := &m.vit.Blocks[i]
-		expect(b.Attn.QKV.Weight, fmt.Sprintf("blk.%d.attn_qkv.weight", i), c.EmbedDim, 3*c.EmbedDim)
-		expect(b.Attn.Proj.Weight, fmt.Sprintf("blk.%d.attn_proj.weight", i), c.EmbedDim, c.EmbedDim)
-		if b.Attn.QNorm != nil {
-			expect(b.Attn.QNorm.Weight, fmt.Sprintf("blk.%d.attn_qnorm.weight", i), c.HeadDim)
-		}
-	}
-	d := c.FeatureDim()
-	for s := 0; s < 4; s++ {
-		expect(m.head.Proj[s].Weight, fmt.Sprintf("head.proj.%d.weight", s), 1, 1, d, m.cfg.Head.OutChannels[s])
-	}
-	if m.cam != nil {
-		expect(m.cam.BB0.Weight, "cam.bb0.weight", 2*c.EmbedDim, 2*c.EmbedDim)
-	}
-	if len(probs) > 0 {
-		return &ShapeMismatchError{Problems: probs}
-	}
-	return nil
 }
 
 // Config is the loaded model's configuration.
