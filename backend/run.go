@@ -72,6 +72,15 @@ func (b *Builder) Tap(name string, t *ggml.Tensor) *ggml.Tensor {
 	return t
 }
 
+// CheckPrefix starts the names of the outputs Check adds.
+const CheckPrefix = "check."
+
+// Check adds the sum of t's values as the output CheckPrefix+name: a cheap
+// probe that is NaN or Inf when any value of t is.
+func (b *Builder) Check(name string, t *ggml.Tensor) {
+	b.Output(CheckPrefix+name, t.Sum(b.G))
+}
+
 // Tensor is a result read back from the device.
 type Tensor struct {
 	Data  []float32

@@ -40,6 +40,9 @@ type RunOptions struct {
 	// original images. DA3METRIC-LARGE needs it for depth in metres (see
 	// DepthUnit); other models refuse it.
 	Intrinsics *Intrinsics
+	// Strict makes non-finite (NaN or Inf) outputs an error (*NonFiniteError)
+	// instead of a note in Result.NonFinite.
+	Strict bool
 }
 
 // Intrinsics are a pinhole camera's focal lengths and principal point in
@@ -131,6 +134,28 @@ type Result struct {
 	RGB []uint8
 	// Taps holds requested intermediate tensors.
 	Taps map[string]backend.Tensor
+	// NonFinite is empty when every output value is finite; otherwise it
+	// names the first stage of the network (a tap name such as
+	// "vit.feat.2", or the output) whose values hold NaN or Inf.
+	NonFinite string
+
+	// probe is the first finiteness probe (probeNames) that saw NaN or Inf.
+	probe string
+}
+
+// probeNames are the finiteness probes of the graphs in graph order: the
+// backbone features, then the head's last features before the ReLU of its
+// output convolutions (where NaN would be masked).
+var probeNames = []string{"vit.feat.0", "vit.feat.1", "vit.feat.2", "vit.feat.3", "head.out1_up"}
+
+// firstProbe returns the first probe whose value in out is not finite.
+func firstProbe(out map[string]backend.Tensor) string {
+	for _, p := range probeNames {
+		if t, ok := out[backend.CheckPrefix+p]; ok && nonFinite(t.Data) {
+			return p
+		}
+	}
+	return ""
 }
 
 // Depth runs one image and returns its depth (and for DA3 any-view models
@@ -183,10 +208,23 @@ func (m *Model) MultiView(ctx context.Context, imgs []Image, opt RunOptions) ([]
 	if err != nil {
 		return nil, err
 	}
-	if len(views) == 1 {
-		return m.single(ctx, views[0], opt)
+	return m.run(ctx, views, opt)
+}
+
+// run computes the views (one graph for a single view, the multi-view
+// pipeline otherwise) and checks that the outputs are finite.
+func (m *Model) run(ctx context.Context, views []*Processed, opt RunOptions) ([]Result, error) {
+	exec := func(o RunOptions) ([]Result, error) {
+		if len(views) == 1 {
+			return m.single(ctx, views[0], o)
+		}
+		return m.multi(ctx, views, o)
 	}
-	return m.multi(ctx, views, opt)
+	res, err := exec(opt)
+	if err != nil {
+		return nil, err
+	}
+	return checkOutputs(res, exec, opt)
 }
 
 func (m *Model) preprocess(imgs []Image, opt RunOptions) ([]*Processed, error) {
@@ -247,6 +285,9 @@ func (m *Model) single(ctx context.Context, v *Processed, opt RunOptions) ([]Res
 		x, grid := m.vit.Embed(g, b, px)
 		b.Tap("vit.embed", x)
 		f := m.vit.Forward(g, b, x, grid, 0)
+		for k, ft := range f.Feats {
+			b.Check(probeNames[k], ft)
+		}
 		hout := m.head.Forward(g, b, f.Feats, grid.PH, grid.PW)
 		b.Output("depth", hout.Depth)
 		if hout.Conf != nil {
@@ -264,6 +305,7 @@ func (m *Model) single(ctx context.Context, v *Processed, opt RunOptions) ([]Res
 		return nil, err
 	}
 	r := m.result(out, v, 0, 1, opt)
+	r.probe = firstProbe(out)
 	r.Taps = map[string]backend.Tensor{}
 	for name, t := range out {
 		if opt.Taps != nil && opt.Taps(name) {
@@ -460,10 +502,14 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions) (
 	if err != nil {
 		return nil, err
 	}
+	probe := ""
 	for k := 0; k < 4; k++ {
 		t := out[fmt.Sprintf("feat.%d", k)]
 		feats[k] = t.Data
 		fdim = t.Shape
+		if probe == "" && nonFinite(t.Data) {
+			probe = probeNames[k]
+		}
 	}
 	if pe, ok := out["pose_enc"]; ok {
 		poseEnc = pe.Data
@@ -493,6 +539,9 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions) (
 		if err != nil {
 			return nil, err
 		}
+		if p := firstProbe(ho); probe == "" && p != "" {
+			probe = p
+		}
 		for k, t := range ho {
 			if k == "depth" || k == "conf" || k == "sky" {
 				headOut[k] = append(headOut[k], t.Data...)
@@ -511,6 +560,7 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions) (
 	res := make([]Result, S)
 	for p, src := range order {
 		res[src] = m.result(all, views[src], p, S, opt)
+		res[src].probe = probe
 	}
 	if opt.Taps != nil {
 		res[0].Taps = map[string]backend.Tensor{}
@@ -633,8 +683,5 @@ func (m *Model) Forward(ctx context.Context, pixels []float32, w, h, views int, 
 		vs[i] = &Processed{Pixels: pixels[i*n : (i+1)*n], Width: w, Height: h, OrigWidth: w, OrigHeight: h, ScaleX: 1, ScaleY: 1}
 	}
 	opt.ProcessedSize = true
-	if views == 1 {
-		return m.single(ctx, vs[0], opt)
-	}
-	return m.multi(ctx, vs, opt)
+	return m.run(ctx, vs, opt)
 }

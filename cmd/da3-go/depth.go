@@ -149,6 +149,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		finish()
 	}
 	for i, r := range results {
+		warnNonFinite(stderr, inputs[i], &r)
 		type outMap struct {
 			kind   string
 			data   []float32

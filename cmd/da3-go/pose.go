@@ -84,6 +84,7 @@ func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		doc.TranslationUnit = "metres"
 	}
 	for i, r := range res {
+		warnNonFinite(stderr, inputs[i], &r)
 		c := r.Camera
 		doc.Views = append(doc.Views, PoseView{Image: inputs[i], Width: r.OrigWidth, Height: r.OrigHeight,
 			ProcessedWidth: r.ProcessedWidth, ProcessedHeight: r.ProcessedHeight,

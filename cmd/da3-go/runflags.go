@@ -25,6 +25,7 @@ type modelFlags struct {
 	refView                  string
 	chunkSize                int
 	verbose, quiet           bool
+	strict                   bool
 }
 
 func (f *modelFlags) register(fs *flag.FlagSet) {
@@ -39,6 +40,7 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.chunkSize, "chunk-size", 8, "views per head chunk in multi-view runs (lower it to save memory)")
 	fs.BoolVar(&f.verbose, "v", false, "verbose log on stderr")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bars or informational output")
+	fs.BoolVar(&f.strict, "strict", false, "fail when an output holds NaN or Inf values (default: warn)")
 }
 
 func (f *modelFlags) runOptions() (model.RunOptions, error) {
@@ -57,7 +59,7 @@ func (f *modelFlags) runOptions() (model.RunOptions, error) {
 	if f.chunkSize < 1 {
 		return model.RunOptions{}, fmt.Errorf("-chunk-size must be at least 1")
 	}
-	return model.RunOptions{ProcessRes: f.processRes, Method: m, RefView: model.RefView(f.refView), ChunkSize: f.chunkSize}, nil
+	return model.RunOptions{ProcessRes: f.processRes, Method: m, RefView: model.RefView(f.refView), ChunkSize: f.chunkSize, Strict: f.strict}, nil
 }
 
 // scene is what depth and pose run: one model, or the nested pair.
@@ -158,4 +160,11 @@ func (f *modelFlags) open(ctx context.Context, fs *flag.FlagSet, inputs []string
 		return nil, nil, fail(stderr, err)
 	}
 	return imgs, m, 0
+}
+
+// warnNonFinite tells the user that a result holds NaN or Inf values.
+func warnNonFinite(stderr io.Writer, input string, r *model.Result) {
+	if r.NonFinite != "" {
+		fmt.Fprintf(stderr, "da3-go: warning: %s: the outputs hold NaN or Inf values, first at stage %s (the model file or the input is broken; -strict makes this an error)\n", input, r.NonFinite)
+	}
 }

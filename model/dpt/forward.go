@@ -67,6 +67,8 @@ func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph,
 		z = z.Add(g, b.Input("head.uv."+key(c, H, W), h.UV(c, H, W, aspect), W, H, c, 1))
 	}
 	z = b.Tap("head.out1_up", z)
+	// NaN or Inf here would be hidden by the ReLU of the output convolutions.
+	b.Check("head.out1_up", z)
 	logits := b.Tap("head.logits", sc.Out2b.Forward(g, sc.Out2a.ForwardAct(g, z, ggml.ActReLU))) // [W, H, out, S]
 
 	var out Outputs
