@@ -30,7 +30,7 @@ export CGO_CXXFLAGS := -O3 $(ARCH_FLAGS)
 VENDOR := ggml/vendor/include/da3_ggml_version.h
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build generate test test-short bench bench-compare fuzz vet clean cuda cpu-dl ggml-src oracle flags
+.PHONY: all build generate test test-short bench bench-compare fuzz fuzz-models hostile-subprocess vet clean cuda cpu-dl ggml-src oracle flags
 
 all: build
 
@@ -54,6 +54,15 @@ bench: generate
 
 fuzz: generate
 	$(GO) test -run '^$$' -fuzz FuzzOpen -fuzztime 60s ./loader
+
+# Mutated model files through Load and one tiny Depth (seeded from the
+# hostile corpus of tests/hostile_gen_test.go).
+fuzz-models: generate
+	$(GO) test -run '^$$' -fuzz FuzzLoadRun -fuzztime 120s -parallel 1 ./tests
+
+# The hostile corpus through the built binary, one process per file.
+hostile-subprocess: build
+	DA3_HOSTILE_SUBPROCESS=1 DA3_BIN=$(CURDIR)/bin/da3-go $(GO) test -run TestHostileModelsSubprocess -v -count=1 ./tests
 
 vet: generate
 	$(GO) vet ./...

@@ -58,7 +58,7 @@ type refTensor struct {
 	Shape []int // torch order
 }
 
-func readMeta(t *testing.T, path string) map[string]any {
+func readMeta(t testing.TB, path string) map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
