@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"image"
 	"image/color"
@@ -142,20 +143,49 @@ func TestHostileModels(t *testing.T) {
 	}
 }
 
-// FuzzLoadRun feeds arbitrary files to Load and one tiny Depth. The seeds
-// are the valid bases and a sample of the hostile corpus; `make fuzz-models`
-// explores from them. No input may panic.
+// FuzzLoadRun feeds mutated model files to Load and one tiny Depth; no
+// input may panic, errors are one line and non-finite outputs are reported.
+// An input is a recipe, small enough for the fuzzer to mutate and minimize
+// quickly: a start file (byte 0 even: base byte1; odd: hostile corpus case
+// bytes 1-2), a truncation (byte 3: none, or to len·b/256), then 5-byte
+// edits (offset u32, value): the offset's top bit addresses the whole file,
+// otherwise the header. `make fuzz-models` explores from the bases and a
+// sample of the corpus.
 func FuzzLoadRun(f *testing.F) {
 	bases := hostileBases(f)
-	for _, b := range bases {
-		f.Add(b.raw)
+	cases := hostileCorpus(bases)
+	for i := range bases {
+		f.Add([]byte{0, byte(i), 0, 0})
 	}
-	for i, c := range hostileCorpus(bases) {
-		if i%25 == 0 {
-			f.Add(c.build())
+	for i := 0; i < len(cases); i += 25 {
+		f.Add([]byte{1, byte(i), byte(i >> 8), 0})
+	}
+	f.Add([]byte{0, 0, 0, 0, 8, 0, 0, 0, 0xff}) // the tensor count, byte 0
+	f.Add([]byte{0, 2, 0, 200})                 // truncated
+	f.Fuzz(func(t *testing.T, recipe []byte) {
+		if len(recipe) < 4 {
+			return
 		}
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
+		var data []byte
+		hdr := 0
+		if recipe[0]%2 == 0 {
+			b := bases[int(recipe[1])%len(bases)]
+			data, hdr = bytes.Clone(b.raw), headerEnd(b)
+		} else {
+			data = cases[(int(recipe[1])|int(recipe[2])<<8)%len(cases)].build()
+			hdr = min(len(data), 1<<16)
+		}
+		if tr := int(recipe[3]); tr > 0 {
+			data = data[:len(data)*tr/256]
+		}
+		for e := recipe[4:]; len(e) >= 5 && len(data) > 0 && hdr > 0; e = e[5:] {
+			off := binary.LittleEndian.Uint32(e)
+			if off&(1<<31) != 0 {
+				data[int(off&^(1<<31))%len(data)] = e[4]
+			} else {
+				data[int(off)%min(hdr, len(data))] = e[4]
+			}
+		}
 		path := filepath.Join(t.TempDir(), "fuzz.gguf")
 		require.NoError(t, os.WriteFile(path, data, 0o644))
 		o := runHostile(path)
