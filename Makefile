@@ -30,7 +30,7 @@ export CGO_CXXFLAGS := -O3 $(ARCH_FLAGS)
 VENDOR := ggml/vendor/include/da3_ggml_version.h
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build generate test test-short bench bench-compare fuzz fuzz-models hostile-subprocess vet clean cuda cpu-dl ggml-src oracle flags
+.PHONY: all build generate test test-short bench bench-compare fuzz fuzz-models fuzz-serve hostile-subprocess vet clean cuda cpu-dl ggml-src oracle flags web viewer capi
 
 all: build
 
@@ -39,12 +39,40 @@ $(VENDOR): go.mod
 
 generate: $(VENDOR)
 
-build: generate
+build: generate viewer
 	$(GO) build -trimpath -o bin/da3-go ./cmd/da3-go
 
-test: generate
+test: generate viewer
 	$(GO) vet ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+
+# The web page's 3D viewer: three.js bundled by esbuild (npm) into
+# server/web/static/viewer.js, which go:embed puts in the binary. `make web`
+# needs npm; `make viewer` (part of build and test) builds it when npm is there
+# and otherwise says so: the binary still builds, serves the API and the page,
+# and the page says the viewer is not bundled.
+NPM ?= npm
+WEB := server/web/viewer
+VIEWER := server/web/static/viewer.js
+
+$(WEB)/node_modules/.package-lock.json: $(WEB)/package.json $(WEB)/package-lock.json
+	cd $(WEB) && $(NPM) ci --no-audit --no-fund --loglevel=error
+
+$(VIEWER): $(WEB)/viewer.js $(WEB)/node_modules/.package-lock.json
+	cd $(WEB) && $(NPM) run --silent build
+
+web: $(VIEWER)
+
+viewer:
+	@if command -v $(NPM) >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory web || echo "warning: building the 3D viewer failed: the page will say it is not bundled" >&2; \
+	else \
+		echo "note: npm not found: the page's 3D viewer is not bundled (the API and the rest of the page work)" >&2; \
+	fi
+
+# The C ABI: bin/libda3go.so and bin/libda3go.h (see capi/).
+capi: generate
+	$(GO) build -trimpath -buildmode=c-shared -o bin/libda3go.so ./capi
 
 test-short: generate
 	$(GO) test -short ./...
@@ -63,6 +91,11 @@ fuzz-models: generate
 # The hostile corpus through the built binary, one process per file.
 hostile-subprocess: build
 	DA3_HOSTILE_SUBPROCESS=1 DA3_BIN=$(CURDIR)/bin/da3-go $(GO) test -run TestHostileModelsSubprocess -v -count=1 ./tests
+
+# Hostile bodies and images against the HTTP handler.
+fuzz-serve: generate
+	$(GO) test -run '^$$' -fuzz FuzzDepthBody -fuzztime 60s ./server
+	$(GO) test -run '^$$' -fuzz FuzzDepthImage -fuzztime 60s ./server
 
 vet: generate
 	$(GO) vet ./...
@@ -115,4 +148,4 @@ ggml-src:
 	bash scripts/pack_ggml_src.sh
 
 clean:
-	rm -rf bin ggml/vendor
+	rm -rf bin ggml/vendor $(VIEWER) $(WEB)/node_modules

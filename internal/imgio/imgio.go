@@ -8,6 +8,7 @@ package imgio
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"image"
@@ -44,32 +45,44 @@ func Decode(path string) (img image.Image, err error) {
 	if st.Size() == 0 {
 		return nil, fmt.Errorf("image %s: empty file", path)
 	}
+	return decode(f, path)
+}
+
+// DecodeBytes decodes an image held in memory exactly as Decode decodes a file; name labels errors.
+func DecodeBytes(b []byte, name string) (image.Image, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("image %s: empty", name)
+	}
+	return decode(bytes.NewReader(b), name)
+}
+
+func decode(r io.ReadSeeker, name string) (img image.Image, err error) {
 	// Some decoders have panicked on hostile input in the past: never let that escape.
 	defer func() {
 		if r := recover(); r != nil {
-			img, err = nil, fmt.Errorf("decode image %s: corrupt data (decoder panic: %v)", path, r)
+			img, err = nil, fmt.Errorf("decode image %s: corrupt data (decoder panic: %v)", name, r)
 		}
 	}()
-	cfg, format, err := image.DecodeConfig(bufio.NewReader(f))
+	cfg, format, err := image.DecodeConfig(bufio.NewReader(r))
 	if err != nil {
 		if errors.Is(err, image.ErrFormat) {
-			return nil, fmt.Errorf("decode image %s: unknown format (want JPEG, PNG, BMP, TIFF, WebP or GIF)", path)
+			return nil, fmt.Errorf("decode image %s: unknown format (want JPEG, PNG, BMP, TIFF, WebP or GIF)", name)
 		}
-		return nil, fmt.Errorf("decode image header %s: %w", path, err)
+		return nil, fmt.Errorf("decode image header %s: %w", name, err)
 	}
 	if err := imgproc.CheckSize(cfg.Width, cfg.Height); err != nil {
-		return nil, fmt.Errorf("image %s (%s): %w", path, format, err)
+		return nil, fmt.Errorf("image %s (%s): %w", name, format, err)
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("read image %s: %w", path, err)
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("read image %s: %w", name, err)
 	}
-	img, _, err = image.Decode(bufio.NewReader(f))
+	img, _, err = image.Decode(bufio.NewReader(r))
 	if err != nil {
-		return nil, fmt.Errorf("decode image %s (%s): %w", path, format, err)
+		return nil, fmt.Errorf("decode image %s (%s): %w", name, format, err)
 	}
 	b := img.Bounds()
 	if b.Dx() != cfg.Width || b.Dy() != cfg.Height {
-		return nil, fmt.Errorf("image %s (%s): decoded %dx%d but header says %dx%d", path, format, b.Dx(), b.Dy(), cfg.Width, cfg.Height)
+		return nil, fmt.Errorf("image %s (%s): decoded %dx%d but header says %dx%d", name, format, b.Dx(), b.Dy(), cfg.Width, cfg.Height)
 	}
 	return img, nil
 }

@@ -313,6 +313,9 @@ func TestDecodeFormats(t *testing.T) {
 			require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
 			img, err := Decode(path)
 			require.NoError(t, err)
+			fromBytes, err := DecodeBytes(buf.Bytes(), "upload")
+			require.NoError(t, err)
+			require.Equal(t, img, fromBytes, "DecodeBytes decodes as Decode does")
 			require.Equal(t, image.Rect(0, 0, 4, 3), img.Bounds())
 			for y := range 3 {
 				for x := range 4 {
@@ -373,6 +376,12 @@ func TestDecodeErrors(t *testing.T) {
 			assert.Nil(t, img)
 			assert.Contains(t, err.Error(), path, "errors name the file")
 		})
+	}
+	for name, b := range files {
+		img, err := DecodeBytes(b, name)
+		require.Error(t, err, name)
+		assert.Nil(t, img)
+		assert.Contains(t, err.Error(), name, "errors name the upload")
 	}
 	_, err := Decode(filepath.Join(dir, "missing.png"))
 	assert.ErrorIs(t, err, os.ErrNotExist)

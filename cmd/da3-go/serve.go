@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/da3-go/da3-go/server"
+)
+
+func init() {
+	register(command{
+		name:    "serve",
+		usage:   "da3-go serve -model M [-model NAME=M2 ...] [-addr 127.0.0.1:8080] [flags]",
+		summary: "serve loaded models over HTTP: POST /v1/depth, GET /v1/models, /healthz, /metrics, /openapi.json and a web page at /",
+		run:     runServe,
+	})
+}
+
+// modelList is the repeatable -model flag: PATH, a published name, or NAME=PATH.
+type modelList []string
+
+func (l *modelList) String() string     { return strings.Join(*l, ",") }
+func (l *modelList) Set(s string) error { *l = append(*l, s); return nil }
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags(commands["serve"], stderr)
+	var models modelList
+	fs.Var(&models, "model", "model GGUF file or published name, or NAME=FILE to choose the name requests use (repeatable; the first is the default)")
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address (port 0 picks a free port)")
+	device := fs.String("device", "", "device: auto (first GPU, else CPU), cpu, or a name from 'da3-go devices' (default $DA3_DEVICE or auto)")
+	threads := fs.Int("threads", 0, "CPU threads per run (0 = all cores divided among -parallel runs)")
+	parallel := fs.Int("parallel", 1, "concurrent runs per model (each a loaded instance; on the CPU instances share the memory-mapped weights)")
+	maxQueue := fs.Int("max-queue", 16, "requests that may wait for a model; more get 503")
+	maxBody := fs.Int64("max-body", 64, "largest request body in MiB (413 above)")
+	maxPixels := fs.Int64("max-pixels", 40_000_000, "most pixels of a request's images, all views together (413 above)")
+	maxViews := fs.Int("max-views", 16, "most images per request (413 above)")
+	maxRes := fs.Int("max-process-res", 2048, "largest process_res a request may ask for")
+	timeout := fs.Duration("timeout", 2*time.Minute, "per-request time limit, queue included (503 past it); also how long shutdown waits for runs in flight")
+	verbose := fs.Bool("v", false, "debug log on stderr")
+	quiet := fs.Bool("quiet", false, "no access log")
+	// Extension point: -metric-model (nested giant+large metric depth) joins
+	// here once the model package loads nested models.
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 0 {
+		return usageError(fs, stderr, "serve takes no arguments, got %q", fs.Args())
+	}
+	if len(models) == 0 {
+		return usageError(fs, stderr, "-model is required")
+	}
+	if *maxBody <= 0 || *maxBody > 4096 {
+		return usageError(fs, stderr, "-max-body %d out of range (1..4096 MiB)", *maxBody)
+	}
+	setupServeLog(stderr, *verbose, *quiet)
+
+	opts := server.Options{Device: *device, Threads: *threads, Parallel: *parallel, MaxQueue: *maxQueue,
+		MaxBodyBytes: *maxBody << 20, MaxPixels: *maxPixels, MaxViews: *maxViews, MaxProcessRes: *maxRes, Timeout: *timeout}
+	for _, m := range models {
+		name, src, ok := strings.Cut(m, "=")
+		if !ok {
+			name, src = "", m
+		}
+		path, err := resolveModel(ctx, src, *quiet, stderr)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		opts.Models = append(opts.Models, server.ModelSpec{Name: name, Path: path})
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	s, err := server.New(ctx, opts)
+	if err != nil {
+		ln.Close()
+		return fail(stderr, err)
+	}
+	defer s.Close()
+	if !server.ViewerBundled() {
+		slog.Warn("the web page's 3D viewer is not bundled in this binary (build with npm available: make web)")
+	}
+	fmt.Fprintf(stderr, "da3-go serve: listening on http://%s\n", ln.Addr())
+
+	// SIGTERM (and the SIGINT that cancels ctx) starts a graceful shutdown:
+	// the requests in flight finish, new ones are refused.
+	sctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
+	defer stop()
+	if err := s.Serve(sctx, ln); err != nil && !errors.Is(err, context.Canceled) {
+		return fail(stderr, err)
+	}
+	fmt.Fprintln(stderr, "da3-go serve: stopped")
+	return exitOK
+}
+
+// setupServeLog logs at Info (the access log) unless quiet.
+func setupServeLog(stderr io.Writer, verbose, quiet bool) {
+	setupLog(stderr, verbose, false)
+	if !verbose && !quiet {
+		slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	}
+}

@@ -1,0 +1,109 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestPageInChromium opens the page in headless Chromium (Debian's chromium
+// driven by playwright-core from server/web/viewer), uploads the two-view
+// fixture, waits for the depth images and the 3D canvas, and checks the
+// screenshot is not blank. DA3_PAGE_SCREENSHOT=path keeps the screenshot
+// (the README's docs/serve.png comes from it). It skips when Chromium, node,
+// the npm packages or the viewer bundle are missing: `make web` builds them,
+// apt-get install chromium provides the browser.
+func TestPageInChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	browser := os.Getenv("CHROMIUM")
+	if browser == "" {
+		browser = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(browser); err != nil {
+		t.Skipf("page test skipped: no Chromium at %s (apt-get install chromium, or set CHROMIUM)", browser)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("page test skipped: node is not installed")
+	}
+	if _, err := os.Stat("web/viewer/node_modules/playwright-core"); err != nil {
+		t.Skip("page test skipped: npm packages missing (make web)")
+	}
+	if !ViewerBundled() {
+		t.Skip("page test skipped: the 3D viewer is not bundled (make web, then rebuild)")
+	}
+	_, ts := newTestServer(t, Options{})
+	shot := filepath.Join(t.TempDir(), "page.png")
+	abs := func(p string) string { a, err := filepath.Abs(p); require.NoError(t, err); return a }
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "pagetest.mjs", ts.URL+"/", shot, abs(view0), abs(view1))
+	cmd.Dir = "web/viewer"
+	cmd.Env = append(os.Environ(), "CHROMIUM="+browser)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "pagetest.mjs: %s", stderr.String())
+
+	var seen struct {
+		DepthWidth    int `json:"depth_width"`
+		DepthHeight   int `json:"depth_height"`
+		Views         int
+		Points        int
+		CanvasWidth   int      `json:"canvas_width"`
+		CanvasHeight  int      `json:"canvas_height"`
+		CanvasColours int      `json:"canvas_colours"`
+		Downloads     []string `json:"downloads"`
+		Errors        []string `json:"errors"`
+		Status        string   `json:"status"`
+	}
+	require.NoError(t, json.Unmarshal(out, &seen), "%s", out)
+	t.Logf("page: %s", out)
+	assert.Empty(t, seen.Errors, "no script errors in the page")
+	assert.Equal(t, 2, seen.Views, "one row per view")
+	cfg, _, err := decodeConfig(readFile(t, view0))
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{cfg.Width, cfg.Height}, [2]int{seen.DepthWidth, seen.DepthHeight}, "depth image at the image size")
+	assert.Greater(t, seen.Points, 100, "the point cloud reached the viewer")
+	assert.Greater(t, seen.CanvasWidth, 200)
+	assert.Greater(t, seen.CanvasColours, 20, "the 3D canvas is drawn, not blank")
+	for _, want := range []string{"view0_depth.npy", "view0_depth.png", "view0_depth_16.png", "view1_confidence.npy", "cameras.json", "response.json"} {
+		assert.Contains(t, seen.Downloads, want)
+	}
+
+	f, err := os.Open(shot)
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	assert.Greater(t, distinctColours(img), 200, "the screenshot is not blank")
+	if keep := os.Getenv("DA3_PAGE_SCREENSHOT"); keep != "" {
+		b, err := os.ReadFile(shot)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(keep, b, 0o644))
+	}
+}
+
+func distinctColours(img image.Image) int {
+	seen := map[[3]uint32]bool{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y += 2 {
+		for x := b.Min.X; x < b.Max.X; x += 2 {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			seen[[3]uint32{r >> 8, g >> 8, bl >> 8}] = true
+		}
+	}
+	return len(seen)
+}

@@ -1,0 +1,382 @@
+package server
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/da3-go/da3-go/internal/imgio"
+)
+
+// DepthRequest is the body of POST /v1/depth: JSON with base64 images, or a
+// multipart form whose file parts are the images and whose other fields carry
+// the same names as the JSON (lists comma-separated or repeated). It follows
+// LocalAI's depth request (model, image, include_*, points_conf_thresh,
+// exports) and adds several views, the CLI's options and the map encodings.
+type DepthRequest struct {
+	// Model selects a loaded model by name; empty selects the first.
+	Model string `json:"model,omitempty"`
+	// Image is one image, base64 (standard or URL alphabet, padding
+	// optional) or a data: URI. URLs are not fetched.
+	Image string `json:"image,omitempty"`
+	// Images are several views of one scene (DA3 any-view models), or
+	// independent images with Independent (or with models that take one view).
+	Images []string `json:"images,omitempty"`
+
+	// ProcessRes is the network's processed resolution (0: the model's default).
+	ProcessRes int `json:"process_res,omitempty"`
+	// ProcessResMethod: upper_bound_resize (default), lower_bound_resize,
+	// upper_bound_crop, lower_bound_crop.
+	ProcessResMethod string `json:"process_res_method,omitempty"`
+	// RefView for three or more views: saddle_balanced (default), first, middle.
+	RefView string `json:"ref_view,omitempty"`
+	// Independent runs each image alone instead of as views of one scene.
+	Independent bool `json:"independent,omitempty"`
+	// ProcessedSize returns the maps at the network's processed size instead
+	// of the image size.
+	ProcessedSize bool `json:"processed_size,omitempty"`
+
+	// Outputs wanted. With none of the include_* flags set, depth,
+	// confidence, pose and sky are returned (those the model has).
+	IncludeDepth      bool `json:"include_depth,omitempty"`
+	IncludeConfidence bool `json:"include_confidence,omitempty"`
+	IncludePose       bool `json:"include_pose,omitempty"`
+	IncludeSky        bool `json:"include_sky,omitempty"`
+	// IncludePoints returns the scene's point cloud: world-space xyz of every
+	// pixel (at the processed resolution) whose confidence is at least
+	// PointsConfThresh, with its colour.
+	IncludePoints    bool    `json:"include_points,omitempty"`
+	PointsConfThresh float32 `json:"points_conf_thresh,omitempty"`
+	// Exports are scene files returned base64 in the response's exports.
+	Exports []string `json:"exports,omitempty"`
+
+	// MapFormats are the encodings of each map: f32 (default: little-endian
+	// float32, row-major, base64), npy, png (colour-mapped 8-bit), png16
+	// (16-bit grey, min-max normalised).
+	MapFormats []string `json:"map_formats,omitempty"`
+	// Colormap of png maps: turbo (default) or gray.
+	Colormap string `json:"colormap,omitempty"`
+
+	// Extension points, reserved for options the library does not have yet:
+	// ray_pose (pose from the ray head) and cameras (known intrinsics/
+	// extrinsics as input) are added here when the model package offers them.
+}
+
+// mapFormats are the accepted map encodings.
+var mapFormats = []string{"f32", "npy", "png", "png16"}
+
+// parsed is a validated request: the options and the undecoded images.
+type parsed struct {
+	req    DepthRequest
+	images [][]byte
+	names  []string // per image, for error messages
+}
+
+// readRequest reads and validates a request body (JSON or multipart) of at
+// most limit bytes.
+func readRequest(w http.ResponseWriter, r *http.Request, limit int64) (*parsed, *apiError) {
+	if r.ContentLength > limit {
+		return nil, tooLarge("request body of %d bytes exceeds the limit of %d bytes (-max-body)", r.ContentLength, limit)
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	ct, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil && r.Header.Get("Content-Type") != "" {
+		return nil, errorf(http.StatusUnsupportedMediaType, kindMediaType, "bad Content-Type %q: %v", r.Header.Get("Content-Type"), err)
+	}
+	var p *parsed
+	var aerr *apiError
+	switch ct {
+	case "application/json", "":
+		p, aerr = readJSON(r.Body, limit)
+	case "multipart/form-data":
+		p, aerr = readMultipart(r.Body, params["boundary"])
+	default:
+		return nil, errorf(http.StatusUnsupportedMediaType, kindMediaType, "unsupported Content-Type %q: send application/json or multipart/form-data", ct)
+	}
+	if aerr != nil {
+		return nil, aerr
+	}
+	return p, nil
+}
+
+// bodyError turns a read error into the answer: 413 past the size limit, else 400.
+func bodyError(what string, err error) *apiError {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return tooLarge("request body exceeds the limit of %d bytes (-max-body)", mbe.Limit)
+	}
+	return badRequest("%s: %v", what, err)
+}
+
+func readJSON(body io.Reader, limit int64) (*parsed, *apiError) {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	var req DepthRequest
+	if err := dec.Decode(&req); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, bodyError("", err)
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, badRequest("empty request body: send a JSON object with \"image\" or \"images\"")
+		}
+		return nil, badRequest("invalid JSON request: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, badRequest("invalid JSON request: data after the JSON object")
+	}
+	p := &parsed{req: req}
+	all := req.Images
+	if req.Image != "" {
+		all = append([]string{req.Image}, all...)
+	}
+	for i, s := range all {
+		b, err := decodeBase64Image(s)
+		if err != nil {
+			return nil, badRequest("image %d: %v", i, err)
+		}
+		p.images = append(p.images, b)
+		p.names = append(p.names, fmt.Sprintf("%d", i))
+	}
+	p.req.Image, p.req.Images = "", nil
+	return p, nil
+}
+
+// decodeBase64Image decodes a base64 image or a data: URI.
+func decodeBase64Image(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://") {
+		return nil, errors.New("URLs are not fetched: send the image bytes base64-encoded")
+	}
+	if rest, ok := strings.CutPrefix(s, "data:"); ok {
+		meta, data, ok := strings.Cut(rest, ",")
+		if !ok || !strings.HasSuffix(meta, ";base64") {
+			return nil, errors.New("data URI is not base64 (want data:image/...;base64,...)")
+		}
+		s = data
+	}
+	if s == "" {
+		return nil, errors.New("empty")
+	}
+	s = strings.TrimRight(s, "=")
+	enc := base64.RawStdEncoding
+	if strings.ContainsAny(s, "-_") {
+		enc = base64.RawURLEncoding
+	}
+	b, err := enc.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("invalid base64: %v", err)
+	}
+	return b, nil
+}
+
+// maxFieldBytes bounds a multipart text field.
+const maxFieldBytes = 64 << 10
+
+func readMultipart(body io.Reader, boundary string) (*parsed, *apiError) {
+	if boundary == "" {
+		return nil, badRequest("multipart/form-data without a boundary")
+	}
+	mr := multipart.NewReader(body, boundary)
+	p := &parsed{}
+	fields := map[string][]string{}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, bodyError("reading multipart body", err)
+		}
+		name := part.FormName()
+		if part.FileName() != "" || name == "image" || name == "images" {
+			b, err := io.ReadAll(part)
+			if err != nil {
+				return nil, bodyError("reading image part", err)
+			}
+			label := part.FileName()
+			if label == "" {
+				label = fmt.Sprintf("%d", len(p.images))
+			}
+			p.images = append(p.images, b)
+			p.names = append(p.names, label)
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
+		if err != nil {
+			return nil, bodyError("reading field "+name, err)
+		}
+		if len(b) > maxFieldBytes {
+			return nil, badRequest("field %q is longer than %d bytes", name, maxFieldBytes)
+		}
+		fields[name] = append(fields[name], string(b))
+	}
+	if err := setFields(&p.req, fields); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// setFields fills req from form fields named by its JSON tags.
+func setFields(req *DepthRequest, fields map[string][]string) *apiError {
+	v := reflect.ValueOf(req).Elem()
+	t := v.Type()
+	byName := map[string]int{}
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		byName[name] = i
+	}
+	for name, vals := range fields {
+		i, ok := byName[name]
+		if !ok || name == "image" || name == "images" {
+			return badRequest("unknown field %q", name)
+		}
+		f := v.Field(i)
+		last := strings.TrimSpace(vals[len(vals)-1])
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(last)
+		case reflect.Bool:
+			b, err := strconv.ParseBool(last)
+			if err != nil {
+				return badRequest("field %q: %q is not a boolean", name, last)
+			}
+			f.SetBool(b)
+		case reflect.Int:
+			n, err := strconv.Atoi(last)
+			if err != nil {
+				return badRequest("field %q: %q is not an integer", name, last)
+			}
+			f.SetInt(int64(n))
+		case reflect.Float32:
+			x, err := strconv.ParseFloat(last, 32)
+			if err != nil {
+				return badRequest("field %q: %q is not a number", name, last)
+			}
+			f.SetFloat(x)
+		case reflect.Slice: // []string: repeated and/or comma-separated
+			var list []string
+			for _, s := range vals {
+				for _, e := range strings.Split(s, ",") {
+					if e = strings.TrimSpace(e); e != "" {
+						list = append(list, e)
+					}
+				}
+			}
+			f.Set(reflect.ValueOf(list))
+		default:
+			panic("server: unhandled request field kind " + f.Kind().String())
+		}
+	}
+	return nil
+}
+
+// limits are the per-request limits of the server.
+type limits struct {
+	maxViews      int
+	maxPixels     int64 // sum over the request's images
+	maxProcessRes int
+}
+
+// validate checks the options and the images' headers (format and size)
+// without decoding any pixel.
+func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) *apiError {
+	q := &p.req
+	if len(p.images) == 0 {
+		return badRequest("no image: send \"image\" (or \"images\") as base64 in JSON, or image files in a multipart form")
+	}
+	if len(p.images) > lim.maxViews {
+		return tooLarge("%d images exceed the limit of %d per request (-max-views)", len(p.images), lim.maxViews)
+	}
+	if q.ProcessRes < 0 || q.ProcessRes > lim.maxProcessRes || (q.ProcessRes > 0 && q.ProcessRes < 14) {
+		return badRequest("process_res %d out of range (14..%d, 0 for the model's default)", q.ProcessRes, lim.maxProcessRes)
+	}
+	if err := p.runOptions().validate(); err != nil {
+		return badRequest("%v", err)
+	}
+	for _, f := range q.MapFormats {
+		if !slices.Contains(mapFormats, f) {
+			return badRequest("unknown map format %q (%s)", f, strings.Join(mapFormats, ", "))
+		}
+	}
+	if _, err := imgio.ParseColormap(orDefault(q.Colormap, "turbo")); err != nil {
+		return badRequest("%v", err)
+	}
+	for _, e := range q.Exports {
+		if !canExport(e) {
+			return badRequest("unknown export %q (%s)", e, strings.Join(exportNames(), ", "))
+		}
+	}
+	if q.PointsConfThresh < 0 || q.PointsConfThresh != q.PointsConfThresh {
+		return badRequest("points_conf_thresh must be a number ≥ 0")
+	}
+	if q.IncludeConfidence && !m.Confidence {
+		return unprocessable("model %q (%s) has no confidence output", m.Name, m.Arch)
+	}
+	if q.IncludeSky && !m.Sky {
+		return unprocessable("model %q (%s) has no sky output", m.Name, m.Arch)
+	}
+	if (q.IncludePose || q.IncludePoints || len(q.Exports) > 0) && !m.Camera {
+		return unprocessable("model %q (%s) has no camera head: poses, point clouds and scene exports need a DA3 any-view model", m.Name, m.Arch)
+	}
+	var total int64
+	for i, b := range p.images {
+		cfg, _, err := decodeConfig(b)
+		if err != nil {
+			return unprocessable("image %s: %v", p.names[i], err)
+		}
+		total += int64(cfg.Width) * int64(cfg.Height)
+	}
+	if total > lim.maxPixels {
+		return tooLarge("images of %d pixels in all exceed the limit of %d pixels per request (-max-pixels)", total, lim.maxPixels)
+	}
+	return nil
+}
+
+// decodeConfig reads an image header, never panicking on hostile bytes.
+func decodeConfig(b []byte) (cfg image.Config, format string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("corrupt image header (decoder panic: %v)", r)
+		}
+	}()
+	cfg, format, err = image.DecodeConfig(bytes.NewReader(b))
+	if errors.Is(err, image.ErrFormat) {
+		err = errors.New("unknown image format (want JPEG, PNG, BMP, TIFF, WebP or GIF)")
+	}
+	return cfg, format, err
+}
+
+func (p *parsed) runOptions() runOptions {
+	q := p.req
+	return runOptions{processRes: q.ProcessRes, method: q.ProcessResMethod, refView: q.RefView, processedSize: q.ProcessedSize}
+}
+
+// wants reports which maps and cameras the response carries.
+type wants struct{ depth, conf, pose, sky bool }
+
+func (p *parsed) wants(m ModelInfo) wants {
+	q := p.req
+	if !q.IncludeDepth && !q.IncludeConfidence && !q.IncludePose && !q.IncludeSky && !q.IncludePoints && len(q.Exports) == 0 {
+		return wants{depth: true, conf: m.Confidence, pose: m.Camera, sky: m.Sky}
+	}
+	return wants{depth: q.IncludeDepth, conf: q.IncludeConfidence, pose: q.IncludePose, sky: q.IncludeSky}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,132 @@
+package server
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"image"
+	"image/png"
+	"math"
+
+	"github.com/da3-go/da3-go/internal/imgio"
+)
+
+// DepthResponse is the answer of POST /v1/depth. Field names follow LocalAI's
+// depth response (width, height, depth, confidence, sky, extrinsics,
+// intrinsics, num_points, points, point_colors, is_metric); maps are encoded
+// objects instead of JSON number arrays, and every view of a scene has its
+// own entry in Views.
+type DepthResponse struct {
+	Model string `json:"model"`
+	// IsMetric: depth is in metres.
+	IsMetric bool `json:"is_metric"`
+	// DepthKind is "depth" (larger = farther) or "disparity" (DA2 relative
+	// models: larger = nearer).
+	DepthKind string `json:"depth_kind"`
+	// Width and Height of the first view's maps.
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+	Views  []View `json:"views"`
+	// NumPoints, Points (base64 little-endian float32 xyz, world frame) and
+	// PointColors (base64 uint8 rgb) with include_points.
+	NumPoints   int    `json:"num_points,omitempty"`
+	Points      string `json:"points,omitempty"`
+	PointColors string `json:"point_colors,omitempty"`
+	// Exports holds the requested scene files by name.
+	Exports map[string]Export `json:"exports,omitempty"`
+	Timing  Timing            `json:"timing_ms"`
+}
+
+// View is one view's output.
+type View struct {
+	Width           int  `json:"width"`
+	Height          int  `json:"height"`
+	ProcessedWidth  int  `json:"processed_width"`
+	ProcessedHeight int  `json:"processed_height"`
+	Depth           *Map `json:"depth,omitempty"`
+	Confidence      *Map `json:"confidence,omitempty"`
+	Sky             *Map `json:"sky,omitempty"`
+	// Extrinsics: world-to-camera [R | t] (3×4, OpenCV axes); Intrinsics for
+	// the processed image and IntrinsicsOriginal for the input image, in
+	// pixels (as da3-go pose writes them).
+	Extrinsics         *[3][4]float64 `json:"extrinsics,omitempty"`
+	Intrinsics         *[3][3]float64 `json:"intrinsics,omitempty"`
+	IntrinsicsOriginal *[3][3]float64 `json:"intrinsics_original,omitempty"`
+}
+
+// Map is one map in the encodings asked for (base64), row-major, top row
+// first, Width × Height values.
+type Map struct {
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+	F32    string `json:"f32,omitempty"`
+	NPY    string `json:"npy,omitempty"`
+	PNG    string `json:"png,omitempty"`
+	PNG16  string `json:"png16,omitempty"`
+}
+
+// Export is one scene file.
+type Export struct {
+	MediaType string `json:"media_type"`
+	Filename  string `json:"filename"`
+	Data      string `json:"data"` // base64
+}
+
+// Timing is where the request's time went, in milliseconds.
+type Timing struct {
+	Queue  float64 `json:"queue"`
+	Decode float64 `json:"decode"`
+	Run    float64 `json:"run"`
+	Encode float64 `json:"encode"`
+	Total  float64 `json:"total"`
+}
+
+var b64 = base64.StdEncoding
+
+// encodeMap encodes data (w×h) in each format; invert colour-maps low values
+// warm (depth: near = warm).
+func encodeMap(data []float32, w, h int, formats []string, cmap imgio.Colormap, invert bool) (*Map, error) {
+	m := &Map{Width: w, Height: h}
+	for _, f := range formats {
+		var buf bytes.Buffer
+		var img image.Image
+		var err error
+		switch f {
+		case "f32":
+			m.F32 = b64.EncodeToString(float32Bytes(data))
+			continue
+		case "npy":
+			if err := imgio.EncodeNPY(&buf, data, h, w); err != nil {
+				return nil, err
+			}
+			m.NPY = b64.EncodeToString(buf.Bytes())
+			continue
+		case "png":
+			img, err = imgio.Colorize(data, w, h, cmap, invert)
+		case "png16":
+			img, err = imgio.Gray16(data, w, h, invert)
+		}
+		if err != nil {
+			return nil, err
+		}
+		enc := png.Encoder{CompressionLevel: png.BestSpeed}
+		if err := enc.Encode(&buf, img); err != nil {
+			return nil, err
+		}
+		if f == "png" {
+			m.PNG = b64.EncodeToString(buf.Bytes())
+		} else {
+			m.PNG16 = b64.EncodeToString(buf.Bytes())
+		}
+	}
+	return m, nil
+}
+
+// float32Bytes is data as little-endian bytes.
+func float32Bytes(data []float32) []byte {
+	b := make([]byte, 4*len(data))
+	for i, v := range data {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
