@@ -1,6 +1,6 @@
 package server
 
-// engine.go is the server's only contact with the model package: loading,
+// engine.go is the server's only contact with the model packages: loading,
 // capabilities and one run. Everything else works on the plain types below.
 
 import (
@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/da3-go/da3-go/model"
+	"github.com/da3-go/da3-go/model/nested"
 )
 
 // ModelSpec names one model to serve.
@@ -21,8 +22,11 @@ type ModelSpec struct {
 	// file's metadata, else the file's base name.
 	Name string
 	// Path of the GGUF file (names of published models are resolved by the
-	// caller).
+	// caller). With MetricPath it is the any-view half of a nested model.
 	Path string
+	// MetricPath, when set, is the metric half of a nested model
+	// (DA3NESTED-GIANT-LARGE): depth in metres.
+	MetricPath string
 }
 
 // ModelInfo describes a loaded model (GET /v1/models).
@@ -30,7 +34,10 @@ type ModelInfo struct {
 	Name        string   `json:"id"`
 	File        string   `json:"file"`
 	Arch        string   `json:"arch"`
+	Nested      bool     `json:"nested"`
 	Metric      bool     `json:"metric"`
+	Unit        string   `json:"unit"` // of depth without intrinsics: relative, disparity, focal-normalised, metres
+	Intrinsics  bool     `json:"intrinsics"`
 	Camera      bool     `json:"camera"`
 	Confidence  bool     `json:"confidence"`
 	Sky         bool     `json:"sky"`
@@ -38,8 +45,7 @@ type ModelInfo struct {
 	WeightBytes uint64   `json:"weight_bytes"`
 	Device      string   `json:"device"`
 	Instances   int      `json:"instances"`
-	DepthKind   string   `json:"depth_kind"` // "depth" or "disparity" (DA2 relative: larger = nearer)
-	Exports     []string `json:"exports"`    // scene export names
+	Exports     []string `json:"exports"` // scene export names
 }
 
 // runOptions are the model options of one request.
@@ -48,6 +54,7 @@ type runOptions struct {
 	method        string
 	refView       string
 	processedSize bool
+	intrinsics    []float64 // fx, fy, cx, cy of the input images, or nil
 }
 
 // camera is one view's camera: world-to-camera extrinsics (3×4, OpenCV axes)
@@ -63,55 +70,104 @@ type view struct {
 	Depth, Conf, Sky       []float32
 	Width, Height          int // of the maps
 	ProcessedW, ProcessedH int
-	OrigW, OrigH           int
+	Unit                   string
 	Camera                 *camera
-	RGB                    []uint8 // processed image, HWC
+	// Points and their colours, from the processed-size maps (with a camera).
+	points pointCloud
 }
 
-// instance is one loaded copy of a model; an engine holds one per
-// concurrent run.
-type instance struct{ m *model.Model }
+// runner is one model or a nested pair.
+type runner interface {
+	Config() model.Config
+	Depth(ctx context.Context, img model.Image, opt model.RunOptions) (*model.Result, error)
+	MultiView(ctx context.Context, imgs []model.Image, opt model.RunOptions) ([]model.Result, error)
+	Close() error
+}
 
-func loadInstance(ctx context.Context, path, device string, threads int, log *slog.Logger) (*instance, error) {
-	m, err := model.Load(ctx, path, model.Options{Device: device, Threads: threads, Logger: log})
+// pair adapts a nested model to runner: its config is the any-view half's.
+type pair struct{ *nested.Model }
+
+func (p pair) Config() model.Config { return p.AnyView().Config() }
+
+func (p pair) Depth(ctx context.Context, img model.Image, opt model.RunOptions) (*model.Result, error) {
+	rs, err := p.MultiView(ctx, []model.Image{img}, opt)
 	if err != nil {
 		return nil, err
 	}
-	return &instance{m: m}, nil
+	return &rs[0], nil
 }
 
-func (in *instance) close() error { return in.m.Close() }
+func (p pair) MultiView(ctx context.Context, imgs []model.Image, opt model.RunOptions) ([]model.Result, error) {
+	out, err := p.Model.MultiView(ctx, imgs, opt)
+	if err != nil {
+		return nil, err
+	}
+	return out.Views, nil
+}
 
-// info describes the model; name and file come from the caller.
-func (in *instance) info(name, path string) ModelInfo {
-	cfg := in.m.Config()
+// instance is one loaded copy of a model; a pool holds one per concurrent
+// run.
+type instance struct {
+	r       runner
+	nested  bool
+	weights uint64
+	device  string
+}
+
+func loadInstance(ctx context.Context, spec ModelSpec, device string, threads int, log *slog.Logger) (*instance, error) {
+	opts := model.Options{Device: device, Threads: threads, Logger: log}
+	if spec.MetricPath == "" {
+		m, err := model.Load(ctx, spec.Path, opts)
+		if err != nil {
+			return nil, err
+		}
+		return &instance{r: m, weights: m.WeightBytes(), device: m.Device()}, nil
+	}
+	n, err := nested.Load(ctx, spec.Path, spec.MetricPath, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &instance{r: pair{n}, nested: true, weights: n.AnyView().WeightBytes() + n.Metric().WeightBytes(), device: n.AnyView().Device()}, nil
+}
+
+func (in *instance) close() error { return in.r.Close() }
+
+// info describes the model; the name comes from the spec, the metadata or
+// the file name.
+func (in *instance) info(spec ModelSpec) ModelInfo {
+	cfg := in.r.Config()
+	name := spec.Name
 	if name == "" {
 		name = cfg.Name
 	}
 	if name == "" {
-		name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+		name = strings.TrimSuffix(filepath.Base(spec.Path), filepath.Ext(spec.Path))
 	}
-	kind := "depth"
-	if cfg.Arch == model.DA2 && !cfg.Metric {
-		kind = "disparity"
+	unit := model.Relative // as model.Result.Unit says for each kind of model
+	switch {
+	case in.nested, cfg.Arch == model.DA2 && cfg.Metric:
+		unit = model.Metres
+	case cfg.Arch == model.DA2:
+		unit = model.Disparity
+	case cfg.Arch == model.DA3Mono && cfg.Metric:
+		unit = model.FocalNormalised
+	}
+	file := filepath.Base(spec.Path)
+	if in.nested {
+		file += "+" + filepath.Base(spec.MetricPath)
 	}
 	return ModelInfo{
-		Name: name, File: filepath.Base(path), Arch: cfg.Arch.String(), Metric: cfg.Metric,
-		Camera: cfg.HasCamera, Confidence: cfg.Arch == model.DA3, Sky: cfg.Arch == model.DA3Mono,
-		MultiView: cfg.Arch == model.DA3, WeightBytes: in.m.WeightBytes(), Device: in.m.Device(), DepthKind: kind,
+		Name: name, File: file, Arch: cfg.Arch.String(), Nested: in.nested, Metric: in.nested || cfg.Metric,
+		Unit: unit.String(), Intrinsics: unit == model.FocalNormalised,
+		Camera: cfg.HasCamera, Confidence: cfg.Arch == model.DA3, Sky: cfg.Arch == model.DA3Mono || in.nested,
+		MultiView: cfg.Arch == model.DA3, WeightBytes: in.weights, Device: in.device,
 	}
-}
-
-// validate checks the options that do not depend on the images.
-func (o runOptions) validate() error {
-	if _, err := o.modelOptions(); err != nil {
-		return err
-	}
-	return nil
 }
 
 func (o runOptions) modelOptions() (model.RunOptions, error) {
-	opt := model.RunOptions{ProcessRes: o.processRes, ProcessedSize: o.processedSize}
+	// The maps are computed at the processed size (the point cloud needs
+	// them there) and resized to the image size afterwards when asked.
+	opt := model.RunOptions{ProcessRes: o.processRes, ProcessedSize: true}
 	if o.method != "" {
 		m, err := model.ParseResizeMethod(o.method)
 		if err != nil {
@@ -126,12 +182,20 @@ func (o runOptions) modelOptions() (model.RunOptions, error) {
 	default:
 		return opt, fmt.Errorf("unknown ref_view %q (saddle_balanced, first, middle)", o.refView)
 	}
+	if k := o.intrinsics; k != nil {
+		if len(k) != 4 {
+			return opt, fmt.Errorf("intrinsics: want [fx, fy, cx, cy], got %d numbers", len(k))
+		}
+		opt.Intrinsics = &model.Intrinsics{Fx: k[0], Fy: k[1], Cx: k[2], Cy: k[3]}
+	}
 	return opt, nil
 }
 
-// run runs the images as views of one scene (DA3 any-view models), or one by
-// one when independent is set or the model takes one view at a time.
-func (in *instance) run(ctx context.Context, imgs []image.Image, o runOptions, independent bool) ([]view, error) {
+// run runs the images as views of one scene (DA3 any-view and nested
+// models), or one by one when independent is set or the model takes one
+// view at a time. With points, each view with a camera gets its point cloud
+// (pixels with confidence ≥ confThresh).
+func (in *instance) run(ctx context.Context, imgs []image.Image, o runOptions, independent, points bool, confThresh float32) ([]view, error) {
 	opt, err := o.modelOptions()
 	if err != nil {
 		return nil, err
@@ -139,22 +203,29 @@ func (in *instance) run(ctx context.Context, imgs []image.Image, o runOptions, i
 	var res []model.Result
 	if independent {
 		for _, im := range imgs {
-			r, err := in.m.Depth(ctx, im, opt)
+			r, err := in.r.Depth(ctx, im, opt)
 			if err != nil {
 				return nil, err
 			}
 			res = append(res, *r)
 		}
-	} else if res, err = in.m.MultiView(ctx, imgs, opt); err != nil {
+	} else if res, err = in.r.MultiView(ctx, imgs, opt); err != nil {
 		return nil, err
 	}
 	out := make([]view, len(res))
-	for i, r := range res {
-		v := view{Depth: r.Depth, Conf: r.Conf, Sky: r.Sky, Width: r.Width, Height: r.Height,
-			ProcessedW: r.ProcessedWidth, ProcessedH: r.ProcessedHeight, OrigW: r.OrigWidth, OrigH: r.OrigHeight, RGB: r.RGB}
+	for i := range res {
+		r := &res[i]
+		v := view{Unit: r.Unit.String(), ProcessedW: r.ProcessedWidth, ProcessedH: r.ProcessedHeight}
 		if c := r.Camera; c != nil {
 			v.Camera = &camera{Extrinsics: c.Extrinsics, Intrinsics: c.Intrinsics, IntrinsicsOriginal: c.IntrinsicsOriginal}
+			if points {
+				v.points = unproject(r.Depth, r.Conf, r.RGB, r.Width, r.Height, v.Camera, confThresh)
+			}
 		}
+		if !o.processedSize {
+			r.ToOriginalSize()
+		}
+		v.Depth, v.Conf, v.Sky, v.Width, v.Height = r.Depth, r.Conf, r.Sky, r.Width, r.Height
 		out[i] = v
 	}
 	return out, nil
@@ -163,6 +234,7 @@ func (in *instance) run(ctx context.Context, imgs []image.Image, o runOptions, i
 // isInputError reports errors caused by the request's images or options
 // (answered 422) rather than by the server.
 func isInputError(err error) bool {
-	return errors.Is(err, model.ErrNoCamera) || strings.Contains(err.Error(), "aspect ratio") ||
-		strings.Contains(err.Error(), "preprocesses to")
+	return errors.Is(err, model.ErrNoCamera) || errors.Is(err, model.ErrNeedsFocal) ||
+		strings.Contains(err.Error(), "aspect ratio") || strings.Contains(err.Error(), "preprocesses to") ||
+		strings.Contains(err.Error(), "intrinsics")
 }

@@ -31,7 +31,41 @@ var (
 	fixtureErr  error
 	da3Tiny     string
 	da2Tiny     string
+
+	metricOnce sync.Once
+	metricErr  error
+	metricTiny string    // DA3 metric-large layout (focal-normalised depth)
+	nestedPair [2]string // any-view and metric halves of a nested model
 )
+
+// metricFixtures converts the tiny metric model and nested pair once.
+func metricFixtures(t testing.TB) (metric string, pair [2]string) {
+	t.Helper()
+	fixtures(t)
+	metricOnce.Do(func() {
+		metricTiny = filepath.Join(fixtureDir, "da3-tiny-metric.gguf")
+		if metricErr = convert.Convert(context.Background(), "../tests/fixtures/da3-tiny-mono", metricTiny, convert.Options{Name: "da3-tiny-metric"}); metricErr != nil {
+			return
+		}
+		src := "../tests/fixtures/da3-tiny-nested"
+		fam, err := convert.Inspect(src)
+		if metricErr = err; err != nil {
+			return
+		}
+		dst := filepath.Join(fixtureDir, "da3-tiny-nested.gguf")
+		if metricErr = convert.Convert(context.Background(), src, dst, convert.Options{}); metricErr != nil {
+			return
+		}
+		paths := convert.OutputPaths(fam, dst)
+		if len(paths) != 2 {
+			metricErr = fmt.Errorf("nested conversion wrote %d files", len(paths))
+			return
+		}
+		nestedPair = [2]string{paths[0], paths[1]}
+	})
+	require.NoError(t, metricErr, "converting the tiny metric fixtures")
+	return metricTiny, nestedPair
+}
 
 // quietLog drops the access log (-v shows nothing of it; failures say enough).
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image"
 	"io"
+	"math"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -46,6 +47,9 @@ type DepthRequest struct {
 	// ProcessedSize returns the maps at the network's processed size instead
 	// of the image size.
 	ProcessedSize bool `json:"processed_size,omitempty"`
+	// Intrinsics [fx, fy, cx, cy] of the camera of the input images, in their
+	// pixels: the DA3 metric model (metric-large) then gives metres.
+	Intrinsics []float64 `json:"intrinsics,omitempty"`
 
 	// Outputs wanted. With none of the include_* flags set, depth,
 	// confidence, pose and sky are returned (those the model has).
@@ -69,8 +73,8 @@ type DepthRequest struct {
 	Colormap string `json:"colormap,omitempty"`
 
 	// Extension points, reserved for options the library does not have yet:
-	// ray_pose (pose from the ray head) and cameras (known intrinsics/
-	// extrinsics as input) are added here when the model package offers them.
+	// ray_pose (pose from the ray head) and cameras (known cameras as input)
+	// join here when the model package offers them.
 }
 
 // mapFormats are the accepted map encodings.
@@ -265,7 +269,7 @@ func setFields(req *DepthRequest, fields map[string][]string) *apiError {
 				return badRequest("field %q: %q is not a number", name, last)
 			}
 			f.SetFloat(x)
-		case reflect.Slice: // []string: repeated and/or comma-separated
+		case reflect.Slice: // repeated and/or comma-separated
 			var list []string
 			for _, s := range vals {
 				for _, e := range strings.Split(s, ",") {
@@ -274,7 +278,22 @@ func setFields(req *DepthRequest, fields map[string][]string) *apiError {
 					}
 				}
 			}
-			f.Set(reflect.ValueOf(list))
+			switch f.Type().Elem().Kind() {
+			case reflect.String:
+				f.Set(reflect.ValueOf(list))
+			case reflect.Float64:
+				nums := make([]float64, len(list))
+				for i, e := range list {
+					x, err := strconv.ParseFloat(e, 64)
+					if err != nil {
+						return badRequest("field %q: %q is not a number", name, e)
+					}
+					nums[i] = x
+				}
+				f.Set(reflect.ValueOf(nums))
+			default:
+				panic("server: unhandled request list field " + name)
+			}
 		default:
 			panic("server: unhandled request field kind " + f.Kind().String())
 		}
@@ -302,7 +321,7 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 	if q.ProcessRes < 0 || q.ProcessRes > lim.maxProcessRes || (q.ProcessRes > 0 && q.ProcessRes < 14) {
 		return badRequest("process_res %d out of range (14..%d, 0 for the model's default)", q.ProcessRes, lim.maxProcessRes)
 	}
-	if err := p.runOptions().validate(); err != nil {
+	if _, err := p.runOptions().modelOptions(); err != nil {
 		return badRequest("%v", err)
 	}
 	for _, f := range q.MapFormats {
@@ -320,6 +339,23 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 	}
 	if q.PointsConfThresh < 0 || q.PointsConfThresh != q.PointsConfThresh {
 		return badRequest("points_conf_thresh must be a number ≥ 0")
+	}
+	if q.Intrinsics != nil {
+		k := q.Intrinsics
+		if len(k) != 4 {
+			return badRequest("intrinsics: want [fx, fy, cx, cy] in pixels of the input images, got %d numbers", len(k))
+		}
+		for _, v := range k {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return badRequest("intrinsics: %v is not finite", k)
+			}
+		}
+		if !(k[0] > 0 && k[1] > 0) {
+			return badRequest("intrinsics: focal lengths fx %g, fy %g must be positive pixels", k[0], k[1])
+		}
+		if !m.Intrinsics {
+			return unprocessable("model %q (%s, %s depth) does not use intrinsics: only the DA3 metric model (metric-large) turns its output into metres with them", m.Name, m.Arch, m.Unit)
+		}
 	}
 	if q.IncludeConfidence && !m.Confidence {
 		return unprocessable("model %q (%s) has no confidence output", m.Name, m.Arch)
@@ -360,7 +396,7 @@ func decodeConfig(b []byte) (cfg image.Config, format string, err error) {
 
 func (p *parsed) runOptions() runOptions {
 	q := p.req
-	return runOptions{processRes: q.ProcessRes, method: q.ProcessResMethod, refView: q.RefView, processedSize: q.ProcessedSize}
+	return runOptions{processRes: q.ProcessRes, method: q.ProcessResMethod, refView: q.RefView, processedSize: q.ProcessedSize, intrinsics: q.Intrinsics}
 }
 
 // wants reports which maps and cameras the response carries.

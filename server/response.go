@@ -20,9 +20,11 @@ type DepthResponse struct {
 	Model string `json:"model"`
 	// IsMetric: depth is in metres.
 	IsMetric bool `json:"is_metric"`
-	// DepthKind is "depth" (larger = farther) or "disparity" (DA2 relative
-	// models: larger = nearer).
-	DepthKind string `json:"depth_kind"`
+	// Unit of depth: relative (larger = farther, unknown scale), disparity
+	// (DA2 relative models: larger = nearer), focal-normalised (DA3
+	// metric-large without intrinsics: metres = focal · depth / 300) or
+	// metres.
+	Unit string `json:"unit"`
 	// Width and Height of the first view's maps.
 	Width  int    `json:"width"`
 	Height int    `json:"height"`

@@ -28,7 +28,9 @@ func TestModelsHealthMetrics(t *testing.T) {
 	assert.Equal(t, 2, m.Instances)
 	assert.NotZero(t, m.WeightBytes)
 	assert.False(t, list.Data[1].Camera)
-	assert.Equal(t, "disparity", list.Data[1].DepthKind)
+	assert.Equal(t, "disparity", list.Data[1].Unit)
+	assert.Equal(t, "relative", m.Unit)
+	assert.False(t, m.Nested || m.Metric || m.Intrinsics)
 
 	rec = httptestRecorder(s, "GET", "/healthz")
 	assert.Equal(t, http.StatusOK, rec.Code)

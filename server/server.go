@@ -118,7 +118,7 @@ func New(ctx context.Context, opts Options) (s *Server, err error) {
 	for _, spec := range opts.Models {
 		var insts []*instance
 		for range opts.Parallel {
-			in, err := loadInstance(ctx, spec.Path, opts.Device, opts.Threads, opts.Logger)
+			in, err := loadInstance(ctx, spec, opts.Device, opts.Threads, opts.Logger)
 			if err != nil {
 				for _, in := range insts {
 					in.close()
@@ -127,7 +127,7 @@ func New(ctx context.Context, opts Options) (s *Server, err error) {
 			}
 			insts = append(insts, in)
 		}
-		info := insts[0].info(spec.Name, spec.Path)
+		info := insts[0].info(spec)
 		if _, dup := s.byName[info.Name]; dup {
 			for _, in := range insts {
 				in.close()
@@ -389,7 +389,8 @@ func (s *Server) run(ctx context.Context, in *instance, p *parsed) (views []view
 		}
 	}
 	decoded = time.Now()
-	views, err = in.run(ctx, imgs, p.runOptions(), p.req.Independent)
+	q := p.req
+	views, err = in.run(ctx, imgs, p.runOptions(), q.Independent, q.IncludePoints || len(q.Exports) > 0, q.PointsConfThresh)
 	return views, imgs, decoded, err
 }
 
@@ -420,12 +421,13 @@ func (s *Server) encode(p *parsed, m ModelInfo, views []view, imgs []image.Image
 		formats = []string{"f32"}
 	}
 	cmap, _ := imgio.ParseColormap(orDefault(q.Colormap, "turbo"))
-	resp := &DepthResponse{Model: m.Name, IsMetric: m.Metric, DepthKind: m.DepthKind, Views: make([]View, len(views))}
+	resp := &DepthResponse{Model: m.Name, Views: make([]View, len(views))}
 	for i, v := range views {
 		out := View{Width: v.Width, Height: v.Height, ProcessedWidth: v.ProcessedW, ProcessedHeight: v.ProcessedH}
 		var err error
 		if want.depth && v.Depth != nil {
-			if out.Depth, err = encodeMap(v.Depth, v.Width, v.Height, formats, cmap, m.DepthKind == "depth"); err != nil {
+			// Colour maps show near as warm: disparity is already larger when nearer.
+			if out.Depth, err = encodeMap(v.Depth, v.Width, v.Height, formats, cmap, v.Unit != "disparity"); err != nil {
 				return nil, err
 			}
 		}
@@ -446,11 +448,12 @@ func (s *Server) encode(p *parsed, m ModelInfo, views []view, imgs []image.Image
 		resp.Views[i] = out
 	}
 	if len(views) > 0 {
-		resp.Width, resp.Height = views[0].Width, views[0].Height
+		resp.Width, resp.Height, resp.Unit = views[0].Width, views[0].Height, views[0].Unit
+		resp.IsMetric = resp.Unit == "metres"
 	}
-	sc := &scene{views: views, images: imgs, confThresh: q.PointsConfThresh}
+	sc := &scene{views: views, images: imgs}
 	if q.IncludePoints {
-		pc := sc.points()
+		pc := merge(views)
 		resp.NumPoints = len(pc.XYZ) / 3
 		resp.Points = b64.EncodeToString(float32Bytes(pc.XYZ))
 		resp.PointColors = b64.EncodeToString(pc.RGB)
@@ -469,20 +472,11 @@ func (s *Server) encode(p *parsed, m ModelInfo, views []view, imgs []image.Image
 	return resp, nil
 }
 
-// scene is what exports are made from.
+// scene is what exports are made from: the views (with their point clouds
+// when exports are asked for) and the decoded images.
 type scene struct {
-	views      []view
-	images     []image.Image
-	confThresh float32
-	pc         *pointCloud
-}
-
-func (sc *scene) points() pointCloud {
-	if sc.pc == nil {
-		pc := unproject(sc.views, sc.images, sc.confThresh)
-		sc.pc = &pc
-	}
-	return *sc.pc
+	views  []view
+	images []image.Image
 }
 
 // exporter writes one scene file format.

@@ -24,7 +24,7 @@ import (
 // libraryRun runs the library directly on the same files, for comparison.
 func libraryRun(t *testing.T, path string, files []string, opt model.RunOptions) []model.Result {
 	t.Helper()
-	m, err := model.Load(context.Background(), path, model.Options{Device: "cpu", Threads: 1})
+	m, err := model.Load(context.Background(), path, model.Options{Device: "cpu", Threads: 1, Logger: quietLog})
 	require.NoError(t, err)
 	defer m.Close()
 	var imgs []image.Image
@@ -49,7 +49,8 @@ func TestDepthJSONEqualsLibrary(t *testing.T) {
 	require.Len(t, r.Views, 1)
 	v := r.Views[0]
 	assert.Equal(t, "da3-tiny", r.Model)
-	assert.Equal(t, "depth", r.DepthKind)
+	assert.Equal(t, "relative", r.Unit)
+	assert.False(t, r.IsMetric)
 	assert.Equal(t, [4]int{want[0].Width, want[0].Height, want[0].ProcessedWidth, want[0].ProcessedHeight},
 		[4]int{v.Width, v.Height, v.ProcessedWidth, v.ProcessedHeight})
 	assert.Equal(t, want[0].Depth, f32s(t, v.Depth.F32), "depth is the library's, bit for bit")
@@ -102,7 +103,12 @@ func TestDepthMultipartTwoViews(t *testing.T) {
 		assert.Equal(t, [3]uint32{r1, g1, b1}, [3]uint32{r0, g0, b0}, "png is the CLI's turbo colouring (near = warm)")
 	}
 	// The point cloud: every pixel with confidence ≥ 1.5, at the processed size.
-	pc := unproject(viewsOf(want), nil, 1.5)
+	var pc pointCloud
+	for _, w := range want {
+		c := &camera{Extrinsics: w.Camera.Extrinsics, Intrinsics: w.Camera.Intrinsics}
+		p := unproject(w.Depth, w.Conf, w.RGB, w.Width, w.Height, c, 1.5)
+		pc.XYZ, pc.RGB = append(pc.XYZ, p.XYZ...), append(pc.RGB, p.RGB...)
+	}
 	require.NotZero(t, len(pc.XYZ))
 	assert.Equal(t, len(pc.XYZ)/3, r.NumPoints)
 	assert.Equal(t, pc.XYZ, f32s(t, r.Points))
@@ -118,17 +124,6 @@ func TestDepthMultipartTwoViews(t *testing.T) {
 		}
 	}
 	assert.Equal(t, n, r.NumPoints, "confidence threshold applied")
-}
-
-// viewsOf converts library results the way the engine does.
-func viewsOf(res []model.Result) []view {
-	out := make([]view, len(res))
-	for i, r := range res {
-		out[i] = view{Depth: r.Depth, Conf: r.Conf, Width: r.Width, Height: r.Height, ProcessedW: r.ProcessedWidth,
-			ProcessedH: r.ProcessedHeight, OrigW: r.OrigWidth, OrigH: r.OrigHeight, RGB: r.RGB,
-			Camera: &camera{Extrinsics: r.Camera.Extrinsics, Intrinsics: r.Camera.Intrinsics, IntrinsicsOriginal: r.Camera.IntrinsicsOriginal}}
-	}
-	return out
 }
 
 func TestDepthIndependentAndModelChoice(t *testing.T) {
@@ -148,7 +143,7 @@ func TestDepthIndependentAndModelChoice(t *testing.T) {
 	resp, body = postJSON(t, ts.URL, DepthRequest{Model: "da2-tiny", Image: "data:image/png;base64," + enc64(readFile(t, view0)), ProcessRes: 84})
 	require.Equal(t, http.StatusOK, resp.StatusCode, truncate(body))
 	r = decodeResponse(t, body)
-	assert.Equal(t, "disparity", r.DepthKind)
+	assert.Equal(t, "disparity", r.Unit)
 	want := libraryRun(t, da2, []string{view0}, model.RunOptions{ProcessRes: 84})
 	assert.Equal(t, want[0].Depth, f32s(t, r.Views[0].Depth.F32))
 	assert.Nil(t, r.Views[0].Confidence)
@@ -199,6 +194,8 @@ func TestDepthErrors(t *testing.T) {
 		{"garbage image", "application/json", `{"image": "` + enc64([]byte("not an image at all")) + `"}`, 422, kindUnprocessable, "unknown image format"},
 		{"truncated image", "application/json", `{"image": "` + enc64(truncated) + `"}`, 422, kindUnprocessable, "image 0"},
 		{"no confidence", "application/json", `{"image": "` + good + `", "model": "da2-tiny", "include_confidence": true}`, 422, kindUnprocessable, "no confidence"},
+		{"intrinsics", "application/json", `{"image": "` + good + `", "intrinsics": [50, 60, 22, 30]}`, 422, kindUnprocessable, "does not use intrinsics"},
+		{"bad intrinsics", "application/json", `{"image": "` + good + `", "intrinsics": [50, 60, 22]}`, 400, kindBadRequest, "[fx, fy, cx, cy]"},
 		{"no sky", "application/json", `{"image": "` + good + `", "include_sky": true}`, 422, kindUnprocessable, "no sky"},
 		{"no camera", "application/json", `{"image": "` + good + `", "model": "da2-tiny", "include_points": true}`, 422, kindUnprocessable, "camera"},
 		{"aspect ratio", "application/json", `{"image": "` + enc64(pngOfSize(t, 280, 1)) + `", "process_res": 28}`, 422, kindUnprocessable, "aspect ratio"},

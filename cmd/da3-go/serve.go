@@ -18,22 +18,46 @@ import (
 func init() {
 	register(command{
 		name:    "serve",
-		usage:   "da3-go serve -model M [-model NAME=M2 ...] [-addr 127.0.0.1:8080] [flags]",
+		usage:   "da3-go serve -model M [-metric-model M2] [-model NAME=M3 ...] [-addr 127.0.0.1:8080] [flags]",
 		summary: "serve loaded models over HTTP: POST /v1/depth, GET /v1/models, /healthz, /metrics, /openapi.json and a web page at /",
 		run:     runServe,
 	})
 }
 
-// modelList is the repeatable -model flag: PATH, a published name, or NAME=PATH.
-type modelList []string
+// serveModel is one -model (PATH, a published name, or NAME=PATH) and the
+// -metric-model that follows it, if any (a nested pair).
+type serveModel struct{ model, metric string }
 
-func (l *modelList) String() string     { return strings.Join(*l, ",") }
-func (l *modelList) Set(s string) error { *l = append(*l, s); return nil }
+// modelList is the repeatable -model flag.
+type modelList []serveModel
+
+func (l *modelList) String() string { return fmt.Sprint(*l) }
+func (l *modelList) Set(s string) error {
+	*l = append(*l, serveModel{model: s})
+	return nil
+}
+
+// metricFlag is -metric-model: the metric half of the -model before it.
+type metricFlag struct{ models *modelList }
+
+func (f metricFlag) String() string { return "" }
+func (f metricFlag) Set(s string) error {
+	l := *f.models
+	switch {
+	case len(l) == 0:
+		return errors.New("-metric-model pairs with the -model before it: give -model first")
+	case l[len(l)-1].metric != "":
+		return errors.New("two -metric-model for one -model")
+	}
+	l[len(l)-1].metric = s
+	return nil
+}
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(commands["serve"], stderr)
 	var models modelList
 	fs.Var(&models, "model", "model GGUF file or published name, or NAME=FILE to choose the name requests use (repeatable; the first is the default)")
+	fs.Var(metricFlag{&models}, "metric-model", "metric half of a nested model (DA3NESTED-GIANT-LARGE: depth in metres), paired with the -model before it")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address (port 0 picks a free port)")
 	device := fs.String("device", "", "device: auto (first GPU, else CPU), cpu, or a name from 'da3-go devices' (default $DA3_DEVICE or auto)")
 	threads := fs.Int("threads", 0, "CPU threads per run (0 = all cores divided among -parallel runs)")
@@ -46,8 +70,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	timeout := fs.Duration("timeout", 2*time.Minute, "per-request time limit, queue included (503 past it); also how long shutdown waits for runs in flight")
 	verbose := fs.Bool("v", false, "debug log on stderr")
 	quiet := fs.Bool("quiet", false, "no access log")
-	// Extension point: -metric-model (nested giant+large metric depth) joins
-	// here once the model package loads nested models.
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -65,15 +87,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	opts := server.Options{Device: *device, Threads: *threads, Parallel: *parallel, MaxQueue: *maxQueue,
 		MaxBodyBytes: *maxBody << 20, MaxPixels: *maxPixels, MaxViews: *maxViews, MaxProcessRes: *maxRes, Timeout: *timeout}
 	for _, m := range models {
-		name, src, ok := strings.Cut(m, "=")
+		name, src, ok := strings.Cut(m.model, "=")
 		if !ok {
-			name, src = "", m
+			name, src = "", m.model
 		}
-		path, err := resolveModel(ctx, src, *quiet, stderr)
-		if err != nil {
-			return fail(stderr, err)
+		spec := server.ModelSpec{Name: name}
+		var err error
+		if spec.Path, err = resolveModel(ctx, src, *quiet, stderr); err != nil {
+			return fail(stderr, fmt.Errorf("-model %s: %w", m.model, err))
 		}
-		opts.Models = append(opts.Models, server.ModelSpec{Name: name, Path: path})
+		if m.metric != "" {
+			if spec.MetricPath, err = resolveModel(ctx, m.metric, *quiet, stderr); err != nil {
+				return fail(stderr, fmt.Errorf("-metric-model %s: %w", m.metric, err))
+			}
+		}
+		opts.Models = append(opts.Models, spec)
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

@@ -23,9 +23,11 @@ async function loadModels() {
   for (const m of models) {
     const o = document.createElement('option');
     o.value = m.id;
-    o.textContent = `${m.id} (${m.arch}${m.metric ? ', metric' : ''})`;
+    o.textContent = `${m.id} (${m.arch}${m.nested ? ', nested' : ''}, ${m.unit})`;
     $('model').append(o);
   }
+  $('model').addEventListener('change', () => { $('intrinsics-field').hidden = !model().intrinsics; });
+  $('intrinsics-field').hidden = !model().intrinsics;
   status('Ready: drop one image, or several views of one scene.');
 }
 
@@ -64,6 +66,7 @@ async function run() {
   form.append('include_points', m.camera);
   form.append('points_conf_thresh', $('conf-thresh').value || '0');
   if (m.camera && m.exports.length > 0) form.append('exports', m.exports.join(','));
+  if (m.intrinsics && $('intrinsics').value.trim() !== '') form.append('intrinsics', $('intrinsics').value.trim());
   $('run').disabled = true;
   status(`Running ${m.id} on ${files.length} image(s)…`);
   let resp;
@@ -103,7 +106,7 @@ function showMaps(resp) {
     const row = document.createElement('div');
     row.className = 'view';
     row.append(figure(URL.createObjectURL(files[i]), files[i].name, 'input'));
-    if (v.depth) row.append(figure(`data:image/png;base64,${v.depth.png}`, `${resp.depth_kind} (${v.width}×${v.height}, near = warm)`, 'depth'));
+    if (v.depth) row.append(figure(`data:image/png;base64,${v.depth.png}`, `depth, ${resp.unit} (${v.width}×${v.height}, near = warm)`, 'depth'));
     if (v.confidence) row.append(figure(`data:image/png;base64,${v.confidence.png}`, 'confidence', 'conf'));
     else if (v.sky) row.append(figure(`data:image/png;base64,${v.sky.png}`, 'sky', 'sky'));
     views.append(row);
@@ -115,7 +118,7 @@ function showDownloads(resp) {
   $('links').replaceChildren();
   resp.views.forEach((v, i) => {
     const base = files[i].name.replace(/\.[^.]+$/, '');
-    for (const [kind, map] of [[resp.depth_kind, v.depth], ['confidence', v.confidence], ['sky', v.sky]]) {
+    for (const [kind, map] of [['depth', v.depth], ['confidence', v.confidence], ['sky', v.sky]]) {
       if (!map) continue;
       link(`${base}_${kind}.npy`, new Blob([b64bytes(map.npy)], { type: 'application/octet-stream' }));
       link(`${base}_${kind}.png`, new Blob([b64bytes(map.png)], { type: 'image/png' }));
