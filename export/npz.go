@@ -24,19 +24,30 @@ func WriteNPZ(path string, views []View, mini bool) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return imgio.WriteAtomic(path, func(w io.Writer) error {
-		z := zip.NewWriter(w)
-		for _, a := range arrays {
-			f, err := z.CreateHeader(&zip.FileHeader{Name: a.name + ".npy", Method: zip.Deflate})
-			if err != nil {
-				return err
-			}
-			if err := imgio.EncodeNPY(f, a.data, a.shape...); err != nil {
-				return err
-			}
+	return imgio.WriteAtomic(path, func(w io.Writer) error { return encodeNPZ(w, arrays) })
+}
+
+// EncodeNPZ writes the archive of WriteNPZ to w.
+func EncodeNPZ(w io.Writer, views []View, mini bool) error {
+	arrays, err := npzArrays(views, mini)
+	if err != nil {
+		return err
+	}
+	return encodeNPZ(w, arrays)
+}
+
+func encodeNPZ(w io.Writer, arrays []npzArray) error {
+	z := zip.NewWriter(w)
+	for _, a := range arrays {
+		f, err := z.CreateHeader(&zip.FileHeader{Name: a.name + ".npy", Method: zip.Deflate})
+		if err != nil {
+			return err
 		}
-		return z.Close()
-	})
+		if err := imgio.EncodeNPY(f, a.data, a.shape...); err != nil {
+			return err
+		}
+	}
+	return z.Close()
 }
 
 type npzArray struct {

@@ -158,6 +158,11 @@ func TestWriteNPZ(t *testing.T) {
 	for _, mini := range []bool{false, true} {
 		path := filepath.Join(dir, "results.npz")
 		require.NoError(t, export.WriteNPZ(path, views, mini))
+		var buf bytes.Buffer
+		require.NoError(t, export.EncodeNPZ(&buf, views, mini))
+		written, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, written, buf.Bytes(), "EncodeNPZ writes the file WriteNPZ writes")
 		arrays := readNPZ(t, path)
 		names := []string{"image", "depth", "conf", "extrinsics", "intrinsics"}
 		if mini {

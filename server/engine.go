@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/nested"
 )
@@ -72,8 +73,6 @@ type view struct {
 	ProcessedW, ProcessedH int
 	Unit                   string
 	Camera                 *camera
-	// Points and their colours, from the processed-size maps (with a camera).
-	points pointCloud
 }
 
 // runner is one model or a nested pair.
@@ -193,42 +192,44 @@ func (o runOptions) modelOptions() (model.RunOptions, error) {
 
 // run runs the images as views of one scene (DA3 any-view and nested
 // models), or one by one when independent is set or the model takes one
-// view at a time. With points, each view with a camera gets its point cloud
-// (pixels with confidence ≥ confThresh).
-func (in *instance) run(ctx context.Context, imgs []image.Image, o runOptions, independent, points bool, confThresh float32) ([]view, error) {
+// view at a time. It returns the views (maps at the image size unless
+// processedSize) and the same views at the processed size for package
+// export, named by names.
+func (in *instance) run(ctx context.Context, imgs []image.Image, names []string, o runOptions, independent bool) ([]view, []export.View, error) {
 	opt, err := o.modelOptions()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var res []model.Result
 	if independent {
 		for _, im := range imgs {
 			r, err := in.r.Depth(ctx, im, opt)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			res = append(res, *r)
 		}
 	} else if res, err = in.r.MultiView(ctx, imgs, opt); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	scene, err := model.Views(res, names)
+	if err != nil {
+		return nil, nil, err
 	}
 	out := make([]view, len(res))
 	for i := range res {
 		r := &res[i]
-		v := view{Unit: r.Unit.String(), ProcessedW: r.ProcessedWidth, ProcessedH: r.ProcessedHeight}
+		if !o.processedSize {
+			r.ToOriginalSize() // new slices: the export views keep the processed maps
+		}
+		v := view{Depth: r.Depth, Conf: r.Conf, Sky: r.Sky, Width: r.Width, Height: r.Height,
+			ProcessedW: r.ProcessedWidth, ProcessedH: r.ProcessedHeight, Unit: r.Unit.String()}
 		if c := r.Camera; c != nil {
 			v.Camera = &camera{Extrinsics: c.Extrinsics, Intrinsics: c.Intrinsics, IntrinsicsOriginal: c.IntrinsicsOriginal}
-			if points {
-				v.points = unproject(r.Depth, r.Conf, r.RGB, r.Width, r.Height, v.Camera, confThresh)
-			}
 		}
-		if !o.processedSize {
-			r.ToOriginalSize()
-		}
-		v.Depth, v.Conf, v.Sky, v.Width, v.Height = r.Depth, r.Conf, r.Sky, r.Width, r.Height
 		out[i] = v
 	}
-	return out, nil
+	return out, scene, nil
 }
 
 // isInputError reports errors caused by the request's images or options

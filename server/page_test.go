@@ -76,10 +76,11 @@ func TestPageInChromium(t *testing.T) {
 	cfg, _, err := decodeConfig(readFile(t, view0))
 	require.NoError(t, err)
 	assert.Equal(t, [2]int{cfg.Width, cfg.Height}, [2]int{seen.DepthWidth, seen.DepthHeight}, "depth image at the image size")
-	assert.Greater(t, seen.Points, 100, "the point cloud reached the viewer")
+	assert.Greater(t, seen.Points, 100, "the GLB's point cloud reached the viewer")
 	assert.Greater(t, seen.CanvasWidth, 200)
 	assert.Greater(t, seen.CanvasColours, 20, "the 3D canvas is drawn, not blank")
-	for _, want := range []string{"view0_depth.npy", "view0_depth.png", "view0_depth_16.png", "view1_confidence.npy", "cameras.json", "response.json"} {
+	for _, want := range []string{"view0_depth.npy", "view0_depth.png", "view0_depth_16.png", "view0_depth.f32", "view1_confidence.npy",
+		"cameras.json", "scene.glb", "scene.ply", "results.npz", "results_mini.npz", "colmap.zip", "response.json"} {
 		assert.Contains(t, seen.Downloads, want)
 	}
 

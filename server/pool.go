@@ -31,11 +31,7 @@ func newPool(info ModelInfo, insts []*instance, maxQueue int) *pool {
 		p.free <- in
 	}
 	p.info.Instances = len(insts)
-	if p.info.Camera {
-		p.info.Exports = exportList()
-	} else {
-		p.info.Exports = []string{}
-	}
+	p.info.Exports = exportList(p.info.Camera)
 	return p
 }
 

@@ -57,12 +57,16 @@ type DepthRequest struct {
 	IncludeConfidence bool `json:"include_confidence,omitempty"`
 	IncludePose       bool `json:"include_pose,omitempty"`
 	IncludeSky        bool `json:"include_sky,omitempty"`
-	// IncludePoints returns the scene's point cloud: world-space xyz of every
-	// pixel (at the processed resolution) whose confidence is at least
-	// PointsConfThresh, with its colour.
+	// IncludePoints returns the scene's point cloud at the processed
+	// resolution, world frame, with colours: the pixels whose confidence is
+	// at least PointsConfThresh (clamped to the confidence's range), or with
+	// no threshold the official exporter's selection (confidence ≥ 1.05
+	// clamped to its 40th–90th percentiles); sky pixels are left out.
 	IncludePoints    bool    `json:"include_points,omitempty"`
 	PointsConfThresh float32 `json:"points_conf_thresh,omitempty"`
-	// Exports are scene files returned base64 in the response's exports.
+	// Exports are scene files returned base64 in the response's exports:
+	// glb (points and camera frusta), ply, npz, mini_npz, colmap (zip of the
+	// binary model), as da3-go reconstruct writes them.
 	Exports []string `json:"exports,omitempty"`
 
 	// MapFormats are the encodings of each map: f32 (default: little-endian
@@ -334,7 +338,10 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 	}
 	for _, e := range q.Exports {
 		if !canExport(e) {
-			return badRequest("unknown export %q (%s)", e, strings.Join(exportNames(), ", "))
+			return badRequest("unknown export %q (%s)", e, strings.Join(exportList(true), ", "))
+		}
+		if exporters[e].camera && !m.Camera {
+			return unprocessable("model %q (%s) has no camera head: the %s export needs a DA3 any-view model", m.Name, m.Arch, e)
 		}
 	}
 	if q.PointsConfThresh < 0 || q.PointsConfThresh != q.PointsConfThresh {
@@ -363,8 +370,8 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 	if q.IncludeSky && !m.Sky {
 		return unprocessable("model %q (%s) has no sky output", m.Name, m.Arch)
 	}
-	if (q.IncludePose || q.IncludePoints || len(q.Exports) > 0) && !m.Camera {
-		return unprocessable("model %q (%s) has no camera head: poses, point clouds and scene exports need a DA3 any-view model", m.Name, m.Arch)
+	if (q.IncludePose || q.IncludePoints) && !m.Camera {
+		return unprocessable("model %q (%s) has no camera head: poses and point clouds need a DA3 any-view model", m.Name, m.Arch)
 	}
 	var total int64
 	for i, b := range p.images {

@@ -27,7 +27,6 @@ import (
 	"net"
 	"net/http"
 	"runtime"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -361,7 +360,7 @@ func (s *Server) depth(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		return nil, s.runError(ctx, err)
 	}
 	queued := time.Now()
-	views, imgs, decoded, err := s.run(ctx, in, p)
+	views, sc, decoded, err := s.run(ctx, in, p)
 	pl.release(in)
 	if err != nil {
 		return nil, s.runError(ctx, err)
@@ -369,9 +368,9 @@ func (s *Server) depth(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	ran := time.Now()
 	s.metrics.run(pl.info.Name, len(views), ran.Sub(decoded))
 
-	resp, err := s.encode(p, pl.info, views, imgs)
-	if err != nil {
-		return nil, errorf(http.StatusInternalServerError, kindInternal, "encoding the response: %v", err)
+	resp, aerr := s.encode(p, pl.info, views, sc)
+	if aerr != nil {
+		return nil, aerr
 	}
 	end := time.Now()
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -381,17 +380,20 @@ func (s *Server) depth(ctx context.Context, w http.ResponseWriter, r *http.Reque
 }
 
 // run decodes the images and runs the model; decoded is when decoding ended.
-func (s *Server) run(ctx context.Context, in *instance, p *parsed) (views []view, imgs []image.Image, decoded time.Time, err error) {
-	imgs = make([]image.Image, len(p.images))
+func (s *Server) run(ctx context.Context, in *instance, p *parsed) (views []view, sc *scene, decoded time.Time, err error) {
+	imgs := make([]image.Image, len(p.images))
 	for i, b := range p.images {
 		if imgs[i], err = imgio.DecodeBytes(b, p.names[i]); err != nil {
-			return nil, nil, decoded, &apiError{Status: http.StatusUnprocessableEntity, Kind: kindUnprocessable, Msg: err.Error()}
+			return nil, nil, decoded, unprocessable("%v", err)
 		}
 	}
 	decoded = time.Now()
 	q := p.req
-	views, err = in.run(ctx, imgs, p.runOptions(), q.Independent, q.IncludePoints || len(q.Exports) > 0, q.PointsConfThresh)
-	return views, imgs, decoded, err
+	views, ev, err := in.run(ctx, imgs, p.names, p.runOptions(), q.Independent)
+	if err != nil {
+		return nil, nil, decoded, err
+	}
+	return views, &scene{views: ev, confThresh: q.PointsConfThresh}, decoded, nil
 }
 
 // runError maps an error of the queue or the run to the answer.
@@ -413,7 +415,7 @@ func (s *Server) runError(ctx context.Context, err error) *apiError {
 }
 
 // encode builds the response from the views.
-func (s *Server) encode(p *parsed, m ModelInfo, views []view, imgs []image.Image) (*DepthResponse, error) {
+func (s *Server) encode(p *parsed, m ModelInfo, views []view, sc *scene) (*DepthResponse, *apiError) {
 	q := p.req
 	want := p.wants(m)
 	formats := q.MapFormats
@@ -422,23 +424,26 @@ func (s *Server) encode(p *parsed, m ModelInfo, views []view, imgs []image.Image
 	}
 	cmap, _ := imgio.ParseColormap(orDefault(q.Colormap, "turbo"))
 	resp := &DepthResponse{Model: m.Name, Views: make([]View, len(views))}
+	internal := func(err error) *apiError {
+		return errorf(http.StatusInternalServerError, kindInternal, "encoding the response: %v", err)
+	}
 	for i, v := range views {
 		out := View{Width: v.Width, Height: v.Height, ProcessedWidth: v.ProcessedW, ProcessedHeight: v.ProcessedH}
 		var err error
 		if want.depth && v.Depth != nil {
 			// Colour maps show near as warm: disparity is already larger when nearer.
 			if out.Depth, err = encodeMap(v.Depth, v.Width, v.Height, formats, cmap, v.Unit != "disparity"); err != nil {
-				return nil, err
+				return nil, internal(err)
 			}
 		}
 		if want.conf && v.Conf != nil {
 			if out.Confidence, err = encodeMap(v.Conf, v.Width, v.Height, formats, cmap, false); err != nil {
-				return nil, err
+				return nil, internal(err)
 			}
 		}
 		if want.sky && v.Sky != nil {
 			if out.Sky, err = encodeMap(v.Sky, v.Width, v.Height, formats, cmap, false); err != nil {
-				return nil, err
+				return nil, internal(err)
 			}
 		}
 		if want.pose && v.Camera != nil {
@@ -451,59 +456,27 @@ func (s *Server) encode(p *parsed, m ModelInfo, views []view, imgs []image.Image
 		resp.Width, resp.Height, resp.Unit = views[0].Width, views[0].Height, views[0].Unit
 		resp.IsMetric = resp.Unit == "metres"
 	}
-	sc := &scene{views: views, images: imgs}
 	if q.IncludePoints {
-		pc := merge(views)
-		resp.NumPoints = len(pc.XYZ) / 3
-		resp.Points = b64.EncodeToString(float32Bytes(pc.XYZ))
-		resp.PointColors = b64.EncodeToString(pc.RGB)
+		pc, err := sc.points()
+		if err != nil {
+			return nil, unprocessable("point cloud: %v", err)
+		}
+		resp.NumPoints = pc.Len()
+		resp.Points = b64.EncodeToString(float32Bytes(pc.Points))
+		resp.PointColors = b64.EncodeToString(pc.Colors)
 	}
 	for _, name := range q.Exports {
 		if resp.Exports == nil {
 			resp.Exports = map[string]Export{}
 		}
 		e := exporters[name]
-		b, err := e.write(sc)
+		b, err := e.encode(sc)
 		if err != nil {
-			return nil, fmt.Errorf("export %s: %w", name, err)
+			// The exports refuse scenes they cannot hold (views of
+			// different sizes in one NPZ, no point passing the threshold).
+			return nil, unprocessable("%v", exportError(name, err))
 		}
-		resp.Exports[name] = Export{MediaType: e.mediaType, Filename: "scene." + e.ext, Data: b64.EncodeToString(b)}
+		resp.Exports[name] = Export{MediaType: e.mediaType, Filename: e.filename, Data: b64.EncodeToString(b)}
 	}
 	return resp, nil
-}
-
-// scene is what exports are made from: the views (with their point clouds
-// when exports are asked for) and the decoded images.
-type scene struct {
-	views  []view
-	images []image.Image
-}
-
-// exporter writes one scene file format.
-type exporter struct {
-	mediaType, ext string
-	write          func(*scene) ([]byte, error)
-}
-
-// exporters are the scene files a request may ask for in "exports".
-var exporters = map[string]exporter{}
-
-func canExport(name string) bool { _, ok := exporters[name]; return ok }
-
-// exportList is the sorted export names.
-func exportList() []string {
-	names := make([]string, 0, len(exporters))
-	for n := range exporters {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
-
-// exportNames lists the export names for messages.
-func exportNames() []string {
-	if len(exporters) == 0 {
-		return []string{"none available"}
-	}
-	return exportList()
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -10,6 +11,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
 )
@@ -102,19 +106,19 @@ func TestDepthMultipartTwoViews(t *testing.T) {
 		r1, g1, b1, _ := col.At(3, 2).RGBA()
 		assert.Equal(t, [3]uint32{r1, g1, b1}, [3]uint32{r0, g0, b0}, "png is the CLI's turbo colouring (near = warm)")
 	}
-	// The point cloud: every pixel with confidence ≥ 1.5, at the processed size.
-	var pc pointCloud
-	for _, w := range want {
-		c := &camera{Extrinsics: w.Camera.Extrinsics, Intrinsics: w.Camera.Intrinsics}
-		p := unproject(w.Depth, w.Conf, w.RGB, w.Width, w.Height, c, 1.5)
-		pc.XYZ, pc.RGB = append(pc.XYZ, p.XYZ...), append(pc.RGB, p.RGB...)
-	}
-	require.NotZero(t, len(pc.XYZ))
-	assert.Equal(t, len(pc.XYZ)/3, r.NumPoints)
-	assert.Equal(t, pc.XYZ, f32s(t, r.Points))
+	// The point cloud: the pixels with confidence ≥ 1.5, at the processed size.
+	views, err := model.Views(want, []string{"a.png", "b.png"})
+	require.NoError(t, err)
+	o := export.DefaultOptions()
+	o.ConfThreshold, o.ConfPercentile, o.EnsurePercentile = 1.5, 0, 100
+	pc, err := export.NewPointCloud(views, o)
+	require.NoError(t, err)
+	require.NotZero(t, pc.Len())
+	assert.Equal(t, pc.Len(), r.NumPoints)
+	assert.Equal(t, pc.Points, f32s(t, r.Points))
 	colours, err := base64.StdEncoding.DecodeString(r.PointColors)
 	require.NoError(t, err)
-	assert.Equal(t, pc.RGB, colours)
+	assert.Equal(t, pc.Colors, colours)
 	var n int
 	for _, w := range want {
 		for _, c := range w.Conf {
@@ -124,6 +128,70 @@ func TestDepthMultipartTwoViews(t *testing.T) {
 		}
 	}
 	assert.Equal(t, n, r.NumPoints, "confidence threshold applied")
+}
+
+// TestExports checks every scene export against package export's encoders
+// on the library's results.
+func TestExports(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	da3, _ := fixtures(t)
+	names := slices.Clone(exportList(true))
+	resp, body := postJSON(t, ts.URL, DepthRequest{Images: []string{enc64(readFile(t, view0)), enc64(readFile(t, view1))}, ProcessRes: 56, Exports: names})
+	require.Equal(t, http.StatusOK, resp.StatusCode, truncate(body))
+	r := decodeResponse(t, body)
+	want := libraryRun(t, da3, []string{view0, view1}, model.RunOptions{ProcessRes: 56, ProcessedSize: true})
+	views, err := model.Views(want, []string{"0", "1"})
+	require.NoError(t, err)
+	pc, err := export.NewPointCloud(views, export.DefaultOptions())
+	require.NoError(t, err)
+	wantBytes := map[string]func(w io.Writer) error{
+		"glb":      func(w io.Writer) error { return export.EncodeGLB(w, pc, views, export.DefaultGLBOptions()) },
+		"ply":      func(w io.Writer) error { return export.EncodePLY(w, pc) },
+		"npz":      func(w io.Writer) error { return export.EncodeNPZ(w, views, false) },
+		"mini_npz": func(w io.Writer) error { return export.EncodeNPZ(w, views, true) },
+	}
+	assert.ElementsMatch(t, []string{"colmap", "glb", "mini_npz", "npz", "ply"}, names)
+	for _, name := range names {
+		e, ok := r.Exports[name]
+		require.True(t, ok, name)
+		got, err := base64.StdEncoding.DecodeString(e.Data)
+		require.NoError(t, err)
+		assert.Equal(t, exporters[name].mediaType, e.MediaType)
+		if enc, ok := wantBytes[name]; ok {
+			var buf bytes.Buffer
+			require.NoError(t, enc(&buf))
+			assert.Equal(t, buf.Bytes(), got, "%s is what package export writes for the library's results", name)
+			continue
+		}
+		// colmap: a zip of the binary model, as export.WriteCOLMAP writes it.
+		dir := t.TempDir()
+		cpc, err := export.NewPointCloud(views, export.COLMAPOptions())
+		require.NoError(t, err)
+		require.NoError(t, export.WriteCOLMAP(dir, cpc, views, false))
+		zr, err := zip.NewReader(bytes.NewReader(got), int64(len(got)))
+		require.NoError(t, err)
+		require.Len(t, zr.File, 3)
+		for _, f := range zr.File {
+			rc, err := f.Open()
+			require.NoError(t, err)
+			b, err := io.ReadAll(rc)
+			rc.Close()
+			require.NoError(t, err)
+			assert.Equal(t, readFile(t, filepath.Join(dir, filepath.Base(f.Name))), b, f.Name)
+		}
+	}
+
+	// NPZ needs no camera: DA2 models export it; GLB needs one.
+	resp, body = postJSON(t, ts.URL, DepthRequest{Model: "da2-tiny", Image: enc64(readFile(t, view0)), ProcessRes: 84, Exports: []string{"npz"}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, truncate(body))
+	assert.NotEmpty(t, decodeResponse(t, body).Exports["npz"].Data)
+	resp, body = postJSON(t, ts.URL, DepthRequest{Model: "da2-tiny", Image: enc64(readFile(t, view0)), Exports: []string{"glb"}})
+	assert.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	assert.Contains(t, decodeError(t, body).Message, "the glb export needs a DA3 any-view model")
+	// Views of different sizes run independently cannot share one NPZ.
+	resp, body = postJSON(t, ts.URL, DepthRequest{Images: []string{enc64(readFile(t, view0)), enc64(pngOfSize(t, 84, 28))}, Independent: true, ProcessRes: 56, Exports: []string{"npz"}})
+	assert.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	assert.Contains(t, decodeError(t, body).Message, "export npz")
 }
 
 func TestDepthIndependentAndModelChoice(t *testing.T) {
@@ -188,7 +256,7 @@ func TestDepthErrors(t *testing.T) {
 		{"ref view", "application/json", `{"image": "` + good + `", "ref_view": "last"}`, 400, kindBadRequest, "ref_view"},
 		{"map format", "application/json", `{"image": "` + good + `", "map_formats": ["exr"]}`, 400, kindBadRequest, "exr"},
 		{"colormap", "application/json", `{"image": "` + good + `", "colormap": "jet"}`, 400, kindBadRequest, "jet"},
-		{"export", "application/json", `{"image": "` + good + `", "exports": ["obj"]}`, 400, kindBadRequest, "obj"},
+		{"export", "application/json", `{"image": "` + good + `", "exports": ["obj"]}`, 400, kindBadRequest, "colmap, glb, mini_npz, npz, ply"},
 		{"negative threshold", "application/json", `{"image": "` + good + `", "points_conf_thresh": -1}`, 400, kindBadRequest, "points_conf_thresh"},
 		{"unknown model", "application/json", `{"image": "` + good + `", "model": "nope"}`, 404, kindNotFound, "da3-tiny, da2-tiny"},
 		{"garbage image", "application/json", `{"image": "` + enc64([]byte("not an image at all")) + `"}`, 422, kindUnprocessable, "unknown image format"},

@@ -63,9 +63,8 @@ async function run() {
   form.append('include_confidence', m.confidence);
   form.append('include_sky', m.sky);
   form.append('include_pose', m.camera);
-  form.append('include_points', m.camera);
   form.append('points_conf_thresh', $('conf-thresh').value || '0');
-  if (m.camera && m.exports.length > 0) form.append('exports', m.exports.join(','));
+  if (m.exports.length > 0) form.append('exports', m.exports.join(','));
   if (m.intrinsics && $('intrinsics').value.trim() !== '') form.append('intrinsics', $('intrinsics').value.trim());
   $('run').disabled = true;
   status(`Running ${m.id} on ${files.length} image(s)…`);
@@ -138,28 +137,31 @@ function showDownloads(resp) {
 
 async function showScene(resp, m) {
   $('scene').hidden = false;
-  if (!m.camera || !resp.num_points) {
+  const glb = resp.exports && resp.exports.glb;
+  const missing = (text) => {
     $('viewer').hidden = true;
     $('viewer-missing').hidden = false;
-    $('viewer-missing').textContent = m.camera ? 'No point passed the confidence threshold.' : `The 3D scene needs a model with a camera head (a DA3 any-view model); ${m.id} has none.`;
+    if (text) $('viewer-missing').textContent = text;
+  };
+  if (!glb) {
+    missing(`The 3D scene needs a model with a camera head (a DA3 any-view model); ${m.id} has none.`);
     return;
   }
   let mod;
   try {
     mod = await import('/static/viewer.js');
   } catch (e) {
-    $('viewer').hidden = true;
-    $('viewer-missing').hidden = false;
+    missing(); // the page's own text: the viewer is not bundled
     return;
   }
   $('viewer').hidden = false;
   $('viewer-missing').hidden = true;
   if (!viewer) viewer = mod.createViewer($('viewer'));
-  viewer.show({
-    points: new Float32Array(b64bytes(resp.points).buffer),
-    colors: b64bytes(resp.point_colors),
-    cameras: resp.views.filter((v) => v.extrinsics).map((v) => ({ extrinsics: v.extrinsics, intrinsics: v.intrinsics, width: v.processed_width, height: v.processed_height })),
-  });
+  try {
+    await viewer.show(b64bytes(glb.data).buffer);
+  } catch (e) {
+    missing(`Cannot show the scene: ${e}`);
+  }
 }
 
 function init() {

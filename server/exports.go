@@ -1,0 +1,136 @@
+package server
+
+import (
+	"archive/zip"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/da3-go/da3-go/export"
+)
+
+// scene is one request's processed-size views for package export, and the
+// point cloud made from them once.
+type scene struct {
+	views      []export.View
+	confThresh float32
+	pc         *export.PointCloud
+}
+
+// points is the scene's point cloud: with points_conf_thresh > 0 the pixels
+// whose confidence is at least that (clamped to the range of the
+// confidence), else the official exporter's selection (conf ≥ 1.05 clamped
+// to the 40th–90th percentiles); sky pixels are left out.
+func (sc *scene) points() (*export.PointCloud, error) {
+	if sc.pc != nil {
+		return sc.pc, nil
+	}
+	o := export.DefaultOptions()
+	if sc.confThresh > 0 {
+		o.ConfThreshold, o.ConfPercentile, o.EnsurePercentile = float64(sc.confThresh), 0, 100
+	}
+	pc, err := export.NewPointCloud(sc.views, o)
+	if err != nil {
+		return nil, err
+	}
+	sc.pc = pc
+	return pc, nil
+}
+
+// exporter writes one scene file format.
+type exporter struct {
+	mediaType, filename string
+	camera              bool // needs cameras (a DA3 any-view model)
+	write               func(w io.Writer, sc *scene) error
+}
+
+// maxExportPoints caps the points of GLB and PLY files, as the official
+// exporter does.
+const maxExportPoints = 1_000_000
+
+// exporters are the scene files a request may ask for in "exports", written
+// as da3-go reconstruct writes them.
+var exporters = map[string]exporter{
+	"glb": {"model/gltf-binary", "scene.glb", true, func(w io.Writer, sc *scene) error {
+		pc, err := sc.points()
+		if err != nil {
+			return err
+		}
+		return export.EncodeGLB(w, pc, sc.views, export.DefaultGLBOptions())
+	}},
+	"ply": {"application/octet-stream", "scene.ply", true, func(w io.Writer, sc *scene) error {
+		pc, err := sc.points()
+		if err != nil {
+			return err
+		}
+		return export.EncodePLY(w, pc.Subsample(maxExportPoints, 0))
+	}},
+	"npz": {"application/zip", "results.npz", false, func(w io.Writer, sc *scene) error {
+		return export.EncodeNPZ(w, sc.views, false)
+	}},
+	"mini_npz": {"application/zip", "results_mini.npz", false, func(w io.Writer, sc *scene) error {
+		return export.EncodeNPZ(w, sc.views, true)
+	}},
+	"colmap": {"application/zip", "colmap.zip", true, writeCOLMAPZip},
+}
+
+// writeCOLMAPZip writes the official COLMAP export (binary cameras, images,
+// points3D) as a zip archive.
+func writeCOLMAPZip(w io.Writer, sc *scene) error {
+	pc, err := export.NewPointCloud(sc.views, export.COLMAPOptions())
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "da3-colmap")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := export.WriteCOLMAP(dir, pc, sc.views, false); err != nil {
+		return err
+	}
+	z := zip.NewWriter(w)
+	for _, name := range []string{"cameras.bin", "images.bin", "points3D.bin"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		f, err := z.Create("sparse/0/" + name)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(b); err != nil {
+			return err
+		}
+	}
+	return z.Close()
+}
+
+func (e exporter) encode(sc *scene) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := e.write(&buf, sc); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func canExport(name string) bool { _, ok := exporters[name]; return ok }
+
+// exportList is the sorted export names; camera: only those that need no
+// camera when false.
+func exportList(camera bool) []string {
+	names := make([]string, 0, len(exporters))
+	for n, e := range exporters {
+		if camera || !e.camera {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// exportError names the export that failed.
+func exportError(name string, err error) error { return fmt.Errorf("export %s: %w", name, err) }
