@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/kernels"
 )
 
 // Errors callers branch on.
@@ -34,6 +35,12 @@ type Options struct {
 	BackendDirs []string
 	// Logger receives the device choice and op fallbacks (default slog.Default).
 	Logger *slog.Logger
+	// Kernels, when set, replaces the kernel policy of the graphs (which
+	// fused kernels the layers use; see ggml/kernels): for A/B runs and
+	// research. Kernels this build lacks are dropped, and on devices other
+	// than the CPU the CPU kernels are. Default: kernels.Default, the
+	// fastest for the device.
+	Kernels *kernels.Policy
 }
 
 // DefaultBackendDirs are the directories searched for dynamic backends: next to
@@ -67,6 +74,7 @@ type Runtime struct {
 	closed     bool
 	stats      Stats
 	schedNodes int
+	kernels    kernels.Policy
 }
 
 // Stats describe the last graph run.
@@ -102,11 +110,18 @@ func Open(opts Options) (*Runtime, error) {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	rt := &Runtime{dev: dev, threads: threads, log: log}
+	cpu := dev.Type() == ggml.DeviceCPU
+	rt := &Runtime{dev: dev, threads: threads, log: log, kernels: kernels.Default(cpu)}
+	if opts.Kernels != nil {
+		rt.kernels = opts.Kernels.Mask()
+		if !cpu { // the custom ops run on the CPU backend only
+			rt.kernels.GEMM, rt.kernels.Attention, rt.kernels.Resize = false, false, false
+		}
+	}
 	if rt.primary, err = dev.NewBackend(); err != nil {
 		return nil, err
 	}
-	if dev.Type() == ggml.DeviceCPU {
+	if cpu {
 		rt.cpu = rt.primary
 	} else if rt.cpu, err = ggml.CPUDevice().NewBackend(); err != nil {
 		rt.primary.Close()
@@ -161,9 +176,11 @@ func (rt *Runtime) backends() []*ggml.Backend {
 // Device is the chosen device.
 func (rt *Runtime) Device() ggml.Device { return rt.dev }
 
-// IsCPU reports whether the chosen device is the CPU (so CPU-only custom ops
-// may be used).
+// IsCPU reports whether the chosen device is the CPU.
 func (rt *Runtime) IsCPU() bool { return rt.dev.Type() == ggml.DeviceCPU }
+
+// Kernels is the kernel policy set on every graph the runtime builds.
+func (rt *Runtime) Kernels() kernels.Policy { return rt.kernels }
 
 // Threads is the CPU thread count.
 func (rt *Runtime) Threads() int { return rt.threads }

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/kernels"
 )
 
 // Builder collects a graph's host inputs and outputs while model code builds
@@ -115,10 +116,8 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 	if err != nil {
 		return nil, err
 	}
-	// F32 matrix products use the AVX-512 GEMM where the binary has it: its
-	// custom op only runs on the CPU backend.
-	g.SetGEMM(rt.IsCPU())
 	defer g.Close()
+	kernels.SetPolicy(g, rt.kernels)
 	b := &Builder{G: g, byName: map[string]*ggml.Tensor{}, outputs: map[string]*ggml.Tensor{}, taps: opts.Taps}
 	if err := buildSafely(b, build); err != nil {
 		return nil, err
@@ -148,8 +147,12 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	faults := kernels.Faults()
 	if err := rt.sched.Compute(g); err != nil {
 		return nil, err
+	}
+	if err := kernels.FaultsSince(faults); err != nil {
+		return nil, fmt.Errorf("compute: %w", err)
 	}
 	out = make(map[string]Tensor, len(b.outputs))
 	for name, t := range b.outputs {

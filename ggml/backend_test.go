@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/internal/optest"
 	"github.com/da3-go/da3-go/internal/testutil"
 )
 
@@ -119,8 +120,8 @@ func newLinearModel(t *testing.T, in, out int) *linearModel {
 	wctx, err := ggml.NewContext(2)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, wctx.Close()) })
-	rng := newRNG(11)
-	m := &linearModel{in: in, out: out, wd: randn(rng, in*out, 1), bd: randn(rng, out, 1)}
+	rng := optest.RNG(11)
+	m := &linearModel{in: in, out: out, wd: optest.Randn(rng, in*out, 1), bd: optest.Randn(rng, out, 1)}
 	m.w = wctx.NewTensor(ggml.TypeF32, in, out).SetName("w")
 	m.b = wctx.NewTensor(ggml.TypeF32, out).SetName("b")
 	buf, err := wctx.AllocTensors(ggml.CPUDevice().BufferType(), ggml.UsageWeights)
@@ -142,18 +143,18 @@ func (m *linearModel) graph(t *testing.T, tokens int) (g *ggml.Context, x, y *gg
 	return g, x, y
 }
 
-func (m *linearModel) ref(x []float32, tokens int) *nd {
-	r := mulMatRef(ndFrom(m.wd, m.in, m.out), ndFrom(x, m.in, tokens))
-	r.each(func(i0, i1, _, _ int) {
-		v := r.at(i0, i1, 0, 0) + float64(m.bd[i0])
-		r.set(geluErf(v), i0, i1, 0, 0)
+func (m *linearModel) ref(x []float32, tokens int) *optest.ND {
+	r := optest.MulMatRef(optest.NDFrom(m.wd, m.in, m.out), optest.NDFrom(x, m.in, tokens))
+	r.Each(func(i0, i1, _, _ int) {
+		v := r.At(i0, i1, 0, 0) + float64(m.bd[i0])
+		r.Set(geluErf(v), i0, i1, 0, 0)
 	})
 	return r
 }
 
 func TestScheduler(t *testing.T) {
 	m := newLinearModel(t, 24, 10)
-	cpu := newCPUBackend(t)
+	cpu := optest.NewCPUBackend(t, 0)
 	s, err := ggml.NewScheduler([]*ggml.Backend{cpu}, 64)
 	require.NoError(t, err)
 	defer s.Close()
@@ -163,19 +164,19 @@ func TestScheduler(t *testing.T) {
 	require.NoError(t, s.Reserve(g))
 	assert.Greater(t, s.BufferSize(cpu), uint64(0), "Reserve sized the compute buffer")
 
-	rng := newRNG(12)
+	rng := optest.RNG(12)
 	for run := 0; run < 2; run++ {
 		// The same graph twice with different inputs: allocated once, then
 		// recomputed.
 		if run == 0 {
 			require.NoError(t, s.Alloc(g))
 		}
-		xd := randn(rng, 24*5, 1)
+		xd := optest.Randn(rng, 24*5, 1)
 		require.NoError(t, x.SetFloat32s(xd))
 		require.NoError(t, s.Compute(g))
 		got, err := y.Float32s()
 		require.NoError(t, err)
-		testutil.AllClose(t, m.ref(xd, 5).f32(), got, 1e-5, 1e-5, "run %d", run)
+		testutil.AllClose(t, m.ref(xd, 5).F32(), got, 1e-5, 1e-5, "run %d", run)
 	}
 	assert.Same(t, cpu, s.BackendOf(y))
 	assert.GreaterOrEqual(t, s.Splits(), 1)
@@ -185,24 +186,24 @@ func TestScheduler(t *testing.T) {
 	// shape in a new context: the scheduler resets in between.
 	require.NoError(t, s.Alloc(g))
 	g2, x2, y2 := m.graph(t, 3)
-	xd := randn(rng, 24*3, 1)
+	xd := optest.Randn(rng, 24*3, 1)
 	require.NoError(t, s.Alloc(g2))
 	require.NoError(t, x2.SetFloat32s(xd))
 	require.NoError(t, s.Compute(g2))
 	got, err := y2.Float32s()
 	require.NoError(t, err)
-	testutil.AllClose(t, m.ref(xd, 3).f32(), got, 1e-5, 1e-5)
+	testutil.AllClose(t, m.ref(xd, 3).F32(), got, 1e-5, 1e-5)
 
 	// Computing the first graph again reallocates it (its inputs must be
 	// set again after Alloc); without the binding's reset ggml would
 	// recompute the second graph.
 	require.NoError(t, s.Alloc(g))
-	xd = randn(rng, 24*5, 1)
+	xd = optest.Randn(rng, 24*5, 1)
 	require.NoError(t, x.SetFloat32s(xd))
 	require.NoError(t, s.Compute(g))
 	got, err = y.Float32s()
 	require.NoError(t, err)
-	testutil.AllClose(t, m.ref(xd, 5).f32(), got, 1e-5, 1e-5)
+	testutil.AllClose(t, m.ref(xd, 5).F32(), got, 1e-5, 1e-5)
 
 	s.Reset()
 	require.NoError(t, s.Compute(g2), "Compute allocates a graph that was not allocated")
@@ -213,7 +214,7 @@ func geluErf(v float64) float64 { return 0.5 * v * (1 + math.Erf(v/math.Sqrt2)) 
 func TestSchedulerViewOutput(t *testing.T) {
 	// Clamp's result is a view of a copy; as an output through the graph
 	// allocator it must survive the later nodes.
-	cpu := newCPUBackend(t)
+	cpu := optest.NewCPUBackend(t, 0)
 	s, err := ggml.NewScheduler([]*ggml.Backend{cpu}, 64)
 	require.NoError(t, err)
 	defer s.Close()
@@ -225,19 +226,19 @@ func TestSchedulerViewOutput(t *testing.T) {
 	z := g.Output(x.Scale(g, 5).Sqr(g).Scale(g, 0.5).Sqr(g))
 	g.Expand(c, z)
 	require.NoError(t, s.Alloc(g))
-	xd := randn(newRNG(13), 64, 1)
+	xd := optest.Randn(optest.RNG(13), 64, 1)
 	require.NoError(t, x.SetFloat32s(xd))
 	require.NoError(t, s.Compute(g))
 	got, err := c.Float32s()
 	require.NoError(t, err)
-	want := ndFrom(xd, 64).mapv(func(v float64) float64 { return min(max(3*v, -1), 1) })
-	testutil.AllClose(t, want.f32(), got, 1e-6, 1e-6)
+	want := optest.NDFrom(xd, 64).Map(func(v float64) float64 { return min(max(3*v, -1), 1) })
+	testutil.AllClose(t, want.F32(), got, 1e-6, 1e-6)
 }
 
 func TestSchedulerErrors(t *testing.T) {
 	_, err := ggml.NewScheduler(nil, 16)
 	assert.Error(t, err)
-	cpu := newCPUBackend(t)
+	cpu := optest.NewCPUBackend(t, 0)
 	many := make([]*ggml.Backend, 17)
 	for i := range many {
 		many[i] = cpu
@@ -266,7 +267,7 @@ func TestSchedulerErrors(t *testing.T) {
 
 func TestSchedulerClose(t *testing.T) {
 	m := newLinearModel(t, 8, 4)
-	cpu := newCPUBackend(t)
+	cpu := optest.NewCPUBackend(t, 0)
 	s, err := ggml.NewScheduler([]*ggml.Backend{cpu}, 64)
 	require.NoError(t, err)
 	g, x, y := m.graph(t, 2)

@@ -19,7 +19,7 @@ type Context struct {
 	graphSize  int
 	tensors    int
 	sched      *Scheduler // the scheduler that last allocated the graph, if any
-	gemm       bool       // MatMul may use OpGEMM (SetGEMM)
+	values     map[any]any
 }
 
 // NewContext creates an arena for up to maxNodes tensors and a graph with room
@@ -47,6 +47,26 @@ func (g *Context) Close() error {
 	C.ggml_free(g.c)
 	g.c, g.gf = nil, nil
 	return nil
+}
+
+// SetValue stores v under key for the code that builds g's graph, as
+// context.WithValue does for a request: for example the kernel policy the
+// runtime chose for the graph (see ggml/kernels). Keys should be values of
+// an unexported type of the package that defines them.
+func (g *Context) SetValue(key, v any) {
+	g.live("set_value")
+	if g.values == nil {
+		g.values = map[any]any{}
+	}
+	g.values[key] = v
+}
+
+// Value returns the value stored under key by SetValue, or nil.
+func (g *Context) Value(key any) any {
+	if g == nil {
+		return nil
+	}
+	return g.values[key]
 }
 
 // Closed reports whether Close was called.

@@ -25,29 +25,37 @@ type Conv2DParams struct {
 	Stride, Pad, Dilation int
 }
 
-func (p Conv2DParams) norm() (s, pad, d int) {
-	s, pad, d = p.Stride, p.Pad, p.Dilation
-	if s <= 0 {
-		s = 1
+// Norm returns the stride, padding and dilation with the zero value's
+// defaults applied (stride and dilation 1).
+func (p Conv2DParams) Norm() (stride, pad, dilation int) {
+	stride, pad, dilation = p.Stride, p.Pad, p.Dilation
+	if stride <= 0 {
+		stride = 1
 	}
-	if d <= 0 {
-		d = 1
+	if dilation <= 0 {
+		dilation = 1
 	}
-	return s, pad, d
+	return stride, pad, dilation
 }
 
-func convOut(in, k, s, p, d int64) int64 { return (in+2*p-d*(k-1)-1)/s + 1 }
+// OutSize is the output size of a convolution with kernel kw×kh over a w×h
+// input: (w + 2·pad − dil·(kw−1) − 1)/stride + 1, and likewise for h. It is
+// not positive when the kernel does not fit the padded input.
+func (p Conv2DParams) OutSize(w, h, kw, kh int) (ow, oh int) {
+	s, pad, d := p.Norm()
+	return convOut(w, kw, s, pad, d), convOut(h, kh, s, pad, d)
+}
+
+func convOut(in, k, s, p, d int) int { return (in+2*p-d*(k-1)-1)/s + 1 }
 
 func (t *Tensor) checkConv(op string, x *Tensor, p Conv2DParams) {
 	notNil(op, t, x)
 	ts := []*Tensor{t, x}
-	s, pad, d := p.norm()
-	mustf(pad >= 0, op, ts, "negative padding")
+	mustf(p.Pad >= 0, op, ts, "negative padding")
 	mustf(t.Type() == TypeF32 || t.Type() == TypeF16, op, ts, "kernel must be f32 or f16, not %s", t.Type())
 	mustf(x.Type() == TypeF32, op, ts, "data must be f32, not %s", x.Type())
 	mustf(t.ne(2) == x.ne(2), op, ts, "kernel input channels %d != data channels %d", t.ne(2), x.ne(2))
-	ow := convOut(x.ne(0), t.ne(0), int64(s), int64(pad), int64(d))
-	oh := convOut(x.ne(1), t.ne(1), int64(s), int64(pad), int64(d))
+	ow, oh := p.OutSize(int(x.ne(0)), int(x.ne(1)), int(t.ne(0)), int(t.ne(1)))
 	mustf(ow > 0 && oh > 0, op, ts, "input %dx%d too small for kernel %dx%d", x.ne(0), x.ne(1), t.ne(0), t.ne(1))
 }
 
@@ -60,7 +68,7 @@ func (t *Tensor) Im2Col(g *Context, x *Tensor, p Conv2DParams, dst Type) *Tensor
 	ts := []*Tensor{t, x}
 	mustf(x.denseRows(), "im2col", ts, "data planes must be dense (nb1 = ne0·4): use Cont")
 	mustf(dst == TypeF32 || (dst == TypeF16 && t.Type() == TypeF16), "im2col", ts, "result type must be f32, or f16 with an f16 kernel")
-	s, pad, d := p.norm()
+	s, pad, d := p.Norm()
 	g.reserve("im2col", 1)
 	return g.wrap("im2col", C.ggml_im2col(g.c, t.p, x.p, C.int(s), C.int(s), C.int(pad), C.int(pad), C.int(d), C.int(d), true, C.enum_ggml_type(dst)))
 }
@@ -74,7 +82,7 @@ func (t *Tensor) Conv2D(g *Context, x *Tensor, p Conv2DParams) *Tensor {
 	t.checkConv("conv_2d", x, p)
 	mustf(t.IsContiguous(), "conv_2d", []*Tensor{t, x}, "kernel must be contiguous")
 	mustf(x.denseRows(), "conv_2d", []*Tensor{t, x}, "data planes must be dense (nb1 = ne0·4): use Cont")
-	s, pad, d := p.norm()
+	s, pad, d := p.Norm()
 	g.reserve("conv_2d", 8)
 	return g.wrap("conv_2d", C.ggml_conv_2d(g.c, t.p, x.p, C.int(s), C.int(s), C.int(pad), C.int(pad), C.int(d), C.int(d)))
 }
@@ -85,7 +93,7 @@ func (t *Tensor) Conv2D(g *Context, x *Tensor, p Conv2DParams) *Tensor {
 func (t *Tensor) Conv2DDirect(g *Context, x *Tensor, p Conv2DParams) *Tensor {
 	t.checkConv("conv_2d_direct", x, p)
 	mustf(t.IsContiguous(), "conv_2d_direct", []*Tensor{t, x}, "kernel must be contiguous")
-	s, pad, d := p.norm()
+	s, pad, d := p.Norm()
 	g.reserve("conv_2d_direct", 1)
 	return g.wrap("conv_2d_direct", C.ggml_conv_2d_direct(g.c, t.p, x.p, C.int(s), C.int(s), C.int(pad), C.int(pad), C.int(d), C.int(d)))
 }
@@ -316,24 +324,20 @@ func (q *Tensor) FlashAttnExt(g *Context, k, v, mask *Tensor, scale float32) *Te
 	return g.wrap("flash_attn_ext", r)
 }
 
-// CustomOp is a CPU kernel written in C inside this package, run by
-// ggml_custom_4d. Kernels receive the destination tensor (its sources hold the
-// arguments), the thread index and count, and an integer parameter.
-type CustomOp struct {
-	name string
-	fn   C.ggml_custom_op_t
-}
-
-// Name is the kernel's name.
-func (op CustomOp) Name() string { return op.name }
-
-// Custom adds a node computed by the CPU kernel op (ggml_custom_4d): the result
-// has type typ and the given shape; args become its sources; param is passed
-// to the kernel. Graphs that use custom ops run on the CPU backend only.
-func (g *Context) Custom(op CustomOp, typ Type, shape []int, args []*Tensor, param int) *Tensor {
+// Custom is ggml_custom_4d: a node of type typ and the given shape computed
+// on the CPU backend by the C function fn, a ggml_custom_op_t
+// (void fn(struct ggml_tensor * dst, int ith, int nth, void * userdata))
+// defined in a cgo package and passed as unsafe.Pointer(C.fn). args become
+// the node's sources (dst->src[i]); userdata is passed to every call. The
+// node may use all threads (GGML_N_TASKS_MAX).
+//
+// Nothing here checks what fn does with its arguments: a package that
+// defines kernels should keep fn unexported and check the operands in the
+// function that calls Custom (as ggml/kernels does).
+func (g *Context) Custom(fn unsafe.Pointer, typ Type, shape []int, args []*Tensor, userdata uintptr) *Tensor {
 	ne := normShape("custom", shape)
-	if op.fn == nil {
-		panic(&ShapeError{Op: "custom", Msg: "zero CustomOp"})
+	if fn == nil {
+		panic(&ShapeError{Op: "custom", Msg: "nil kernel function"})
 	}
 	if !typ.Valid() {
 		panic(&ShapeError{Op: "custom", Msg: fmt.Sprintf("invalid type %d", typ)})
@@ -349,6 +353,6 @@ func (g *Context) Custom(op CustomOp, typ Type, shape []int, args []*Tensor, par
 	g.reserve("custom", 1)
 	// The args array is copied into the node by ggml; it is not retained.
 	p := C.da3_custom_4d(g.c, C.enum_ggml_type(typ), C.int64_t(ne[0]), C.int64_t(ne[1]), C.int64_t(ne[2]), C.int64_t(ne[3]),
-		(**C.struct_ggml_tensor)(unsafe.Pointer(&cargs[0])), C.int(len(args)), op.fn, C.intptr_t(param))
+		(**C.struct_ggml_tensor)(unsafe.Pointer(&cargs[0])), C.int(len(args)), C.ggml_custom_op_t(fn), C.intptr_t(userdata))
 	return g.wrap("custom", p)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/internal/optest"
 )
 
 // relRMS is ‖x − y‖ / ‖x‖.
@@ -28,7 +29,7 @@ func relRMS(x, y []float32) float64 {
 // ≥ 1) fails.
 func TestQuantizeRoundTrip(t *testing.T) {
 	const rows, cols = 64, 512
-	x := randn(newRNG(3), rows*cols, 1)
+	x := optest.Randn(optest.RNG(3), rows*cols, 1)
 	ones := make([]float32, cols)
 	for i := range ones {
 		ones[i] = 1
@@ -97,7 +98,7 @@ func TestQuantizeRoundTrip(t *testing.T) {
 // blocks of {−a, 0, a}, which they represent up to the f16 scale.
 func TestQuantizeTernary(t *testing.T) {
 	const rows, cols = 8, 512
-	rng := newRNG(5)
+	rng := optest.RNG(5)
 	x := make([]float32, rows*cols)
 	for b := 0; b < len(x); b += 256 {
 		a := float32(0.5 + rng.Float64())
@@ -174,11 +175,11 @@ func TestToFloat32Errors(t *testing.T) {
 // quantizes, Float32s dequantizes, and GetRows dequantizes on the CPU to the
 // same values.
 func TestQuantizedTensorIO(t *testing.T) {
-	h := newHarness(t, 8)
-	x := randn(newRNG(9), 64*4, 1)
-	w := h.input(ggml.TypeQ8_0, x, 64, 4)
-	rows := h.inputI32([]int32{2, 0}, 2)
-	out := h.compute(w.GetRows(h.g, rows), w)
+	h := optest.NewHarness(t, 8)
+	x := optest.Randn(optest.RNG(9), 64*4, 1)
+	w := h.Input(ggml.TypeQ8_0, x, 64, 4)
+	rows := h.InputI32([]int32{2, 0}, 2)
+	out := h.Compute(w.GetRows(h.G, rows), w)
 	got, all := out[0], out[1]
 	assert.Less(t, relRMS(x, all), 0.0065)
 	assert.Equal(t, all[128:192], got[:64])

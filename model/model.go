@@ -11,10 +11,10 @@ import (
 
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/loader"
 	"github.com/da3-go/da3-go/model/camera"
 	"github.com/da3-go/da3-go/model/dpt"
-	"github.com/da3-go/da3-go/model/nn"
 	"github.com/da3-go/da3-go/model/vit"
 )
 
@@ -29,11 +29,11 @@ type Options struct {
 	Progress func(done, total int64)
 	// Logger receives load and device messages (default slog.Default()).
 	Logger *slog.Logger
-	// Attention selects the attention kernel: "auto" (default), "flash" or "naive".
-	Attention string
-	// AttentionChunkBytes bounds the memory of one chunk of attention scores
-	// of the GEMM kernel (default 256 MiB); smaller values trade speed for memory.
-	AttentionChunkBytes int64
+	// Kernels, when set, replaces the kernel policy (which fused kernels the
+	// layers use, see ggml/kernels): for A/B runs and research, e.g.
+	// &kernels.Policy{} for ggml's own ops only. Default: the fastest for
+	// the device.
+	Kernels *kernels.Policy
 }
 
 // ErrClosed reports use of a Model after Close.
@@ -82,7 +82,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if log == nil {
 		log = slog.Default()
 	}
-	rt, err := backend.Open(backend.Options{Device: opts.Device, Threads: opts.Threads, Logger: log})
+	rt, err := backend.Open(backend.Options{Device: opts.Device, Threads: opts.Threads, Logger: log, Kernels: opts.Kernels})
 	if err != nil {
 		return nil, err
 	}
@@ -97,24 +97,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 		vitRoot, headRoot = "m_vit", "m_head"
 	}
 	m.vit = vit.New(cfg.ViT)
-	switch strings.ToLower(opts.Attention) {
-	case "", "auto":
-		m.vit.Attention = vit.AttentionAuto
-		if !rt.IsCPU() {
-			m.vit.Attention = vit.AttentionFlash
-		}
-	case "flash":
-		m.vit.Attention = vit.AttentionFlash
-	case "naive":
-		m.vit.Attention = vit.AttentionNaive
-	default:
-		return nil, fmt.Errorf("unknown attention kernel %q (auto, flash, naive)", opts.Attention)
-	}
-	m.vit.ScoreBytes = opts.AttentionChunkBytes
 	m.head = dpt.New(cfg.Head)
-	if rt.IsCPU() {
-		m.head.SetConv(nn.ConvIm2Col)
-	}
 	if cfg.HasCamera {
 		m.cam = &camera.Decoder{}
 	}

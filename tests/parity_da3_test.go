@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/convert"
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -30,23 +31,27 @@ func toOriginal(in []float32, order []int, per int) []float32 {
 // view at a non-square size, two views, and four views where saddle_balanced
 // picks a non-zero reference view.
 func TestParityDA3(t *testing.T) {
-	// Both attention kernels on the committed fixture; the default on the
-	// full-size oracle outputs.
-	t.Run("da3-tiny/flash", func(t *testing.T) { parityDA3(t, "da3-tiny", "flash") })
-	t.Run("da3-tiny/naive", func(t *testing.T) { parityDA3(t, "da3-tiny", "naive") })
-	t.Run("da3-tiny/chunked", func(t *testing.T) { parityDA3(t, "da3-tiny", "chunked") })
+	// Every attention path and ggml's own ops on the committed fixture; the
+	// default (the fastest kernels of this build) everywhere.
+	flash, scores, chunked := kernels.Default(true), kernels.Default(true), kernels.Default(true)
+	flash.Attention, flash.Flash = false, true
+	scores.Attention = false
+	chunked.Attention, chunked.ScoreBytes = false, 64 // one or two queries per chunk of scores
+	t.Run("da3-tiny", func(t *testing.T) { parityDA3(t, "da3-tiny", nil) })
+	t.Run("da3-tiny/flash", func(t *testing.T) { parityDA3(t, "da3-tiny", &flash) })
+	t.Run("da3-tiny/scores", func(t *testing.T) { parityDA3(t, "da3-tiny", &scores) })
+	t.Run("da3-tiny/chunked", func(t *testing.T) { parityDA3(t, "da3-tiny", &chunked) })
+	t.Run("da3-tiny/ggml-only", func(t *testing.T) { parityDA3(t, "da3-tiny", &kernels.Policy{}) })
 	for _, c := range oracleCases(t, "da3-") {
-		t.Run(filepath.Base(c.fixture), func(t *testing.T) { parityDA3(t, c.fixture, "auto") })
+		t.Run(filepath.Base(c.fixture), func(t *testing.T) { parityDA3(t, c.fixture, nil) })
 	}
 }
 
-func parityDA3(t *testing.T, name, attention string) {
+// parityDA3 runs the cases of fixture name with the kernel policy p (nil:
+// the default).
+func parityDA3(t *testing.T, name string, p *kernels.Policy) {
 	dir := fixture(t, name)
-	opts := model.Options{Device: "cpu", Attention: attention}
-	if attention == "chunked" {
-		// Score chunks of a few queries: exercises the query-chunked GEMM attention.
-		opts.Attention, opts.AttentionChunkBytes = "naive", 64 // one or two queries per chunk
-	}
+	opts := model.Options{Device: "cpu", Kernels: p}
 	m, err := model.Load(context.Background(), convertFixture(t, dir, convert.Options{}), opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })

@@ -30,7 +30,7 @@ func init() {
 	register(command{
 		name: "bench",
 		usage: "da3-go bench -model M.gguf [-image I[,I2...] | -size WxH | -pixels X.npy] [-views N] [-repeat N] " +
-			"[-threads T] [-process-res R] [-device D] [-attention auto|flash|naive] [-json] [-cpuprofile F]",
+			"[-threads T] [-process-res R] [-device D] [-kernels auto|none|LIST] [-json] [-cpuprofile F]",
 		summary: "time a model: load, first run, median/p90/min per run, peak resident memory, device and buffers",
 		run:     runBench,
 	})
@@ -39,15 +39,15 @@ func init() {
 // benchReport is what bench prints; its JSON form is the -json output.
 // Times are milliseconds, sizes MiB.
 type benchReport struct {
-	Model     string `json:"model"`
-	Arch      string `json:"arch"`
-	Name      string `json:"name"`
-	Device    string `json:"device"`
-	Threads   int    `json:"threads"`
-	Attention string `json:"attention"`
-	GOOS      string `json:"goos"`
-	GOARCH    string `json:"goarch"`
-	CPUs      int    `json:"cpus"`
+	Model   string `json:"model"`
+	Arch    string `json:"arch"`
+	Name    string `json:"name"`
+	Device  string `json:"device"`
+	Threads int    `json:"threads"`
+	Kernels string `json:"kernels"`
+	GOOS    string `json:"goos"`
+	GOARCH  string `json:"goarch"`
+	CPUs    int    `json:"cpus"`
 
 	// Input: "image", "synthetic" (no -image: a generated image of -size)
 	// or "pixels" (-pixels: preprocessed input, network only).
@@ -91,7 +91,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	threads := fs.Int("threads", 0, "CPU threads (0 = all cores)")
 	processRes := fs.Int("process-res", 0, "processed resolution (0 = the model's default: 504 DA3, 518 DA2)")
 	device := fs.String("device", "auto", "device: auto, cpu or a device name such as CUDA0")
-	attention := fs.String("attention", "auto", "attention kernel: auto, flash or naive")
+	kernelsArg := fs.String("kernels", "auto", kernelsUsage)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile (pprof) of the whole command to this file")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
@@ -115,10 +115,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case *pixelsArg != "" && *imageArg != "":
 		return usageError(fs, stderr, "-pixels and -image exclude each other")
 	}
-	switch strings.ToLower(*attention) {
-	case "auto", "flash", "naive":
-	default:
-		return usageError(fs, stderr, "-attention %q: want auto, flash or naive", *attention)
+	policy, err := parseKernels(*kernelsArg)
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
 	}
 	synthW, synthH, err := parseSize(*sizeArg)
 	if err != nil {
@@ -143,7 +142,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer pprof.StopCPUProfile()
 	}
 
-	rep := benchReport{Threads: *threads, Attention: strings.ToLower(*attention), ProcessRes: *processRes,
+	rep := benchReport{Threads: *threads, Kernels: strings.ToLower(*kernelsArg), ProcessRes: *processRes,
 		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU()}
 	if rep.Threads == 0 {
 		rep.Threads = runtime.NumCPU()
@@ -212,7 +211,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	rep.Model = path
 	update, finish := newBar(-1, "loading", true, *quiet, stderr)
 	t0 := time.Now()
-	m, err := model.Load(ctx, path, model.Options{Device: *device, Threads: *threads, Progress: update, Attention: *attention})
+	m, err := model.Load(ctx, path, model.Options{Device: *device, Threads: *threads, Progress: update, Kernels: policy})
 	load := time.Since(t0)
 	finish()
 	if err != nil {
@@ -283,7 +282,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func writeBench(w io.Writer, r *benchReport) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "model      %s (%s %s)\n", r.Model, r.Arch, r.Name)
-	fmt.Fprintf(&b, "device     %s, %d threads, attention %s\n", r.Device, r.Threads, r.Attention)
+	fmt.Fprintf(&b, "device     %s, %d threads, kernels %s\n", r.Device, r.Threads, r.Kernels)
 	fmt.Fprintf(&b, "input      %s %dx%d, %d view(s), processed %dx%d\n", r.Input, r.InputWidth, r.InputHeight, r.Views, r.ProcessedWidth, r.ProcessedHeight)
 	fmt.Fprintf(&b, "load       %.1f ms\n", r.LoadMS)
 	fmt.Fprintf(&b, "first run  %.1f ms\n", r.FirstMS)

@@ -133,7 +133,7 @@ func TestBenchSyntheticImage(t *testing.T) {
 	out := stdout.String()
 	assert.Contains(t, out, "input      synthetic 61x45, 1 view(s), processed 56x42\n")
 	assert.Contains(t, out, "runs       2: median ")
-	assert.Contains(t, out, "device     CPU, 1 threads, attention auto\n")
+	assert.Contains(t, out, "device     CPU, 1 threads, kernels auto\n")
 	// Progress goes to stderr, one line per run.
 	assert.Contains(t, stderr.String(), "da3-go bench: run 2/2: ")
 	assert.NotContains(t, out, "da3-go bench:")
@@ -160,7 +160,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"zero repeat", []string{"-model", "m.gguf", "-repeat", "0"}, "want at least 1"},
 		{"negative threads", []string{"-model", "m.gguf", "-threads", "-1"}, "must not be negative"},
 		{"negative views", []string{"-model", "m.gguf", "-views", "-2"}, "must not be negative"},
-		{"bad attention", []string{"-model", "m.gguf", "-attention", "fast"}, "want auto, flash or naive"},
+		{"bad kernels", []string{"-model", "m.gguf", "-kernels", "fast"}, "want auto, none or a comma list"},
 		{"bad size", []string{"-model", "m.gguf", "-size", "640"}, "want WxH"},
 		{"pixels and image", []string{"-model", "m.gguf", "-pixels", "a.npy", "-image", "b.png"}, "exclude each other"},
 		{"unknown flag", []string{"-bogus"}, "bogus"},

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/nested"
@@ -17,15 +18,15 @@ import (
 
 // modelFlags are the flags shared by the commands that run a model.
 type modelFlags struct {
-	model, device, attention string
-	metricModel              string
-	threads                  int
-	processRes               int
-	method                   string
-	refView                  string
-	chunkSize                int
-	verbose, quiet           bool
-	strict                   bool
+	model, device, kernels string
+	metricModel            string
+	threads                int
+	processRes             int
+	method                 string
+	refView                string
+	chunkSize              int
+	verbose, quiet         bool
+	strict                 bool
 }
 
 func (f *modelFlags) register(fs *flag.FlagSet) {
@@ -33,7 +34,7 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricModel, "metric-model", "", "the metric half of the nested model (NAME-metric.gguf from convert, or da3-nested-metric); -model is then its any-view half, and depth and camera translations come out in metres")
 	fs.StringVar(&f.device, "device", "", "device: auto (first GPU, else CPU), cpu, or a name from 'da3-go devices' (default $DA3_DEVICE or auto)")
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0 = all cores)")
-	fs.StringVar(&f.attention, "attention", "auto", "attention kernel: auto, flash or naive")
+	fs.StringVar(&f.kernels, "kernels", "auto", kernelsUsage)
 	fs.IntVar(&f.processRes, "process-res", 0, "processed resolution (default: 504 for DA3, 518 for DA2)")
 	fs.StringVar(&f.method, "process-res-method", "upper_bound_resize", "DA3 resize policy: upper_bound_resize, lower_bound_resize, upper_bound_crop, lower_bound_crop")
 	fs.StringVar(&f.refView, "ref-view", "saddle_balanced", "reference view for 3+ views: saddle_balanced, first, middle")
@@ -101,6 +102,10 @@ func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (scene, error) 
 	if strings.TrimSpace(f.model) == "" {
 		return nil, errUsage("-model is required")
 	}
+	policy, err := parseKernels(f.kernels)
+	if err != nil {
+		return nil, errUsage(err.Error())
+	}
 	load := func(name, desc string) (*model.Model, error) {
 		path, err := resolveModel(ctx, name, f.quiet, stderr)
 		if err != nil {
@@ -108,7 +113,7 @@ func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (scene, error) 
 		}
 		update, finish := newBar(0, desc, true, f.quiet, stderr)
 		defer finish()
-		return model.Load(ctx, path, model.Options{Device: f.device, Threads: f.threads, Attention: f.attention, Progress: update})
+		return model.Load(ctx, path, model.Options{Device: f.device, Threads: f.threads, Kernels: policy, Progress: update})
 	}
 	if f.metricModel == "" {
 		m, err := load(f.model, "loading")
@@ -133,6 +138,34 @@ func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (scene, error) 
 		return nil, err
 	}
 	return nestedScene{Model: n, log: slog.Default()}, nil
+}
+
+const kernelsUsage = "kernel policy: auto (the fastest for the device), none (ggml's own ops), or a comma list of gemm, attention, resize, flash"
+
+// parseKernels parses -kernels: nil for auto.
+func parseKernels(s string) (*kernels.Policy, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "auto":
+		return nil, nil
+	case "none":
+		return &kernels.Policy{}, nil
+	}
+	var p kernels.Policy
+	for _, k := range strings.Split(strings.ToLower(s), ",") {
+		switch strings.TrimSpace(k) {
+		case "gemm":
+			p.GEMM = true
+		case "attention":
+			p.Attention = true
+		case "resize":
+			p.Resize = true
+		case "flash":
+			p.Flash = true
+		default:
+			return nil, fmt.Errorf("-kernels %q: want auto, none or a comma list of gemm, attention, resize, flash", s)
+		}
+	}
+	return &p, nil
 }
 
 type usageErr string

@@ -1,31 +1,61 @@
-// CPU kernels for ggml_custom_4d, exposed to Go as ggml.CustomOp values.
-// Each kernel splits its rows over the nth threads by ith.
+// The portable parts of the CPU kernels: fault accounting, per-thread
+// scratch buffers and the bilinear resize. Each kernel splits its rows over
+// the nth threads by ith and checks its operands on entry: the Go side
+// checks them before it builds a node, and the kernels check again, cheaply,
+// so that a node built any other way records a fault instead of reading out
+// of bounds.
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include "da3_ggml.h"
 #include "custom.h"
 
-// da3_op_expp1: dst = exp(src0) + 1 element-wise (F32, same shape). This is
-// DA3's confidence activation "expp1" in one pass.
-void da3_op_expp1(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
-    (void) userdata;
-    const struct ggml_tensor * src = dst->src[0];
-    const int64_t nr = ggml_nrows(src);
-    const int64_t ne0 = src->ne[0];
-    const int64_t per = (nr + nth - 1) / nth;
-    const int64_t r0 = per * ith;
-    const int64_t r1 = r0 + per < nr ? r0 + per : nr;
-    for (int64_t r = r0; r < r1; r++) {
-        const int64_t i1 = r % src->ne[1];
-        const int64_t i2 = (r / src->ne[1]) % src->ne[2];
-        const int64_t i3 = r / (src->ne[1] * src->ne[2]);
-        const float * x = (const float *) ((const char *) src->data + i1*src->nb[1] + i2*src->nb[2] + i3*src->nb[3]);
-        float * y = (float *) ((char *) dst->data + i1*dst->nb[1] + i2*dst->nb[2] + i3*dst->nb[3]);
-        for (int64_t i = 0; i < ne0; i++) {
-            y[i] = expf(x[i]) + 1.0f;
+static uint64_t fault_count;
+static int fault_last;
+
+void da3_fault(int reason) {
+    __atomic_store_n(&fault_last, reason, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&fault_count, 1, __ATOMIC_RELEASE);
+}
+
+uint64_t da3_faults(void) { return __atomic_load_n(&fault_count, __ATOMIC_ACQUIRE); }
+
+int da3_last_fault(void) { return __atomic_load_n(&fault_last, __ATOMIC_RELAXED); }
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_free(void * p) {
+    struct da3_buf * b = p;
+    for (int i = 0; i < DA3_NBUF; i++) {
+        free(b[i].p);
+    }
+    free(b);
+}
+
+static void scratch_init(void) { scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0; }
+
+float * da3_scratch(int i, size_t n) {
+    pthread_once(&scratch_once, scratch_init);
+    if (!scratch_key_ok || i < 0 || i >= DA3_NBUF) {
+        return NULL;
+    }
+    struct da3_buf * b = pthread_getspecific(scratch_key);
+    if (b == NULL) {
+        b = calloc(DA3_NBUF, sizeof(*b));
+        if (b == NULL || pthread_setspecific(scratch_key, b) != 0) {
+            free(b);
+            return NULL;
         }
     }
+    if (b[i].n < n) {
+        free(b[i].p);
+        b[i].p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+        b[i].n = b[i].p == NULL ? 0 : n;
+    }
+    return b[i].p;
 }
 
 // da3_op_bilinear: ggml_interpolate's bilinear mode (userdata: 1 for
@@ -35,6 +65,11 @@ void da3_op_expp1(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
 // element, and rows (not channels) split over the threads.
 void da3_op_bilinear(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     const struct ggml_tensor * src = dst->src[0];
+    if (src == NULL || src->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(src) ||
+        !ggml_is_contiguous(dst) || src->ne[2] != dst->ne[2] || src->ne[3] != dst->ne[3] || src->ne[0] < 1 || src->ne[1] < 1) {
+        da3_fault(DA3_FAULT_OPERANDS);
+        return;
+    }
     const int64_t W = src->ne[0], H = src->ne[1];
     const int64_t OW = dst->ne[0], OH = dst->ne[1];
     const int64_t rows = OH * dst->ne[2] * dst->ne[3];
@@ -52,7 +87,10 @@ void da3_op_bilinear(struct ggml_tensor * dst, int ith, int nth, void * userdata
     int32_t * x0 = malloc(sizeof(int32_t) * 2 * OW);
     float * dx = malloc(sizeof(float) * OW);
     if (x0 == NULL || dx == NULL) {
-        abort(); // a few KiB: nothing sensible to do inside a graph
+        free(x0);
+        free(dx);
+        da3_fault(DA3_FAULT_NOMEM);
+        return;
     }
     int32_t * x1 = x0 + OW;
     for (int64_t i = 0; i < OW; i++) {

@@ -27,22 +27,6 @@
 
 int da3_gemm_available(void) { return 1; }
 
-// Per-thread buffers, grown on demand and kept for the thread's life.
-struct tbuf { float * p; size_t n; };
-static __thread struct tbuf buf_a, buf_b, buf_deq, buf_edge, buf_k, buf_v, buf_s;
-
-static float * buffer(struct tbuf * t, size_t n) {
-    if (t->n < n) {
-        free(t->p);
-        t->p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-        t->n = t->p == NULL ? 0 : n;
-        if (t->p == NULL) {
-            abort(); // out of memory for a scratch buffer: nothing sensible to do inside a graph
-        }
-    }
-    return t->p;
-}
-
 // ---- vector math for the fused epilogues and the softmax ----
 
 // vexp is e^x to about 1 ulp (Cephes' expf: x = n·ln2 + r, |r| ≤ ln2/2, a
@@ -111,6 +95,7 @@ static inline __m512 activate(__m512 v, int act) {
 struct bsrc {
     const float * b; int64_t ldb;                    // F32 matrix
     const char * q; size_t row_bytes; enum ggml_type type; // matrix of another type (q == NULL: F32)
+    float * deq;                                     // scratch for NR dequantized rows of KCQ values
     const float * x; int64_t W, H, KW, KH, OW, s, pad, d; // convolution (x == NULL: matrix)
 };
 
@@ -232,7 +217,7 @@ static void pack_b_panels(const struct bsrc * src, int64_t n0, int64_t nc, int64
         if (src->q != NULL) { // dequantize the rows' segments first
             const struct ggml_type_traits * tt = ggml_get_type_traits(src->type);
             const size_t seg = ggml_row_size(src->type, k0); // k0 is a multiple of the block size
-            float * tmp = buffer(&buf_deq, (size_t) NR * KCQ);
+            float * tmp = src->deq;
             for (int64_t j = 0; j < w; j++) {
                 tt->to_float(src->q + (n0 + j0 + j) * src->row_bytes + seg, tmp + j * KCQ, kc);
             }
@@ -333,13 +318,22 @@ static void pack_a_panels(const float * a, int64_t lda, int64_t m0, int64_t mc, 
     }
 }
 
+// gemm_scratch gives the calling thread's packing buffers for gemm: pa
+// (KCQ×MC), pb (KCQ×NC) and, for weights of another type than F32, the
+// dequantized rows (NR×KCQ). It returns 0 when out of memory.
+static int gemm_scratch(float ** pa, float ** pb, float ** deq) {
+    *pa = da3_scratch(DA3_BUF_A, (size_t) KCQ * MC);
+    *pb = da3_scratch(DA3_BUF_B, (size_t) KCQ * NC);
+    *deq = da3_scratch(DA3_BUF_DEQ, (size_t) NR * KCQ);
+    return *pa != NULL && *pb != NULL && *deq != NULL;
+}
+
 // gemm computes C[m][n] = Σ_k A[m][k]·B[n][k] for m in [m0, m1), n in
-// [n0, n1), then applies the epilogue ep (may be NULL).
+// [n0, n1), then applies the epilogue ep (may be NULL). pa and pb are the
+// packing buffers of gemm_scratch.
 static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c, int64_t ldc, int64_t K,
-                 int64_t m0, int64_t m1, int64_t n0, int64_t n1, const struct epi * ep) {
+                 int64_t m0, int64_t m1, int64_t n0, int64_t n1, const struct epi * ep, float * pa, float * pb) {
     const int64_t kb = b->q != NULL && ggml_blck_size(b->type) > KC ? KCQ : KC;
-    float * pb = buffer(&buf_b, (size_t) KCQ * NC);
-    float * pa = buffer(&buf_a, (size_t) KCQ * MC);
     for (int64_t jc = n0; jc < n1; jc += NC) {
         const int64_t nc = n1 - jc < NC ? n1 - jc : NC;
         for (int64_t pc = 0; pc < K; pc += kb) {
@@ -359,6 +353,74 @@ static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c,
             }
         }
     }
+}
+
+// ---- entry checks ----
+//
+// The Go side builds nodes only for operands that fit (kernels.GEMMFits and
+// friends); the kernels check again, in O(1), so that a node built in any
+// other way records a fault (da3_fault) instead of reading out of bounds.
+
+static int contiguous_f32(const struct ggml_tensor * t) {
+    return t != NULL && t->type == GGML_TYPE_F32 && ggml_is_contiguous(t);
+}
+
+// bias_ok: no bias, or an F32 contiguous vector of n values.
+static int bias_ok(const struct ggml_tensor * b, int64_t n) { return b == NULL || (contiguous_f32(b) && ggml_nelements(b) == n); }
+
+// gemm_dequantizes lists the weight types whose rows gemm dequantizes while
+// packing: the block must divide the packed depth.
+static int gemm_dequantizes(enum ggml_type t) {
+    switch (t) {
+    case GGML_TYPE_F16: case GGML_TYPE_BF16: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0:
+    case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+        return KCQ % ggml_blck_size(t) == 0;
+    default:
+        return 0;
+    }
+}
+
+// gemm_operands_ok checks da3_op_gemm's operands (see there).
+static int gemm_operands_ok(const struct ggml_tensor * dst, intptr_t act) {
+    const struct ggml_tensor * w = dst->src[0], * x = dst->src[1];
+    if (w == NULL || !ggml_is_contiguous(w) || !contiguous_f32(x) || !contiguous_f32(dst) || act < ACT_NONE || act > ACT_GELU ||
+        x->ne[0] != w->ne[0] || dst->ne[0] != w->ne[1] || !bias_ok(dst->src[2], w->ne[1])) {
+        return 0;
+    }
+    if (w->ne[2] == 1 && w->ne[3] == 1) { // one matrix: x [K, …] gives dst [N, …]
+        return (w->type == GGML_TYPE_F32 || gemm_dequantizes(w->type)) &&
+            dst->ne[1] == x->ne[1] && dst->ne[2] == x->ne[2] && dst->ne[3] == x->ne[3];
+    }
+    return w->type == GGML_TYPE_F32 && w->ne[2] == x->ne[2] && w->ne[3] == x->ne[3] && // one product per batch
+        dst->ne[1] == x->ne[1] && dst->ne[2] == x->ne[2] && dst->ne[3] == x->ne[3];
+}
+
+// conv_operands_ok checks da3_op_conv2d's operands and parameters (see there).
+static int conv_operands_ok(const struct ggml_tensor * dst, intptr_t prm) {
+    const struct ggml_tensor * w = dst->src[0], * x = dst->src[1];
+    const int64_t s = prm & 0xff, pad = (prm >> 8) & 0xff, d = (prm >> 16) & 0xff, act = (prm >> 24) & 0xff;
+    if (!contiguous_f32(w) || !contiguous_f32(x) || !contiguous_f32(dst) || s < 1 || d < 1 || act > ACT_GELU ||
+        w->ne[2] != x->ne[2] || dst->ne[2] != w->ne[3] || dst->ne[3] != x->ne[3] || !bias_ok(dst->src[2], w->ne[3]) ||
+        x->ne[0] * x->ne[1] >= ((int64_t) 1 << 31)) { // the gathers use 32-bit offsets within a plane
+        return 0;
+    }
+    const int64_t ow = (x->ne[0] + 2 * pad - d * (w->ne[0] - 1) - 1) / s + 1;
+    const int64_t oh = (x->ne[1] + 2 * pad - d * (w->ne[1] - 1) - 1) / s + 1;
+    return ow > 0 && oh > 0 && dst->ne[0] == ow && dst->ne[1] == oh;
+}
+
+// attention_operands_ok checks da3_op_attention's operands (see there).
+static int attention_operands_ok(const struct ggml_tensor * dst) {
+    const struct ggml_tensor * t[3] = { dst->src[0], dst->src[1], dst->src[2] };
+    for (int i = 0; i < 3; i++) {
+        if (t[i] == NULL || t[i]->type != GGML_TYPE_F32 || t[i]->nb[0] != sizeof(float) ||
+            t[i]->nb[1] % sizeof(float) != 0 || t[i]->nb[2] % sizeof(float) != 0 || t[i]->nb[3] % sizeof(float) != 0 ||
+            t[i]->ne[0] != t[0]->ne[0] || t[i]->ne[1] != t[0]->ne[1] || t[i]->ne[3] != t[0]->ne[3]) {
+            return 0;
+        }
+    }
+    return t[0]->ne[0] <= 256 && t[1]->ne[2] >= 1 && t[2]->ne[2] == t[1]->ne[2] && contiguous_f32(dst) &&
+        dst->ne[0] == t[0]->ne[0] && dst->ne[1] == t[0]->ne[1] && dst->ne[2] == t[0]->ne[2] && dst->ne[3] == t[0]->ne[3];
 }
 
 // split gives thread ith its share of an M×N product: NR-wide column
@@ -389,6 +451,10 @@ void da3_op_gemm(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     const struct ggml_tensor * w = dst->src[0];
     const struct ggml_tensor * x = dst->src[1];
     const struct ggml_tensor * bias = dst->src[2];
+    if (!gemm_operands_ok(dst, (intptr_t) userdata)) {
+        da3_fault(DA3_FAULT_OPERANDS);
+        return;
+    }
     const int64_t K = w->ne[0], N = w->ne[1];
     const int64_t M = w->ne[2] * w->ne[3] == 1 ? ggml_nrows(x) : x->ne[1];
     const int64_t batches = w->ne[2] * w->ne[3];
@@ -398,14 +464,19 @@ void da3_op_gemm(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     if (!split(M, N, ith, nth, &m0, &m1, &n0, &n1)) {
         return;
     }
+    float * pa, * pb, * deq;
+    if (!gemm_scratch(&pa, &pb, &deq)) {
+        da3_fault(DA3_FAULT_NOMEM);
+        return;
+    }
     if (w->type != GGML_TYPE_F32) { // a 2-D quantized or f16 matrix, dequantized while packing
-        const struct bsrc b = { .q = (const char *) w->data, .row_bytes = w->nb[1], .type = w->type };
-        gemm((const float *) x->data, K, &b, (float *) dst->data, N, K, m0, m1, n0, n1, e);
+        const struct bsrc b = { .q = (const char *) w->data, .row_bytes = w->nb[1], .type = w->type, .deq = deq };
+        gemm((const float *) x->data, K, &b, (float *) dst->data, N, K, m0, m1, n0, n1, e, pa, pb);
         return;
     }
     for (int64_t i = 0; i < batches; i++) {
         const struct bsrc b = { .b = (const float *) w->data + i * K * N, .ldb = K };
-        gemm((const float *) x->data + i * K * M, K, &b, (float *) dst->data + i * N * M, N, K, m0, m1, n0, n1, e);
+        gemm((const float *) x->data + i * K * M, K, &b, (float *) dst->data + i * N * M, N, K, m0, m1, n0, n1, e, pa, pb);
     }
 }
 
@@ -418,6 +489,10 @@ void da3_op_conv2d(struct ggml_tensor * dst, int ith, int nth, void * userdata) 
     const struct ggml_tensor * w = dst->src[0];
     const struct ggml_tensor * x = dst->src[1];
     const struct ggml_tensor * bias = dst->src[2];
+    if (!conv_operands_ok(dst, prm)) {
+        da3_fault(DA3_FAULT_OPERANDS);
+        return;
+    }
     const int64_t KW = w->ne[0], KH = w->ne[1], IC = w->ne[2], OC = w->ne[3];
     const int64_t OW = dst->ne[0], OH = dst->ne[1];
     const int64_t K = KW * KH * IC, P = OW * OH;
@@ -427,13 +502,18 @@ void da3_op_conv2d(struct ggml_tensor * dst, int ith, int nth, void * userdata) 
     if (!split(OC, P, ith, nth, &m0, &m1, &n0, &n1)) {
         return;
     }
+    float * pa, * pb, * deq;
+    if (!gemm_scratch(&pa, &pb, &deq)) {
+        da3_fault(DA3_FAULT_NOMEM);
+        return;
+    }
     for (int64_t n = 0; n < x->ne[3]; n++) {
         const struct bsrc b = {
             .x = (const float *) x->data + n * x->ne[0] * x->ne[1] * x->ne[2],
             .W = x->ne[0], .H = x->ne[1], .KW = KW, .KH = KH, .OW = OW,
             .s = prm & 0xff, .pad = (prm >> 8) & 0xff, .d = (prm >> 16) & 0xff,
         };
-        gemm((const float *) w->data, K, &b, (float *) dst->data + n * OC * P, P, K, m0, m1, n0, n1, e);
+        gemm((const float *) w->data, K, &b, (float *) dst->data + n * OC * P, P, K, m0, m1, n0, n1, e, pa, pb);
     }
 }
 
@@ -456,6 +536,10 @@ void da3_op_attention(struct ggml_tensor * dst, int ith, int nth, void * userdat
     const struct ggml_tensor * q = dst->src[0];
     const struct ggml_tensor * k = dst->src[1];
     const struct ggml_tensor * v = dst->src[2];
+    if (!attention_operands_ok(dst)) {
+        da3_fault(DA3_FAULT_OPERANDS);
+        return;
+    }
     union { int32_t i; float f; } sc = { .i = (int32_t) (intptr_t) userdata };
     const float scale = sc.f;
     const int64_t hd = q->ne[0], H = q->ne[1], n = q->ne[2], B = q->ne[3];
@@ -468,11 +552,15 @@ void da3_op_attention(struct ggml_tensor * dst, int ith, int nth, void * userdat
     if (i0 >= i1) {
         return;
     }
-    float * kp = buffer(&buf_k, (size_t) nkp * hd);           // k panels: [key/MR][d][key%MR]
-    float * vp = buffer(&buf_v, (size_t) hdp * nk);           // vᵀ panels: [d/MR][key][d%MR]
-    float * st = buffer(&buf_s, (size_t) nk * NR + hd * NR); // sᵀ [key][32], then qᵀ [d][32]
+    float * kp = da3_scratch(DA3_BUF_K, (size_t) nkp * hd);           // k panels: [key/MR][d][key%MR]
+    float * vp = da3_scratch(DA3_BUF_V, (size_t) hdp * nk);           // vᵀ panels: [d/MR][key][d%MR]
+    float * st = da3_scratch(DA3_BUF_S, (size_t) nk * NR + hd * NR); // sᵀ [key][32], then qᵀ [d][32]
+    float * ot = da3_scratch(DA3_BUF_O, (size_t) hdp * NR);           // oᵀ [d][32]
+    if (kp == NULL || vp == NULL || st == NULL || ot == NULL) {
+        da3_fault(DA3_FAULT_NOMEM);
+        return;
+    }
     float * qp = st + nk * NR;
-    float * ot = buffer(&buf_edge, (size_t) hdp * NR);        // oᵀ [d][32]
     const int64_t dld = H * hd; // dst row stride (one query token)
     int64_t packed = -1;
     for (int64_t it = i0; it < i1; it++) {
@@ -552,19 +640,22 @@ void da3_op_attention(struct ggml_tensor * dst, int ith, int nth, void * userdat
 
 int da3_gemm_available(void) { return 0; }
 
+// Without AVX-512 the Go side never builds these nodes (kernels.Available);
+// a node built anyway records a fault and computes nothing.
+
 void da3_op_gemm(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     (void) dst; (void) ith; (void) nth; (void) userdata;
-    abort(); // unreachable: Go only builds OpGEMM nodes when da3_gemm_available()
+    da3_fault(DA3_FAULT_UNAVAILABLE);
 }
 
 void da3_op_conv2d(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     (void) dst; (void) ith; (void) nth; (void) userdata;
-    abort(); // unreachable, as above
+    da3_fault(DA3_FAULT_UNAVAILABLE);
 }
 
 void da3_op_attention(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     (void) dst; (void) ith; (void) nth; (void) userdata;
-    abort(); // unreachable, as above
+    da3_fault(DA3_FAULT_UNAVAILABLE);
 }
 
 #endif

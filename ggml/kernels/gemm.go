@@ -1,53 +1,22 @@
-package ggml
+package kernels
 
 // #include "custom.h"
 import "C"
 
-import "math"
+import (
+	"math"
+	"unsafe"
 
-// OpGEMM is an AVX-512 F32 matrix product for the CPU backend (see gemm.c):
-// the same result as MulMat for F32 operands up to summation order, about
-// twice as fast as ggml's F32 kernel on AVX-512 CPUs. It exists only in
-// binaries built with AVX-512 enabled (HasGEMM).
-var OpGEMM = CustomOp{name: "gemm", fn: C.ggml_custom_op_t(C.da3_op_gemm)}
+	"github.com/da3-go/da3-go/ggml"
+)
 
-// HasGEMM reports whether this binary was built with the AVX-512 GEMM
-// (CGO_CFLAGS with -march=native on an AVX-512 CPU, or -mavx512f).
-func HasGEMM() bool { return C.da3_gemm_available() != 0 }
-
-// GEMMFits reports whether GEMM accepts w and x: contiguous operands, x
-// F32, with ne0 = K, and either w a 2-D matrix [K, N] (x [K, …]) or w [K, N, B2,
-// B3] with x [K, M, B2, B3] (one product per batch, no broadcasting).
-//
-// A 2-D w may also be f16, bf16 or block-quantized with blocks dividing 256
-// (q4_0 … q8_0, the k-quants): its rows are dequantized as the GEMM packs
-// them. This is exact for the weights (the same values ggml's own kernels
-// dequantize to), and unlike ggml's quantized kernels it does not round x
-// to 8 bits.
-func GEMMFits(w, x *Tensor) bool {
-	if w == nil || x == nil || x.Type() != TypeF32 || !w.IsContiguous() || !x.IsContiguous() || w.ne(0) != x.ne(0) {
-		return false
-	}
-	if w.Type() != TypeF32 {
-		return w.ne(2) == 1 && w.ne(3) == 1 && gemmDequantizes(w.Type())
-	}
-	return w.ne(2) == 1 && w.ne(3) == 1 || w.ne(2) == x.ne(2) && w.ne(3) == x.ne(3)
-}
-
-// gemmDequantizes lists the weight types OpGEMM dequantizes while packing.
-func gemmDequantizes(t Type) bool {
-	switch t {
-	case TypeF16, TypeBF16, TypeQ4_0, TypeQ4_1, TypeQ5_0, TypeQ5_1, TypeQ8_0, TypeQ4K, TypeQ5K, TypeQ6K:
-		return 256%t.BlockSize() == 0
-	}
-	return false
-}
-
-// GEMM is w.MulMat(g, x) through OpGEMM: w [K, N], x [K, …] give [N, …]
-// (batched: w [K, N, B2, B3], x [K, M, B2, B3] give [N, M, B2, B3]).
-// It panics with a *ShapeError when the binary lacks the kernel or the
-// operands do not fit (see GEMMFits). The node only runs on the CPU backend.
-func (w *Tensor) GEMM(g *Context, x *Tensor) *Tensor { return w.GEMMWith(g, x, Epilogue{}) }
+// The C kernels (ggml_custom_op_t), unexported: nodes are built only by the
+// functions below, which check the operands first.
+var (
+	opGEMM      = unsafe.Pointer(C.da3_op_gemm)
+	opConv2D    = unsafe.Pointer(C.da3_op_conv2d)
+	opAttention = unsafe.Pointer(C.da3_op_attention)
+)
 
 // Act is an activation applied by a fused epilogue.
 type Act int
@@ -60,7 +29,7 @@ const (
 
 // Apply is the activation as separate graph ops (for the paths without a
 // fused epilogue).
-func (a Act) Apply(g *Context, x *Tensor) *Tensor {
+func (a Act) Apply(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
 	switch a {
 	case ActReLU:
 		return x.ReLU(g)
@@ -70,136 +39,128 @@ func (a Act) Apply(g *Context, x *Tensor) *Tensor {
 	return x
 }
 
-// Epilogue is work fused into the store of a GEMM or Conv2DGEMM: a bias
-// (F32 [N] for GEMM, added to every row; [OC] for a convolution, per output
+// Epilogue is work fused into the store of a GEMM or Conv2D: a bias (F32
+// [N] for GEMM, added to every row; [OC] for a convolution, per output
 // channel), then an activation. The fused GELU computes erf with
 // Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7, as oneDNN's).
 type Epilogue struct {
-	Bias *Tensor
+	Bias *ggml.Tensor
 	Act  Act
 }
 
 // fits reports whether the bias is an F32 contiguous vector of n values.
-func (e Epilogue) fits(n int64) bool {
+func (e Epilogue) fits(n int) bool {
 	return e.Act >= ActNone && e.Act <= ActGELU &&
-		(e.Bias == nil || e.Bias.Type() == TypeF32 && e.Bias.IsContiguous() && e.Bias.ne(0) == n && e.Bias.Elements() == int(n))
+		(e.Bias == nil || e.Bias.Type() == ggml.TypeF32 && e.Bias.IsContiguous() && e.Bias.Dim(0) == n && e.Bias.Elements() == n)
 }
 
 // args appends the bias, if any, to the custom op's sources.
-func (e Epilogue) args(ts []*Tensor) []*Tensor {
+func (e Epilogue) args(ts []*ggml.Tensor) []*ggml.Tensor {
 	if e.Bias != nil {
 		return append(ts, e.Bias)
 	}
 	return ts
 }
 
-// GEMMWithFits reports whether GEMMWith accepts the operands and epilogue.
-func GEMMWithFits(w, x *Tensor, e Epilogue) bool {
-	return GEMMFits(w, x) && e.fits(w.ne(1))
-}
-
-// GEMMWith is GEMM with ep fused into the store: e.g. a linear layer's bias
-// and GELU in one pass over the output.
-func (w *Tensor) GEMMWith(g *Context, x *Tensor, ep Epilogue) *Tensor {
-	notNil("gemm", w, x)
-	ts := []*Tensor{w, x}
-	mustf(HasGEMM(), "gemm", ts, "this binary was built without AVX-512 (see HasGEMM)")
-	mustf(GEMMFits(w, x), "gemm", ts, "want f32 contiguous operands, w [K, N] and x [K, ...], or batches of equal count")
-	mustf(ep.fits(w.ne(1)), "gemm", ts, "want an F32 contiguous bias of %d values and a known activation", w.ne(1))
-	shape := x.ne4()
-	shape[0] = int(w.ne(1))
-	return g.Custom(OpGEMM, TypeF32, shape, ep.args(ts), int(ep.Act))
-}
-
-// MatMul is w.MulMat(g, x), computed with GEMM when the context allows it
-// (SetGEMM) and the operands fit.
-func (w *Tensor) MatMul(g *Context, x *Tensor) *Tensor {
-	if g.gemm && GEMMFits(w, x) {
-		return w.GEMM(g, x)
+// gemmDequantizes lists the weight types GEMM dequantizes while packing.
+func gemmDequantizes(t ggml.Type) bool {
+	switch t {
+	case ggml.TypeF16, ggml.TypeBF16, ggml.TypeQ4_0, ggml.TypeQ4_1, ggml.TypeQ5_0, ggml.TypeQ5_1, ggml.TypeQ8_0, ggml.TypeQ4K, ggml.TypeQ5K, ggml.TypeQ6K:
+		return 256%t.BlockSize() == 0
 	}
-	return w.MulMat(g, x)
+	return false
 }
 
-// SetGEMM lets MatMul use OpGEMM in graphs built on g. Set it only for
-// graphs that run on the CPU backend; it is ignored when !HasGEMM().
-func (g *Context) SetGEMM(on bool) { g.gemm = on && HasGEMM() }
-
-// OpConv2D is a 2-D convolution computed as an implicit-im2col GEMM on the
-// CPU (see gemm.c): the patches are packed straight from the input into the
-// GEMM's cache-sized panels, so no im2col matrix is built.
-var OpConv2D = CustomOp{name: "conv2d_gemm", fn: C.ggml_custom_op_t(C.da3_op_conv2d)}
-
-// GEMM reports whether SetGEMM enabled the CPU GEMM for graphs built on g.
-func (g *Context) GEMM() bool { return g.gemm }
-
-// Conv2DGEMMFits reports whether Conv2DGEMM accepts kernel w, input x and p:
-// F32 contiguous operands and stride, padding and dilation below 256, and
-// fewer than 2³¹ input values per image (32-bit gather offsets).
-func Conv2DGEMMFits(w, x *Tensor, p Conv2DParams) bool {
-	if x != nil && x.ne(0)*x.ne(1) >= 1<<31 {
+// GEMMFits reports whether GEMM accepts w, x and ep: this build has the
+// kernel; contiguous operands, x F32, with ne0 = K, and either w a 2-D
+// matrix [K, N] (x [K, …]) or w [K, N, B2, B3] with x [K, M, B2, B3] (one
+// product per batch, no broadcasting); an F32 contiguous bias of N values
+// or none.
+//
+// A 2-D w may also be f16, bf16 or block-quantized with blocks dividing 256
+// (q4_0 … q8_0, the k-quants): its rows are dequantized as the GEMM packs
+// them. This is exact for the weights (the same values ggml's own kernels
+// dequantize to), and unlike ggml's quantized kernels it does not round x
+// to 8 bits.
+func GEMMFits(w, x *ggml.Tensor, ep Epilogue) bool {
+	if !Available().GEMM || !nonNil(w, x) || x.Type() != ggml.TypeF32 || !w.IsContiguous() || !x.IsContiguous() || w.Dim(0) != x.Dim(0) || !ep.fits(w.Dim(1)) {
 		return false
 	}
-	s, pad, d := p.norm()
-	return w != nil && x != nil && w.Type() == TypeF32 && x.Type() == TypeF32 && w.IsContiguous() && x.IsContiguous() &&
-		w.ne(2) == x.ne(2) && s < 256 && pad < 256 && d < 256
+	if w.Type() != ggml.TypeF32 {
+		return w.Dim(2) == 1 && w.Dim(3) == 1 && gemmDequantizes(w.Type())
+	}
+	return w.Dim(2) == 1 && w.Dim(3) == 1 || w.Dim(2) == x.Dim(2) && w.Dim(3) == x.Dim(3)
 }
 
-// Conv2DGEMM is the convolution of Conv2D (kernel w [KW, KH, IC, OC] over x
-// [W, H, IC, N] gives [OW, OH, OC, N]) through OpConv2D. It panics with a
-// *ShapeError when the binary lacks the kernel or the operands do not fit
-// (Conv2DGEMMFits). The node only runs on the CPU backend.
-func (w *Tensor) Conv2DGEMM(g *Context, x *Tensor, p Conv2DParams) *Tensor {
-	return w.Conv2DGEMMWith(g, x, p, Epilogue{})
+// GEMM is w.MulMat(g, x) with ep fused into the store, computed by the
+// packed AVX-512 GEMM (GotoBLAS-style panels, a 14×32 register tile): w [K,
+// N], x [K, …] give [N, …] (batched: w [K, N, B2, B3], x [K, M, B2, B3]
+// give [N, M, B2, B3]). The same result as MulMat for F32 operands up to
+// summation order. It panics with a *ggml.ShapeError unless
+// GEMMFits(w, x, ep). CPU backend only.
+func GEMM(g *ggml.Context, w, x *ggml.Tensor, ep Epilogue) *ggml.Tensor {
+	ts := ep.args([]*ggml.Tensor{w, x})
+	mustFit(GEMMFits(w, x, ep), "gemm", ts, "want an AVX-512 build, contiguous operands, x f32, w [K, N] (f32, f16, bf16 or a quantized type with blocks dividing 256) and x [K, ...], or f32 batches of equal count; a bias of N f32 values")
+	shape := dims(x)
+	shape[0] = w.Dim(1)
+	return g.Custom(opGEMM, ggml.TypeF32, shape, ts, uintptr(ep.Act))
 }
 
-// Conv2DGEMMWithFits reports whether Conv2DGEMMWith accepts the epilogue for
-// kernel w (the operands themselves: Conv2DGEMMFits).
-func Conv2DGEMMWithFits(w *Tensor, e Epilogue) bool { return w != nil && e.fits(w.ne(3)) }
-
-// Conv2DGEMMWith is Conv2DGEMM with ep (bias [OC], activation) fused into
-// the store.
-func (w *Tensor) Conv2DGEMMWith(g *Context, x *Tensor, p Conv2DParams, ep Epilogue) *Tensor {
-	w.checkConv("conv2d_gemm", x, p)
-	ts := []*Tensor{w, x}
-	mustf(HasGEMM(), "conv2d_gemm", ts, "this binary was built without AVX-512 (see HasGEMM)")
-	mustf(Conv2DGEMMFits(w, x, p), "conv2d_gemm", ts, "want f32 contiguous operands and stride, pad, dilation < 256")
-	mustf(ep.fits(w.ne(3)), "conv2d_gemm", ts, "want an F32 contiguous bias of %d values and a known activation", w.ne(3))
-	s, pad, d := p.norm()
-	ow := convOut(x.ne(0), w.ne(0), int64(s), int64(pad), int64(d))
-	oh := convOut(x.ne(1), w.ne(1), int64(s), int64(pad), int64(d))
-	return g.Custom(OpConv2D, TypeF32, []int{int(ow), int(oh), int(w.ne(3)), int(x.ne(3))}, ep.args(ts), s|pad<<8|d<<16|int(ep.Act)<<24)
-}
-
-// OpAttention is softmax(q·kᵀ·scale)·v fused into one CPU kernel (see
-// gemm.c): per head, kᵀ and v are packed once, and each block of 14 queries
-// has its scores, probabilities and outputs computed in cache, written
-// straight into the output's layout. Neither the score matrix nor any
-// permuted copy of q, k, v or the output exists in the graph.
-var OpAttention = CustomOp{name: "attention", fn: C.ggml_custom_op_t(C.da3_op_attention)}
-
-// AttentionFits reports whether Attention accepts q, k, v: F32 [hd, H, n, B]
-// (k and v with their own token count) with contiguous rows of hd ≤ 256 and
-// 4-byte aligned strides; any strides above hd.
-func AttentionFits(q, k, v *Tensor) bool {
-	if q == nil || k == nil || v == nil || !HasGEMM() {
+// Conv2DFits reports whether Conv2D accepts kernel w, input x, p and ep:
+// this build has the kernel; F32 contiguous operands with matching
+// channels; stride, padding and dilation below 256; a kernel that fits the
+// padded input; fewer than 2³¹ input values per channel plane (32-bit gather
+// offsets); an F32 contiguous bias of OC values or none.
+func Conv2DFits(w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) bool {
+	if !Available().GEMM || !nonNil(w, x) || x.Dim(0)*x.Dim(1) >= 1<<31 {
 		return false
 	}
-	for _, t := range []*Tensor{q, k, v} {
-		if t.Type() != TypeF32 || t.Stride(0) != 4 || t.Stride(1)%4 != 0 || t.Stride(2)%4 != 0 || t.Stride(3)%4 != 0 {
+	s, pad, d := p.Norm()
+	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), w.Dim(0), w.Dim(1))
+	return w.Type() == ggml.TypeF32 && x.Type() == ggml.TypeF32 && w.IsContiguous() && x.IsContiguous() &&
+		w.Dim(2) == x.Dim(2) && s < 256 && pad >= 0 && pad < 256 && d < 256 && ow > 0 && oh > 0 && ep.fits(w.Dim(3))
+}
+
+// Conv2D is the convolution of ggml's Conv2D (kernel w [KW, KH, IC, OC] over
+// x [W, H, IC, N] gives [OW, OH, OC, N]) with ep fused into the store,
+// computed as an implicit-im2col GEMM: the patches are packed straight from
+// the input into the GEMM's cache-sized panels, so no im2col matrix is
+// built. It panics with a *ggml.ShapeError unless Conv2DFits(w, x, p, ep).
+// CPU backend only.
+func Conv2D(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
+	ts := ep.args([]*ggml.Tensor{w, x})
+	mustFit(Conv2DFits(w, x, p, ep), "conv2d_gemm", ts, "want an AVX-512 build, f32 contiguous operands with matching channels, stride, pad, dilation < 256, and a bias of OC f32 values")
+	s, pad, d := p.Norm()
+	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), w.Dim(0), w.Dim(1))
+	return g.Custom(opConv2D, ggml.TypeF32, []int{ow, oh, w.Dim(3), x.Dim(3)}, ts, uintptr(s|pad<<8|d<<16|int(ep.Act)<<24))
+}
+
+// AttentionFits reports whether Attention accepts q, k, v: this build has
+// the kernel; F32 [hd, H, n, B] (k and v with their own token count) with
+// contiguous rows of hd ≤ 256 and 4-byte aligned strides; any strides above
+// hd.
+func AttentionFits(q, k, v *ggml.Tensor) bool {
+	if !Available().Attention || !nonNil(q, k, v) {
+		return false
+	}
+	for _, t := range []*ggml.Tensor{q, k, v} {
+		if t.Type() != ggml.TypeF32 || t.Stride(0) != 4 || t.Stride(1)%4 != 0 || t.Stride(2)%4 != 0 || t.Stride(3)%4 != 0 {
 			return false
 		}
 	}
-	return q.ne(0) <= 256 && k.ne(0) == q.ne(0) && v.ne(0) == q.ne(0) &&
-		k.ne(1) == q.ne(1) && v.ne(1) == q.ne(1) && k.ne(3) == q.ne(3) && v.ne(3) == q.ne(3) && v.ne(2) == k.ne(2)
+	return q.Dim(0) <= 256 && k.Dim(0) == q.Dim(0) && v.Dim(0) == q.Dim(0) && k.Dim(2) >= 1 &&
+		k.Dim(1) == q.Dim(1) && v.Dim(1) == q.Dim(1) && k.Dim(3) == q.Dim(3) && v.Dim(3) == q.Dim(3) && v.Dim(2) == k.Dim(2)
 }
 
-// Attention is softmax(q·kᵀ·scale)·v per head through OpAttention: q [hd, H,
-// n, B], k and v [hd, H, nk, B] give [hd, H, n, B] (contiguous: reshape to
-// [hd·H, n, B] for the output projection). It panics with a *ShapeError
-// when the operands do not fit (AttentionFits). CPU backend only.
-func (q *Tensor) Attention(g *Context, k, v *Tensor, scale float32) *Tensor {
-	notNil("attention", q, k, v)
-	ts := []*Tensor{q, k, v}
-	mustf(AttentionFits(q, k, v), "attention", ts, "want F32 [hd, H, n, B] operands with contiguous rows of hd <= 256 (and an AVX-512 build)")
-	return g.Custom(OpAttention, TypeF32, q.ne4(), ts, int(int32(math.Float32bits(scale))))
+// Attention is softmax(q·kᵀ·scale)·v per head fused into one kernel: q [hd,
+// H, n, B], k and v [hd, H, nk, B] give [hd, H, n, B] (contiguous: reshape
+// to [hd·H, n, B] for the output projection). Per head, kᵀ and v are packed
+// once, and each block of queries has its scores, probabilities and
+// outputs computed in cache: neither the score matrix nor any permuted copy
+// of q, k, v or the output exists in the graph. It panics with a
+// *ggml.ShapeError unless AttentionFits(q, k, v). CPU backend only.
+func Attention(g *ggml.Context, q, k, v *ggml.Tensor, scale float32) *ggml.Tensor {
+	ts := []*ggml.Tensor{q, k, v}
+	mustFit(AttentionFits(q, k, v), "attention", ts, "want an AVX-512 build and f32 [hd, H, n, B] operands with contiguous rows of hd <= 256")
+	return g.Custom(opAttention, ggml.TypeF32, dims(q), ts, uintptr(math.Float32bits(scale)))
 }

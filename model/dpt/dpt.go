@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/model/nn"
 )
 
@@ -51,7 +52,6 @@ type Config struct {
 	PosEmbed    bool   // add 0.1·UV embeddings (DualDPT)
 	MaxDepth    float32
 	OutputDim   int
-	Conv        nn.ConvAlgo
 	// NormEps is the token LayerNorm's eps (DualDPT, 1e-5).
 	NormEps float32
 }
@@ -64,7 +64,7 @@ type RCU struct {
 
 // Forward applies the unit.
 func (r *RCU) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
-	return x.Add(g, r.C2.Forward(g, r.C1.ForwardAct(g, x.ReLU(g), ggml.ActReLU)))
+	return x.Add(g, r.C2.Forward(g, r.C1.ForwardAct(g, x.ReLU(g), kernels.ActReLU)))
 }
 
 // Fusion is a DPT feature-fusion block.
@@ -82,7 +82,7 @@ func (f *Fusion) Forward(g *ggml.Context, top, lateral *ggml.Tensor, w, h int) *
 		y = y.Add(g, f.RC1.Forward(g, lateral))
 	}
 	y = f.RC2.Forward(g, y)
-	y = y.Resample(g, w, h, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
+	y = nn.Resize(g, y, w, h, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
 	return f.Out.Forward(g, y)
 }
 
@@ -151,26 +151,7 @@ func New(cfg Config) *Head {
 			}
 		}
 	}
-	h.SetConv(cfg.Conv)
 	return h
-}
-
-// SetConv sets the convolution algorithm of every 3×3 conv.
-func (h *Head) SetConv(a nn.ConvAlgo) {
-	h.Cfg.Conv = a
-	s := &h.Scratch
-	convs := []*nn.Conv2D{&h.Resize3, &s.L1, &s.L2, &s.L3, &s.L4, &s.Out1, &s.Out2a, &s.Out2b, s.SkyOut2a, s.SkyOut2b}
-	for _, f := range []*Fusion{&s.RN1, &s.RN2, &s.RN3, &s.RN4} {
-		convs = append(convs, &f.RC2.C1, &f.RC2.C2, &f.Out)
-		if f.RC1 != nil {
-			convs = append(convs, &f.RC1.C1, &f.RC1.C2)
-		}
-	}
-	for _, c := range convs {
-		if c != nil {
-			c.Algo = a
-		}
-	}
 }
 
 // UV returns the UV position embedding (already scaled by 0.1) of C channels

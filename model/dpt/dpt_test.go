@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/ggml"
-	"github.com/da3-go/da3-go/model/nn"
 )
 
 // uvRef is MODEL-SPEC §4.1 in float64: 0.1·UV(c, h, w) for aspect a = W/H,
@@ -118,7 +117,7 @@ func TestHeadUVCache(t *testing.T) {
 }
 
 func TestNewHeadLayout(t *testing.T) {
-	h := New(Config{Kind: DualDPT, NormEps: 1e-5, Conv: nn.ConvDirect})
+	h := New(Config{Kind: DualDPT, NormEps: 1e-5})
 	require.NotNil(t, h.Norm)
 	assert.Equal(t, float32(1e-5), h.Norm.Eps)
 	assert.Nil(t, h.Scratch.SkyOut2a)
@@ -132,10 +131,6 @@ func TestNewHeadLayout(t *testing.T) {
 		require.NotNil(t, f.RC1)
 		assert.Equal(t, ggml.Conv2DParams{Pad: 1}, f.RC1.C1.Params)
 	}
-	assert.Equal(t, nn.ConvDirect, h.Scratch.RN2.RC2.C2.Algo)
-	h.SetConv(nn.ConvIm2Col)
-	assert.Equal(t, nn.ConvIm2Col, h.Scratch.RN2.RC2.C2.Algo)
-	assert.Equal(t, nn.ConvIm2Col, h.Resize3.Algo)
 
 	m := New(Config{Kind: Mono})
 	assert.Nil(t, m.Norm)

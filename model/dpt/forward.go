@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/model/nn"
 )
 
@@ -31,10 +32,8 @@ func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph,
 		// 1×1 projection on tokens: [D, Np, S] → [OC, Np, S] → map [pw, ph, OC, S].
 		p := &h.Proj[s]
 		oc := p.Weight.Dim(3)
-		y := p.Weight.Reshape(g, p.Weight.Dim(2), oc).MatMul(g, x)
-		if p.Bias != nil {
-			y = y.Add(g, p.Bias)
-		}
+		proj := nn.Linear{Weight: p.Weight.Reshape(g, p.Weight.Dim(2), oc), Bias: p.Bias}
+		y := proj.Forward(g, x)
 		y = y.Permute(g, 1, 0, 2, 3).Cont(g).Reshape(g, pw, ph, oc, S)
 		if h.Cfg.PosEmbed {
 			y = y.Add(g, b.Input("head.uv."+key(oc, ph, pw), h.UV(oc, ph, pw, aspect), pw, ph, oc, 1))
@@ -61,7 +60,7 @@ func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph,
 	p = b.Tap("head.fusion.1", sc.RN1.Forward(g, p, l1, 2*l1.Dim(0), 2*l1.Dim(1)))
 
 	z := b.Tap("head.out1", sc.Out1.Forward(g, p))
-	z = z.Resample(g, W, H, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
+	z = nn.Resize(g, z, W, H, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
 	if h.Cfg.PosEmbed {
 		c := z.Dim(2)
 		z = z.Add(g, b.Input("head.uv."+key(c, H, W), h.UV(c, H, W, aspect), W, H, c, 1))
@@ -69,7 +68,7 @@ func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph,
 	z = b.Tap("head.out1_up", z)
 	// NaN or Inf here would be hidden by the ReLU of the output convolutions.
 	b.Check("head.out1_up", z)
-	logits := b.Tap("head.logits", sc.Out2b.Forward(g, sc.Out2a.ForwardAct(g, z, ggml.ActReLU))) // [W, H, out, S]
+	logits := b.Tap("head.logits", sc.Out2b.Forward(g, sc.Out2a.ForwardAct(g, z, kernels.ActReLU))) // [W, H, out, S]
 
 	var out Outputs
 	S := logits.Dim(3)
@@ -88,7 +87,7 @@ func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph,
 		out.Conf = channel(logits, logits.Dim(2)-1).Cont(g).Exp(g).ScaleBias(g, 1, 1)
 	case Mono:
 		out.Depth = channel(logits, 0).Cont(g).Exp(g)
-		out.Sky = b.Tap("head.sky_logits", sc.SkyOut2b.Forward(g, sc.SkyOut2a.ForwardAct(g, z, ggml.ActReLU))).ReLU(g)
+		out.Sky = b.Tap("head.sky_logits", sc.SkyOut2b.Forward(g, sc.SkyOut2a.ForwardAct(g, z, kernels.ActReLU))).ReLU(g)
 	}
 	return out
 }

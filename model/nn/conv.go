@@ -1,17 +1,8 @@
 package nn
 
-import "github.com/da3-go/da3-go/ggml"
-
-// ConvAlgo chooses how Conv2D is computed. It is decided once per device when
-// a model is built, never inside graph code.
-type ConvAlgo int
-
-const (
-	// ConvIm2Col unfolds the input (im2col) and multiplies: fastest on CPUs
-	// for most shapes, and supported by every GPU backend.
-	ConvIm2Col ConvAlgo = iota
-	// ConvDirect uses ggml_conv_2d_direct (no im2col buffer).
-	ConvDirect
+import (
+	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/kernels"
 )
 
 // Conv2D is a 2-D convolution with optional bias. Weight: [KW, KH, IC, OC]
@@ -21,31 +12,30 @@ type Conv2D struct {
 	Weight *ggml.Tensor `gguf:"weight"`
 	Bias   *ggml.Tensor `gguf:"bias,optional"`
 	Params ggml.Conv2DParams
-	Algo   ConvAlgo
 }
 
 // Forward applies the layer.
 func (c *Conv2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
-	return c.ForwardAct(g, x, ggml.ActNone)
+	return c.ForwardAct(g, x, kernels.ActNone)
 }
 
-// ForwardAct applies the layer, then act. On the CPU the convolution is an
-// implicit-im2col GEMM with the bias and activation fused into its store.
-func (c *Conv2D) ForwardAct(g *ggml.Context, x *ggml.Tensor, act ggml.Act) *ggml.Tensor {
-	ep := ggml.Epilogue{Bias: c.Bias, Act: act}
+// ForwardAct applies the layer, then act. With the GEMM kernel (the graph's
+// kernel policy, kernels.PolicyOf) the convolution is an implicit-im2col
+// GEMM with the bias and activation fused into its store; otherwise a 1×1
+// convolution is one matrix product over the channels and others are
+// im2col and a matrix product (ggml_conv_2d).
+func (c *Conv2D) ForwardAct(g *ggml.Context, x *ggml.Tensor, act kernels.Act) *ggml.Tensor {
+	ep := kernels.Epilogue{Bias: c.Bias, Act: act}
 	if c.Bias != nil {
 		ep.Bias = c.Bias.Reshape(g, c.Bias.Dim(0))
 	}
-	if g.GEMM() && ggml.Conv2DGEMMFits(c.Weight, x, c.Params) && ggml.Conv2DGEMMWithFits(c.Weight, ep) {
-		return c.Weight.Conv2DGEMMWith(g, x, c.Params, ep)
+	if kernels.PolicyOf(g).GEMM && kernels.Conv2DFits(c.Weight, x, c.Params, ep) {
+		return kernels.Conv2D(g, c.Weight, x, c.Params, ep)
 	}
 	var y *ggml.Tensor
-	switch {
-	case c.Weight.Dim(0) == 1 && c.Weight.Dim(1) == 1 && c.Params.Stride <= 1 && c.Params.Pad == 0:
+	if c.Weight.Dim(0) == 1 && c.Weight.Dim(1) == 1 && c.Params.Stride <= 1 && c.Params.Pad == 0 {
 		y = pointwise(g, c.Weight, x)
-	case c.Algo == ConvDirect:
-		y = c.Weight.Conv2DDirect(g, x, c.Params)
-	default:
+	} else {
 		y = im2colConv(g, c.Weight, x, c.Params)
 	}
 	if c.Bias != nil {
@@ -55,13 +45,14 @@ func (c *Conv2D) ForwardAct(g *ggml.Context, x *ggml.Tensor, act ggml.Act) *ggml
 }
 
 // im2colConv is ggml_conv_2d (im2col, then one matrix product) built from
-// its parts so that the product goes through MatMul (the CPU GEMM for F32
-// kernels) and a single image needs no final copy.
+// its parts so that the product goes through MatMul (the GEMM kernel for
+// F32 kernels when the policy allows it) and a single image needs no final
+// copy.
 func im2colConv(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams) *ggml.Tensor {
 	col := w.Im2Col(g, x, p, w.Type()) // [KW·KH·IC, OW, OH, N]
 	K, OW, OH, N := col.Dim(0), col.Dim(1), col.Dim(2), col.Dim(3)
 	OC := w.Dim(3)
-	y := col.Reshape(g, K, OW*OH*N).MatMul(g, w.Reshape(g, K, OC)) // [OW·OH·N, OC]
+	y := MatMul(g, col.Reshape(g, K, OW*OH*N), w.Reshape(g, K, OC)) // [OW·OH·N, OC]
 	if N == 1 {
 		return y.Reshape(g, OW, OH, OC, 1)
 	}
@@ -75,7 +66,7 @@ func pointwise(g *ggml.Context, w, x *ggml.Tensor) *ggml.Tensor {
 	OC := w.Dim(3)
 	xt := x.Permute(g, 1, 2, 0, 3).Cont(g).Reshape(g, IC, W*H*N) // [IC, W, H, N]
 	wm := w.Reshape(g, IC, OC)
-	y := wm.MatMul(g, xt) // [OC, W·H·N]
+	y := MatMul(g, wm, xt) // [OC, W·H·N]
 	return y.Reshape(g, OC, W, H, N).Permute(g, 2, 0, 1, 3).Cont(g)
 }
 
@@ -106,7 +97,7 @@ func (c *ConvTranspose2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor 
 			wm = wm.Cast(g, ggml.TypeF32)
 		}
 		xt := x.Permute(g, 1, 2, 0, 3).Cont(g).Reshape(g, IC, W*H*N) // [IC, W·H·N]
-		r := wm.MatMul(g, xt)                                        // [KW·KH·OC, W·H·N] = (i, j, oc, x, y, n)
+		r := MatMul(g, wm, xt)                                       // [KW·KH·OC, W·H·N] = (i, j, oc, x, y, n)
 		// (i, (j,oc), x, y·n) → (i, x, (j,oc), y·n)
 		r = r.Reshape(g, KW, KH*OC, W, H*N).Permute(g, 0, 2, 1, 3).Cont(g)
 		// (i·x, j, oc, y·n) → (i·x, j, y·n, oc)

@@ -1,6 +1,9 @@
 package nn
 
-import "github.com/da3-go/da3-go/ggml"
+import (
+	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/kernels"
+)
 
 // Linear is y = W·x + b. W: [in, out] in ggml order (torch (out, in) reversed);
 // x: [in, tokens, ...] gives [out, tokens, ...].
@@ -11,20 +14,33 @@ type Linear struct {
 
 // Forward applies the layer.
 func (l *Linear) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
-	return l.ForwardAct(g, x, ggml.ActNone)
+	return dense(g, l.Weight, l.Bias, x, kernels.ActNone)
 }
 
-// ForwardAct applies the layer, then act. On the CPU GEMM path the bias and
-// the activation are fused into the product's store (one pass over the
-// output instead of three).
-func (l *Linear) ForwardAct(g *ggml.Context, x *ggml.Tensor, act ggml.Act) *ggml.Tensor {
-	ep := ggml.Epilogue{Bias: l.Bias, Act: act}
-	if g.GEMM() && ggml.GEMMWithFits(l.Weight, x, ep) {
-		return l.Weight.GEMMWith(g, x, ep)
+// ForwardAct applies the layer, then act. With the GEMM kernel (the graph's
+// kernel policy, kernels.PolicyOf) the bias and the activation are fused
+// into the product's store: one pass over the output instead of three.
+func (l *Linear) ForwardAct(g *ggml.Context, x *ggml.Tensor, act kernels.Act) *ggml.Tensor {
+	return dense(g, l.Weight, l.Bias, x, act)
+}
+
+// MatMul is w.MulMat(g, x) (w [K, N], x [K, …] give [N, …]; batched as
+// ggml_mul_mat), computed by the GEMM kernel when the graph's kernel policy
+// allows it and the operands fit.
+func MatMul(g *ggml.Context, w, x *ggml.Tensor) *ggml.Tensor {
+	return dense(g, w, nil, x, kernels.ActNone)
+}
+
+// dense is act(w·x + b) (b may be nil): the one place that chooses between
+// the GEMM kernel and ggml's product for linear layers and products.
+func dense(g *ggml.Context, w, b, x *ggml.Tensor, act kernels.Act) *ggml.Tensor {
+	ep := kernels.Epilogue{Bias: b, Act: act}
+	if kernels.PolicyOf(g).GEMM && kernels.GEMMFits(w, x, ep) {
+		return kernels.GEMM(g, w, x, ep)
 	}
-	y := l.Weight.MatMul(g, x)
-	if l.Bias != nil {
-		y = y.Add(g, l.Bias)
+	y := w.MulMat(g, x)
+	if b != nil {
+		y = y.Add(g, b)
 	}
 	return act.Apply(g, y)
 }
@@ -67,7 +83,7 @@ type MLP struct {
 
 // Forward applies the layer.
 func (m *MLP) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
-	return m.FC2.Forward(g, m.FC1.ForwardAct(g, x, ggml.ActGELU))
+	return m.FC2.Forward(g, m.FC1.ForwardAct(g, x, kernels.ActGELU))
 }
 
 // SwiGLU is w3(SiLU(x1) ⊙ x2) where [x1; x2] = w12(x) split in halves along

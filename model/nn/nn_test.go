@@ -16,13 +16,20 @@ import (
 
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/testutil"
 	"github.com/da3-go/da3-go/model/nn"
 )
 
-func openCPU(t *testing.T) *backend.Runtime {
+// openCPU opens a CPU runtime with the kernel policy p (nil: the default,
+// every kernel of this build).
+func openCPU(t *testing.T, p ...*kernels.Policy) *backend.Runtime {
 	t.Helper()
-	rt, err := backend.Open(backend.Options{Device: "cpu", Threads: 1, Logger: slog.New(slog.DiscardHandler)})
+	opts := backend.Options{Device: "cpu", Threads: 1, Logger: slog.New(slog.DiscardHandler)}
+	if len(p) > 0 {
+		opts.Kernels = p[0]
+	}
+	rt, err := backend.Open(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { rt.Close() })
 	return rt
@@ -81,8 +88,20 @@ func linearRef(w, b, x []float32, in, out, tokens int) []float64 {
 	return y
 }
 
+// policies are the kernel policies the layers are tested under: ggml's own
+// ops only, and every kernel of this build (the default on the CPU).
+var policies = []struct {
+	name string
+	p    *kernels.Policy
+}{{"ggml", &kernels.Policy{}}, {"kernels", nil}}
+
 func TestLinear(t *testing.T) {
-	rt := openCPU(t)
+	for _, pol := range policies {
+		t.Run(pol.name, func(t *testing.T) { testLinear(t, openCPU(t, pol.p)) })
+	}
+}
+
+func testLinear(t *testing.T, rt *backend.Runtime) {
 	r := rand.New(rand.NewPCG(1, 2))
 	const in, out, tokens, views = 7, 5, 3, 2
 	w, b, x := randn(r, in*out), randn(r, out), randn(r, in*tokens*views)
@@ -244,7 +263,12 @@ func conv2dRef(x, w, b []float32, W, H, IC, N, KW, KH, OC, stride, pad int) (y [
 }
 
 func TestConv2D(t *testing.T) {
-	rt := openCPU(t)
+	for _, pol := range policies {
+		t.Run(pol.name, func(t *testing.T) { testConv2D(t, openCPU(t, pol.p)) })
+	}
+}
+
+func testConv2D(t *testing.T, rt *backend.Runtime) {
 	r := rand.New(rand.NewPCG(9, 10))
 	const W, H, IC, OC, N = 7, 5, 3, 4, 2
 	x := randn(r, W*H*IC*N)
@@ -252,14 +276,11 @@ func TestConv2D(t *testing.T) {
 		name        string
 		k           int
 		stride, pad int
-		algo        nn.ConvAlgo
 	}{
-		{"3x3 pad1 im2col", 3, 1, 1, nn.ConvIm2Col},
-		{"3x3 pad1 direct", 3, 1, 1, nn.ConvDirect},
-		{"3x3 stride2 pad1 im2col", 3, 2, 1, nn.ConvIm2Col},
-		{"3x3 stride2 pad1 direct", 3, 2, 1, nn.ConvDirect},
-		{"1x1 pointwise", 1, 1, 0, nn.ConvIm2Col},
-		{"1x1 stride2 (not pointwise)", 1, 2, 0, nn.ConvIm2Col},
+		{"3x3 pad1", 3, 1, 1},
+		{"3x3 stride2 pad1", 3, 2, 1},
+		{"1x1 pointwise", 1, 1, 0},
+		{"1x1 stride2 (not pointwise)", 1, 2, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -269,7 +290,6 @@ func TestConv2D(t *testing.T) {
 					c := nn.Conv2D{
 						Weight: bd.Input("w", w, tc.k, tc.k, IC, OC),
 						Params: ggml.Conv2DParams{Stride: tc.stride, Pad: tc.pad},
-						Algo:   tc.algo,
 					}
 					if withBias {
 						c.Bias = bd.Input("b", b, OC)

@@ -43,11 +43,6 @@ type Model struct {
 	Cfg Config
 	// Pos is the host copy of PosEmbed with its per-grid interpolation cache.
 	Pos *PosEmbed
-	// Attention selects the attention kernel.
-	Attention AttentionKernel
-	// ScoreBytes bounds the attention score matrix of the GEMM kernel per
-	// query chunk (0 = 256 MiB).
-	ScoreBytes int64
 }
 
 // New returns an unbound backbone shaped by cfg.
@@ -154,34 +149,11 @@ func (m *Model) attention(g *ggml.Context, b nn.Builder, i int, x *ggml.Tensor, 
 		q = m.rope2D(g, b, q, gr, global)
 		k = m.rope2D(g, b, k, gr, global)
 	}
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	if m.Attention == AttentionAuto && g.GEMM() {
-		if global && S > 1 { // all views' tokens attend jointly
-			q, k, v = joinViews(g, q), joinViews(g, k), joinViews(g, v)
-		}
-		if ggml.AttentionFits(q, k, v) {
-			o := q.Attention(g, k, v, scale) // [hd, H, n, batch], contiguous
-			return a.Proj.Forward(g, o.Reshape(g, C, T, S))
-		}
+	if global && S > 1 { // all views' tokens attend jointly
+		q, k, v = joinViews(g, q), joinViews(g, k), joinViews(g, v)
 	}
-	n, batch := T, S
-	if global && S > 1 {
-		n, batch = T*S, 1
-		q = q.Cont(g).Reshape(g, hd, H, n, 1)
-		k = k.Cont(g).Reshape(g, hd, H, n, 1)
-		v = v.Cont(g).Reshape(g, hd, H, n, 1)
-	}
-	q = q.Permute(g, 0, 2, 1, 3) // [hd, n, H, batch]
-	k = k.Permute(g, 0, 2, 1, 3)
-	v = v.Permute(g, 0, 2, 1, 3)
-	var o *ggml.Tensor
-	if m.Attention.flash(n, H, batch) {
-		o = q.FlashAttnExt(g, k.Cont(g), v.Cont(g), nil, scale) // [hd, H, n, batch]
-	} else {
-		o = m.gemmAttention(g, q, k, v, scale)
-	}
-	o = o.Cont(g).Reshape(g, C, T, S)
-	return a.Proj.Forward(g, o)
+	o := nn.Attention(g, q, k, v, float32(1/math.Sqrt(float64(hd)))) // [hd, H, n, batch], contiguous
+	return a.Proj.Forward(g, o.Reshape(g, C, T, S))
 }
 
 // joinViews views x [hd, H, T, S] as [hd, H, T·S, 1] (the tokens of all
@@ -276,65 +248,4 @@ func (m *Model) output(g *ggml.Context, local, x *ggml.Tensor) (feat, cam *ggml.
 	}
 	cam = first(local).Concat(g, first(x), 0) // [2C, S]
 	return feat, cam
-}
-
-// gemmAttention is softmax(q·kᵀ·scale)·v as two matrix products on
-// contiguous operands (ggml's tiled GEMM), q, k, v: [hd, n, H, batch], giving
-// [hd, H, n, batch]. Queries are processed in chunks so that each chunk's
-// score matrix stays under ScoreBytes.
-func (m *Model) gemmAttention(g *ggml.Context, q, k, v *ggml.Tensor, scale float32) *ggml.Tensor {
-	hd, n, H, batch := q.Dim(0), q.Dim(1), q.Dim(2), q.Dim(3)
-	q, k = q.Cont(g), k.Cont(g)
-	vt := v.Permute(g, 1, 0, 2, 3).Cont(g) // [n_k, hd, H, batch]
-	limit := m.ScoreBytes
-	if limit <= 0 {
-		limit = 256 << 20
-	}
-	chunk := int(limit / (int64(n) * int64(H) * int64(batch) * 4))
-	chunk = max(1, min(chunk, n))
-	var o *ggml.Tensor
-	for start := 0; start < n; start += chunk {
-		c := min(chunk, n-start)
-		qc := q
-		if c < n {
-			qc = q.View(g, start*q.Stride(1), []int{hd, c, H, batch}, []int{q.Stride(1), q.Stride(2), q.Stride(3)}).Cont(g)
-		}
-		kq := k.MatMul(g, qc).SoftMaxExt(g, nil, scale, 0) // [n_k, c, H, batch]
-		oc := vt.MatMul(g, kq)                             // [hd, c, H, batch]
-		if o == nil {
-			o = oc
-		} else {
-			o = o.Concat(g, oc, 1)
-		}
-	}
-	return o.Permute(g, 0, 2, 1, 3) // [hd, H, n, batch]
-}
-
-// AttentionKernel chooses how attention is computed.
-type AttentionKernel int
-
-const (
-	// AttentionAuto uses the fused CPU attention kernel (ggml.OpAttention:
-	// no score matrix, no copies) when the graph runs on the CPU with the
-	// AVX-512 GEMM; otherwise two matrix products and a softmax (about 10%
-	// less CPU time than ggml's CPU flash attention for one DA3-BASE image,
-	// and much less for many views), with the queries chunked so that the
-	// score matrix stays bounded (ScoreBytes).
-	AttentionAuto AttentionKernel = iota
-	// AttentionFlash always uses ggml_flash_attn_ext (no score matrix; the
-	// choice on GPUs).
-	AttentionFlash
-	// AttentionNaive always materialises the score matrix.
-	AttentionNaive
-)
-
-// flash decides the kernel for n tokens, h heads and batch views.
-func (a AttentionKernel) flash(n, h, batch int) bool {
-	switch a {
-	case AttentionFlash:
-		return true
-	case AttentionNaive:
-		return false
-	}
-	return false
 }

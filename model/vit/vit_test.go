@@ -218,10 +218,3 @@ func TestGridKey(t *testing.T) {
 	assert.Equal(t, "37x0", gridKey(Grid{PH: 37, PW: 0}))
 	assert.Equal(t, "-3x120", gridKey(Grid{PH: -3, PW: 120}))
 }
-
-func TestAttentionKernelChoice(t *testing.T) {
-	assert.True(t, AttentionFlash.flash(1, 1, 1))
-	assert.False(t, AttentionNaive.flash(1<<14, 16, 4))
-	// Auto: always the GEMM kernel, which chunks queries to bound memory.
-	assert.False(t, AttentionAuto.flash(4097, 4, 1))
-}

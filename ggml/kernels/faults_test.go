@@ -1,0 +1,97 @@
+package kernels
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/internal/optest"
+)
+
+// TestEntryChecks builds nodes around the Go checks, straight from the raw
+// kernels, with operands the kernels must refuse: each call must record a
+// fault and leave its output alone instead of reading or writing out of
+// bounds.
+func TestEntryChecks(t *testing.T) {
+	f32 := ggml.TypeF32
+	cases := []struct {
+		name  string
+		avx   bool // the kernel needs an AVX-512 build
+		build func(g *ggml.Context) (dst *ggml.Tensor, ins []*ggml.Tensor)
+	}{
+		{"gemm depth mismatch", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			w, x := g.NewTensor(f32, 8, 4), g.NewTensor(f32, 16, 3)
+			return g.Custom(opGEMM, f32, []int{4, 3}, []*ggml.Tensor{w, x}, 0), []*ggml.Tensor{w, x}
+		}},
+		{"gemm output too small", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			w, x := g.NewTensor(f32, 8, 40), g.NewTensor(f32, 8, 30)
+			return g.Custom(opGEMM, f32, []int{40, 2}, []*ggml.Tensor{w, x}, 0), []*ggml.Tensor{w, x}
+		}},
+		{"gemm short bias", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			w, x, b := g.NewTensor(f32, 8, 40), g.NewTensor(f32, 8, 3), g.NewTensor(f32, 4)
+			return g.Custom(opGEMM, f32, []int{40, 3}, []*ggml.Tensor{w, x, b}, 0), []*ggml.Tensor{w, x, b}
+		}},
+		{"gemm unknown activation", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			w, x := g.NewTensor(f32, 8, 4), g.NewTensor(f32, 8, 3)
+			return g.Custom(opGEMM, f32, []int{4, 3}, []*ggml.Tensor{w, x}, 9), []*ggml.Tensor{w, x}
+		}},
+		{"conv stride 0", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			w, x := g.NewTensor(f32, 3, 3, 2, 4), g.NewTensor(f32, 10, 10, 2, 1)
+			return g.Custom(opConv2D, f32, []int{8, 8, 4, 1}, []*ggml.Tensor{w, x}, 0), []*ggml.Tensor{w, x}
+		}},
+		{"conv output larger than the input allows", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			w, x := g.NewTensor(f32, 3, 3, 2, 4), g.NewTensor(f32, 10, 10, 2, 1)
+			return g.Custom(opConv2D, f32, []int{20, 8, 4, 1}, []*ggml.Tensor{w, x}, 1), []*ggml.Tensor{w, x}
+		}},
+		{"conv channel mismatch", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			w, x := g.NewTensor(f32, 3, 3, 5, 4), g.NewTensor(f32, 10, 10, 2, 1)
+			return g.Custom(opConv2D, f32, []int{8, 8, 4, 1}, []*ggml.Tensor{w, x}, 1), []*ggml.Tensor{w, x}
+		}},
+		{"attention head dims differ", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			q, k, v := g.NewTensor(f32, 64, 2, 10), g.NewTensor(f32, 32, 2, 10), g.NewTensor(f32, 64, 2, 10)
+			return g.Custom(opAttention, f32, []int{64, 2, 10}, []*ggml.Tensor{q, k, v}, 0), []*ggml.Tensor{q, k, v}
+		}},
+		{"attention missing v", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			q, k := g.NewTensor(f32, 64, 2, 10), g.NewTensor(f32, 64, 2, 10)
+			return g.Custom(opAttention, f32, []int{64, 2, 10}, []*ggml.Tensor{q, k}, 0), []*ggml.Tensor{q, k}
+		}},
+		{"bilinear f16 input", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x := g.NewTensor(ggml.TypeF16, 8, 8, 2)
+			return g.Custom(opBilinear, f32, []int{16, 16, 2}, []*ggml.Tensor{x}, 0), []*ggml.Tensor{x}
+		}},
+		{"bilinear channel mismatch", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x := g.NewTensor(f32, 8, 8, 2)
+			return g.Custom(opBilinear, f32, []int{16, 16, 5}, []*ggml.Tensor{x}, 0), []*ggml.Tensor{x}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.avx && !Available().GEMM {
+				t.Skip("built without AVX-512: the kernel records a fault for any operands")
+			}
+			h := optest.NewHarness(t, 16)
+			dst, ins := tc.build(h.G)
+			h.Alloc(dst)
+			for _, in := range ins {
+				require.NoError(t, in.SetFloat32s(make([]float32, in.Elements())))
+			}
+			sentinel := make([]float32, dst.Elements())
+			for i := range sentinel {
+				sentinel[i] = 42
+			}
+			require.NoError(t, dst.SetFloat32s(sentinel))
+			before := Faults()
+			require.NoError(t, optest.NewCPUBackend(t, 2).Compute(h.G))
+			assert.Greater(t, Faults(), before, "the kernel records a fault")
+			err := FaultsSince(before)
+			require.ErrorIs(t, err, ErrFault)
+			assert.Contains(t, err.Error(), "rejected their operands")
+			got, err := dst.Float32s()
+			require.NoError(t, err)
+			assert.Equal(t, sentinel, got, "the output is left alone")
+			assert.NoError(t, FaultsSince(Faults()))
+		})
+	}
+}
