@@ -181,6 +181,8 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fail(stderr, fmt.Errorf("-intrinsics: model %q predicts its own cameras; -intrinsics is for models without a camera head", cfg.Name))
 	case k != nil && cfg.Arch == model.DA3Mono && cfg.Metric:
 		opt.Intrinsics = k // focal-normalised output: metres with the focal length
+	case k == nil && cfg.Arch == model.DA3Mono && cfg.Metric && !f.quiet:
+		fmt.Fprintf(stderr, "da3-go: note: %q predicts focal-normalised depth, NOT metres; pass -intrinsics fx,fy,cx,cy to get metres\n", cfg.Name)
 	}
 	for _, fm := range formats {
 		if needsCamera(fm) && !cfg.HasCamera && k == nil {

@@ -335,6 +335,10 @@ func TestReconstructMetric(t *testing.T) {
 	assert.Equal(t, exitFailure, code)
 	assert.Contains(t, stderr, "or -intrinsics fx,fy,cx,cy")
 	assertEmptyDir(t, out)
+	npzOut := t.TempDir()
+	code, _, stderr = runCLI("reconstruct", "-model", metric, "-process-res", "70", "-format", "mini_npz", "-o", npzOut, img)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stderr, "NOT metres", "without a focal the output is said not to be metres")
 	code, _, stderr = runCLI("reconstruct", "-model", metric, "-process-res", "70", "-intrinsics", "50,60,22,30",
 		"-format", "ply,colmap", "-keep-sky", "-quiet", "-o", out, img)
 	require.Equal(t, exitOK, code, stderr)
