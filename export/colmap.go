@@ -410,6 +410,14 @@ func (m *COLMAPModel) pointsBin(w io.Writer) error {
 	return b.err
 }
 
+// mean is sum/n, 0 for n = 0.
+func mean(sum, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(sum) / float64(n)
+}
+
 // g17 formats a number as COLMAP's text writer does (std::setprecision(17), i.e. %.17g).
 func g17(x float64) string { return strconv.FormatFloat(x, 'g', 17, 64) }
 
@@ -436,11 +444,7 @@ func (m *COLMAPModel) imagesText(w io.Writer) error {
 			}
 		}
 	}
-	mean := 0.0
-	if len(m.Images) > 0 {
-		mean = float64(obs) / float64(len(m.Images))
-	}
-	fmt.Fprintf(bw, "# Image list with two lines of data per image:\n#   IMAGE_ID, QW, QX, QY, QZ, TX, TY, TZ, CAMERA_ID, NAME\n#   POINTS2D[] as (X, Y, POINT3D_ID)\n# Number of images: %d, mean observations per image: %s\n", len(m.Images), g17(mean))
+	fmt.Fprintf(bw, "# Image list with two lines of data per image:\n#   IMAGE_ID, QW, QX, QY, QZ, TX, TY, TZ, CAMERA_ID, NAME\n#   POINTS2D[] as (X, Y, POINT3D_ID)\n# Number of images: %d, mean observations per image: %s\n", len(m.Images), g17(mean(obs, len(m.Images))))
 	for _, im := range m.Images {
 		fmt.Fprintf(bw, "%d %s %s %s %s %s %s %s %d %s\n", im.ID, g17(im.Q[0]), g17(im.Q[1]), g17(im.Q[2]), g17(im.Q[3]),
 			g17(im.T[0]), g17(im.T[1]), g17(im.T[2]), im.CameraID, im.Name)
@@ -458,11 +462,7 @@ func (m *COLMAPModel) pointsText(w io.Writer) error {
 	for _, p := range m.Points {
 		track += len(p.Track)
 	}
-	mean := 0.0
-	if len(m.Points) > 0 {
-		mean = float64(track) / float64(len(m.Points))
-	}
-	fmt.Fprintf(bw, "# 3D point list with one line of data per point:\n#   POINT3D_ID, X, Y, Z, R, G, B, ERROR, TRACK[] as (IMAGE_ID, POINT2D_IDX)\n# Number of points: %d, mean track length: %s\n", len(m.Points), g17(mean))
+	fmt.Fprintf(bw, "# 3D point list with one line of data per point:\n#   POINT3D_ID, X, Y, Z, R, G, B, ERROR, TRACK[] as (IMAGE_ID, POINT2D_IDX)\n# Number of points: %d, mean track length: %s\n", len(m.Points), g17(mean(track, len(m.Points))))
 	for _, p := range m.Points {
 		fmt.Fprintf(bw, "%d %s %s %s %d %d %d %s", p.ID, g17(p.XYZ[0]), g17(p.XYZ[1]), g17(p.XYZ[2]), p.RGB[0], p.RGB[1], p.RGB[2], g17(p.Error))
 		for _, t := range p.Track {

@@ -84,6 +84,13 @@ func (b *binReader) u32() uint32  { return binary.LittleEndian.Uint32(b.read(4))
 func (b *binReader) u64() uint64  { return binary.LittleEndian.Uint64(b.read(8)) }
 func (b *binReader) f64() float64 { return math.Float64frombits(b.u64()) }
 
+// f64s fills dst.
+func (b *binReader) f64s(dst []float64) {
+	for k := range dst {
+		dst[k] = b.f64()
+	}
+}
+
 // count reads a u64 count of records of at least minSize bytes each and checks it against the bytes left.
 func (b *binReader) count(what string, minSize int64) (int, error) {
 	n := b.u64()
@@ -130,9 +137,7 @@ func (m *COLMAPModel) readCamerasBin(r io.Reader, size int64) error {
 			return fmt.Errorf("camera %d: unknown model id %d", c.ID, int32(c.Model))
 		}
 		c.Params = make([]float64, c.Model.NumParams())
-		for j := range c.Params {
-			c.Params[j] = b.f64()
-		}
+		b.f64s(c.Params)
 		if b.err != nil {
 			return fmt.Errorf("camera %d: %w", c.ID, b.err)
 		}
@@ -150,12 +155,8 @@ func (m *COLMAPModel) readImagesBin(r io.Reader, size int64) error {
 	for i := range m.Images {
 		im := &m.Images[i]
 		im.ID = b.u32()
-		for k := range im.Q {
-			im.Q[k] = b.f64()
-		}
-		for k := range im.T {
-			im.T[k] = b.f64()
-		}
+		b.f64s(im.Q[:])
+		b.f64s(im.T[:])
 		im.CameraID = b.u32()
 		if im.Name, err = b.str(); err != nil {
 			return fmt.Errorf("image %d: %w", i, err)
@@ -185,9 +186,7 @@ func (m *COLMAPModel) readPointsBin(r io.Reader, size int64) error {
 	for i := range m.Points {
 		p := &m.Points[i]
 		p.ID = b.u64()
-		for k := range p.XYZ {
-			p.XYZ[k] = b.f64()
-		}
+		b.f64s(p.XYZ[:])
 		for k := range p.RGB {
 			p.RGB[k] = b.u8()
 		}

@@ -60,7 +60,7 @@ func visualizeDepth(depth []float32) [][3]uint8 {
 		lo, span = float32(-1e-6), float32(1e-6-(-1e-6))
 	} else {
 		s := sorted32(valid)
-		lo32, hi32 := percentile32(s, 2), percentile32(s, 98)
+		lo32, hi32 := percentile(s, 2), percentile(s, 98)
 		if lo32 == hi32 {
 			lo32, hi32 = lo32-float32(1e-6), hi32+float32(1e-6)
 		}

@@ -164,7 +164,7 @@ func sceneScale(axis [3][]float64) float64 {
 	for k := range 3 {
 		s := slices.Clone(axis[k])
 		slices.Sort(s)
-		d := percentile64(s, 95) - percentile64(s, 5)
+		d := percentile(s, 95) - percentile(s, 5)
 		d2 += d * d
 	}
 	d := math.Sqrt(d2)

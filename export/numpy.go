@@ -11,42 +11,22 @@ import (
 // Products are converted explicitly before they are added: Go may otherwise fuse them into one FMA on some
 // architectures, which rounds differently from numpy.
 
-// percentile32 is numpy.percentile(v, q) (method "linear") of float32 data, which numpy evaluates in float32:
-// index = (n−1)·p with p = q/100 (float64), lo = ⌊index⌋, γ = index − lo, then
-// a + (b−a)·γ for γ < 0.5 and b − (b−a)·(1−γ) otherwise, in float32. sorted must be ascending.
-func percentile32(sorted []float32, q float64) float32 {
+// percentile is numpy.percentile(v, q) (method "linear"), evaluated in the data's own precision as numpy
+// does (float32 data: float32 arithmetic): index = (n−1)·p with p = q/100 (float64), lo = ⌊index⌋,
+// γ = index − lo, then a + (b−a)·γ for γ < 0.5 and b − (b−a)·(1−γ) otherwise. sorted must be ascending.
+func percentile[T float32 | float64](sorted []T, q float64) T {
 	n := len(sorted)
 	if n == 0 {
-		return float32(math.NaN())
+		return T(math.NaN())
 	}
-	p := q / 100
-	idx := float64(n-1) * p
-	lo, g := clampIndex(idx, n)
+	lo, g := clampIndex(float64(n-1)*(q/100), n)
 	hi := min(lo+1, n-1)
 	a, b := sorted[lo], sorted[hi]
 	d := b - a
 	if g >= 0.5 {
-		return b - float32(d*float32(1-g))
+		return b - T(d*T(1-g))
 	}
-	return a + float32(d*float32(g))
-}
-
-// percentile64 is percentile32 for float64 data.
-func percentile64(sorted []float64, q float64) float64 {
-	n := len(sorted)
-	if n == 0 {
-		return math.NaN()
-	}
-	p := q / 100
-	idx := float64(n-1) * p
-	lo, g := clampIndex(idx, n)
-	hi := min(lo+1, n-1)
-	a, b := sorted[lo], sorted[hi]
-	d := b - a
-	if g >= 0.5 {
-		return b - float64(d*(1-g))
-	}
-	return a + float64(d*g)
+	return a + T(d*T(g))
 }
 
 // clampIndex splits a virtual index into its floor (clamped to [0, n−1], as numpy clips the indices) and

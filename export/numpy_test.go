@@ -53,8 +53,8 @@ func TestPercentileMatchesNumpy(t *testing.T) {
 		slices.Sort(s64)
 		for k, q := range c.Q {
 			// Bit-exact: the selection of points depends on the exact threshold.
-			assert.Equal(t, math.Float32bits(c.P[k]), math.Float32bits(percentile32(s, q)), "n=%d q=%g float32", len(c.Data), q)
-			assert.Equal(t, c.P64[k], percentile64(s64, q), "n=%d q=%g float64", len(c.Data), q)
+			assert.Equal(t, math.Float32bits(c.P[k]), math.Float32bits(percentile(s, q)), "n=%d q=%g float32", len(c.Data), q)
+			assert.Equal(t, c.P64[k], percentile(s64, q), "n=%d q=%g float64", len(c.Data), q)
 		}
 	}
 }

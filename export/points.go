@@ -189,7 +189,7 @@ func confThreshold(views []View, conf [][]float32, opt Options) float32 {
 		pix = nonSky
 	}
 	s := sorted32(pix)
-	lower, upper := percentile32(s, opt.ConfPercentile), percentile32(s, opt.EnsurePercentile)
+	lower, upper := percentile(s, opt.ConfPercentile), percentile(s, opt.EnsurePercentile)
 	return min(max(float32(opt.ConfThreshold), lower), upper)
 }
 
