@@ -241,6 +241,19 @@ func (t *textLines) next(raw bool) (string, bool) {
 	return "", false
 }
 
+// each calls fn with every data line and its fields until the input ends or fn fails.
+func (t *textLines) each(fn func(line string, fields []string) error) error {
+	for {
+		l, ok := t.next(false)
+		if !ok {
+			return t.s.Err()
+		}
+		if err := fn(l, strings.Fields(l)); err != nil {
+			return err
+		}
+	}
+}
+
 func (t *textLines) errorf(format string, args ...any) error {
 	return fmt.Errorf("line %d: %s", t.line, fmt.Sprintf(format, args...))
 }
@@ -267,12 +280,7 @@ func parseUint(s string, bits int) (uint64, error) {
 
 func (m *COLMAPModel) readCamerasText(r io.Reader, _ int64) error {
 	t := newTextLines(r)
-	for {
-		l, ok := t.next(false)
-		if !ok {
-			return t.s.Err()
-		}
-		f := strings.Fields(l)
+	return t.each(func(l string, f []string) error {
 		if len(f) < 4 {
 			return t.errorf("camera line needs CAMERA_ID MODEL WIDTH HEIGHT PARAMS")
 		}
@@ -291,17 +299,13 @@ func (m *COLMAPModel) readCamerasText(r io.Reader, _ int64) error {
 			return t.errorf("camera %d: %v takes %d parameters, got %d", id, model, model.NumParams(), len(params))
 		}
 		m.Cameras = append(m.Cameras, COLMAPCamera{ID: uint32(id), Model: model, Width: w, Height: h, Params: params})
-	}
+		return nil
+	})
 }
 
 func (m *COLMAPModel) readImagesText(r io.Reader, _ int64) error {
 	t := newTextLines(r)
-	for {
-		l, ok := t.next(false)
-		if !ok {
-			return t.s.Err()
-		}
-		f := strings.Fields(l)
+	return t.each(func(l string, f []string) error {
 		if len(f) < 10 {
 			return t.errorf("image line needs IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME")
 		}
@@ -337,7 +341,8 @@ func (m *COLMAPModel) readImagesText(r io.Reader, _ int64) error {
 			im.Points2D[k] = COLMAPPoint2D{X: xy[0], Y: xy[1], Point3DID: pid}
 		}
 		m.Images = append(m.Images, im)
-	}
+		return nil
+	})
 }
 
 // fieldOffset returns the byte offset of the i-th whitespace-separated field of l.
@@ -358,12 +363,7 @@ func fieldOffset(l string, i int) int {
 
 func (m *COLMAPModel) readPointsText(r io.Reader, _ int64) error {
 	t := newTextLines(r)
-	for {
-		l, ok := t.next(false)
-		if !ok {
-			return t.s.Err()
-		}
-		f := strings.Fields(l)
+	return t.each(func(l string, f []string) error {
 		if len(f) < 8 || (len(f)-8)%2 != 0 {
 			return t.errorf("point line needs POINT3D_ID X Y Z R G B ERROR and (IMAGE_ID, POINT2D_IDX) pairs")
 		}
@@ -398,7 +398,8 @@ func (m *COLMAPModel) readPointsText(r io.Reader, _ int64) error {
 			p.Track = append(p.Track, COLMAPTrackElement{ImageID: uint32(im), Point2DIdx: uint32(idx)})
 		}
 		m.Points = append(m.Points, p)
-	}
+		return nil
+	})
 }
 
 // PosedImage is one image's camera from a COLMAP model.
