@@ -18,7 +18,7 @@ import (
 func init() {
 	register(command{
 		name:    "depth",
-		usage:   "da3-go depth -model M.gguf [flags] IMAGE...",
+		usage:   "da3-go depth -model M.gguf [flags] IMAGE|DIR... [-list FILE] [-video FILE -fps N]",
 		summary: "estimate depth (and confidence, sky) for images; several images are one scene for DA3 models unless -independent",
 		run:     runDepth,
 	})

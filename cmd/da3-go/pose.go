@@ -14,7 +14,7 @@ import (
 func init() {
 	register(command{
 		name:    "pose",
-		usage:   "da3-go pose -model M.gguf [flags] IMAGE...",
+		usage:   "da3-go pose -model M.gguf [flags] IMAGE|DIR... [-list FILE] [-video FILE -fps N]",
 		summary: "estimate the cameras (extrinsics, intrinsics) of images taken as views of one scene; prints JSON",
 		run:     runPose,
 	})
