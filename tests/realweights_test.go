@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
+	"github.com/da3-go/da3-go/model/nested"
 )
 
 // Accuracy with real weights on the NYU and KITTI samples of ../shared/data.
@@ -172,4 +174,51 @@ func TestDepthMetrics(t *testing.T) {
 	a, d, _ = depthMetrics(pred, gt, false)
 	assert.InDelta(t, 1, a, 1e-12)
 	assert.InDelta(t, 0, d, 1e-12)
+}
+
+// Metric models in metres, without median scaling: DA3METRIC-LARGE given each
+// sample's camera (DA3_TEST_MODEL_METRIC), and the nested pair
+// (DA3_TEST_MODEL_NESTED="ANYVIEW.gguf,METRIC.gguf").
+func TestRealWeightsMetres(t *testing.T) {
+	type depthFunc func(img image.Image, s sample) (*model.Result, error)
+	ctx := context.Background()
+	run := func(t *testing.T, name string, depth depthFunc) {
+		dir := dataDir(t)
+		for _, s := range samples(t, dir) {
+			t.Run(filepath.Base(s.RGB), func(t *testing.T) {
+				img, err := imgio.Decode(filepath.Join(dir, s.RGB))
+				require.NoError(t, err)
+				r, err := depth(img, s)
+				require.NoError(t, err)
+				require.Equal(t, model.Metres, r.Unit)
+				gt, w, h := groundTruth(t, filepath.Join(dir, s.Depth), s.DepthScale)
+				require.Equal(t, []int{w, h}, []int{r.Width, r.Height})
+				absRel, d1, n := depthMetrics(r.Depth, gt, false)
+				t.Logf("%s %s: metres, unscaled: AbsRel %.4f δ1 %.4f (%d px)", name, s.RGB, absRel, d1, n)
+				assert.Less(t, absRel, 0.35, "AbsRel")
+				assert.Greater(t, d1, 0.5, "δ1")
+			})
+		}
+	}
+	t.Run("metric-large", func(t *testing.T) {
+		path := os.Getenv("DA3_TEST_MODEL_METRIC")
+		if path == "" {
+			t.Skip("DA3_TEST_MODEL_METRIC not set: no real weights available (no pretrained Depth Anything weights can be obtained here); point it at a DA3METRIC-LARGE GGUF to run")
+		}
+		m := loadModel(t, path)
+		run(t, m.Config().Name, func(img image.Image, s sample) (*model.Result, error) {
+			k := s.Intrinsics
+			return m.Depth(ctx, img, model.RunOptions{Intrinsics: &model.Intrinsics{Fx: k[0], Fy: k[1], Cx: k[2], Cy: k[3]}})
+		})
+	})
+	t.Run("nested", func(t *testing.T) {
+		pair := strings.Split(os.Getenv("DA3_TEST_MODEL_NESTED"), ",")
+		if len(pair) != 2 {
+			t.Skip("DA3_TEST_MODEL_NESTED not set to ANYVIEW.gguf,METRIC.gguf: no real weights available (no pretrained Depth Anything weights can be obtained here)")
+		}
+		n, err := nested.Load(ctx, pair[0], pair[1], model.Options{Device: os.Getenv("DA3_TEST_DEVICE")})
+		require.NoError(t, err)
+		t.Cleanup(func() { n.Close() })
+		run(t, "nested", func(img image.Image, _ sample) (*model.Result, error) { return n.Depth(ctx, img, model.RunOptions{}) })
+	})
 }
