@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -44,12 +43,14 @@ func parityNested(t *testing.T, name string) {
 			continue
 		}
 		ran++
-		t.Run(e.Name(), func(t *testing.T) { parityNestedCase(t, nm, filepath.Join(dir, e.Name())) })
+		t.Run(e.Name(), func(t *testing.T) { parityNestedCase(t, nm, filepath.Join(dir, e.Name()), !filepath.IsAbs(dir)) })
 	}
 	require.NotZero(t, ran, "no case in %s", dir)
 }
 
-func parityNestedCase(t *testing.T, nm *nested.Model, dir string) {
+// committed: the case is a committed fixture, whose images da3-go must
+// preprocess to exactly the reference's input.
+func parityNestedCase(t *testing.T, nm *nested.Model, dir string, committed bool) {
 	ctx := context.Background()
 	meta := readMeta(t, dir+"/meta.json")
 	ref := refTensors(t, dir+"/ref.safetensors")
@@ -133,7 +134,37 @@ func parityNestedCase(t *testing.T, nm *nested.Model, dir string) {
 	}
 	out, err = nm.MultiView(ctx, imgs, model.RunOptions{ProcessRes: int(meta["process_res"].(float64)), ProcessedSize: true})
 	require.NoError(t, err)
+	// The reference's input as 8-bit RGB against da3-go's processed images:
+	// OpenCV's IPP INTER_CUBIC decides rare rounding ties by its own
+	// operation order, and a one-LSB input difference moves a random
+	// network's outputs by ~1e-4 relative, so the outputs are gated only
+	// when the inputs are identical (the committed fixtures' are).
+	if diff := rgbDiff(in.Data, out.Views, nm.AnyView().Config()); diff > 0 {
+		require.False(t, committed, "%d input values differ from the reference's", diff)
+		t.Logf("from images: %d of %d input values differ from the reference's by the preprocessing's rounding ties; outputs not gated (the tensor-input gates above hold)", diff, len(in.Data))
+		return
+	}
 	checkNestedOutput(t, "from images: ", ref, meta, out)
+}
+
+// rgbDiff counts the values of the reference input (normalised, CHW per
+// view) that are not da3-go's processed 8-bit images (HWC).
+func rgbDiff(input []float32, views []model.Result, cfg model.Config) int {
+	mean, std := cfg.Mean, cfg.Std
+	diff := 0
+	for v, r := range views {
+		n := r.Width * r.Height
+		for c := 0; c < 3; c++ {
+			for i := 0; i < n; i++ {
+				x := input[(3*v+c)*n+i]
+				u := math.Round(float64(x*std[c]+mean[c]) * 255)
+				if float64(r.RGB[3*i+c]) != u {
+					diff++
+				}
+			}
+		}
+	}
+	return diff
 }
 
 // checkNestedOutput gates a nested run's aligned outputs against the oracle.
@@ -163,5 +194,3 @@ func relGate(t *testing.T, what string, want, got float32, rel float64) {
 		t.Errorf("%s: %.8g, want %.8g within %g relative", what, got, want, rel)
 	}
 }
-
-var _ = fmt.Sprintf

@@ -114,6 +114,8 @@ def setup_imports() -> None:
 
     pose_align = types.ModuleType("depth_anything_3.utils.pose_align")
     pose_align.align_poses_umeyama = _raise_stub("align_poses_umeyama")
+    # imported by model/gs_adapter.py (DA3-GIANT's Gaussian head); used only with infer_gs and GT poses
+    pose_align.batch_align_poses_umeyama = _raise_stub("batch_align_poses_umeyama")
     sys.modules["depth_anything_3.utils.pose_align"] = pose_align
     STUBBED_MODULES.append("depth_anything_3.utils.pose_align (evo)")
     setup_imports.done = True

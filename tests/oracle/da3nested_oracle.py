@@ -14,6 +14,7 @@ Tensor names, shapes and layouts: tests/oracle/FORMATS.md (section "DA3 nested")
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -331,6 +332,7 @@ def main() -> int:
     (out / "README.md").unlink(missing_ok=True)  # model card written by the mixin; not needed
     dc.canonicalize_safetensors_header(out / "model.safetensors")
     del wrapper
+    gc.collect()  # the full-size model is 6.8 GB: free it before from_pretrained builds the next copy
 
     from depth_anything_3.api import DepthAnything3
 
