@@ -133,6 +133,9 @@ func Open(opts Options) (*Runtime, error) {
 			return nil, err
 		}
 	}
+	if cpu && runtime.GOARCH == "amd64" && !ggml.HasAVX2() {
+		log.Warn("ggml's CPU backend was compiled without AVX2 (CGO_CFLAGS without -march): it runs about 35x slower; build with CGO_CFLAGS=\"-O3 -march=native\" (see the README's Library section)")
+	}
 	free, total := dev.Memory()
 	log.Info("device", "name", dev.Name(), "description", dev.Description(), "type", dev.Type().String(),
 		"free_MiB", free>>20, "total_MiB", total>>20, "threads", threads)

@@ -1,6 +1,18 @@
-// da3_ggml.h includes the public ggml headers that `go generate ./ggml` copies
-// from the pinned module into ggml/vendor/include, and fails with a clear
-// message when they have not been generated.
+// da3_ggml.h includes the public ggml headers of the pinned
+// github.com/ollama/ollama module (go.mod), found in this order:
+//
+//  1. ggml/vendor/include, where `go generate ./ggml` (run by make) copies them
+//     in a checkout of this repository, with their module version;
+//  2. an include path from the environment, e.g. for a replace directive or
+//     another ollama version than the pinned one:
+//       CGO_CPPFLAGS="-I$(go list -m -f '{{.Dir}}' github.com/ollama/ollama)/ml/backend/ggml/ggml/include"
+//  3. the pinned module itself, next to this module in the module cache
+//     (GOMODCACHE/github.com/ollama/ollama@VERSION): a program that requires
+//     github.com/da3-go/da3-go builds with no setup (TestExternalConsumer).
+//
+// DA3_GGML_MODULE_VERSION is the version the headers come from ("" when
+// unknown); ggml.CheckVersion compares it with the linked module. The
+// version in path 3 must equal go.mod's (TestHeaderPathMatchesGoMod).
 #pragma once
 #if __has_include("da3_ggml_version.h")
 #include "da3_ggml_version.h"
@@ -8,6 +20,20 @@
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
+#elif __has_include("ggml.h")
+#ifndef DA3_GGML_MODULE_VERSION
+#define DA3_GGML_MODULE_VERSION ""
+#endif
+#include "ggml.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#elif __has_include("../../../ollama/ollama@v0.17.4/ml/backend/ggml/ggml/include/ggml.h")
+#define DA3_GGML_MODULE_VERSION "v0.17.4"
+#include "../../../ollama/ollama@v0.17.4/ml/backend/ggml/ggml/include/ggml.h"
+#include "../../../ollama/ollama@v0.17.4/ml/backend/ggml/ggml/include/ggml-alloc.h"
+#include "../../../ollama/ollama@v0.17.4/ml/backend/ggml/ggml/include/ggml-backend.h"
+#include "../../../ollama/ollama@v0.17.4/ml/backend/ggml/ggml/include/ggml-cpu.h"
 #else
-#error "ggml headers are missing: run 'go generate ./ggml' (or 'make') in the da3-go repository root"
+#error "ggml headers not found: in the da3-go repository run 'go generate ./ggml' (or 'make'); elsewhere set CGO_CPPFLAGS=\"-I$(go list -m -f '{{.Dir}}' github.com/ollama/ollama)/ml/backend/ggml/ggml/include\" (see the README's Library section)"
 #endif

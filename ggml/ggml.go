@@ -3,8 +3,10 @@
 // that uses cgo.
 //
 // ggml itself is compiled from the pinned github.com/ollama/ollama module (its
-// cgo packages build ggml-base and the CPU backend); its public headers are
-// copied into ggml/vendor/include by `go generate ./ggml`.
+// cgo packages build ggml-base and the CPU backend). Its public headers are
+// read from that module in the module cache, or in a checkout of this
+// repository from ggml/vendor/include where `go generate ./ggml` copies them
+// (see da3_ggml.h).
 //
 // The binding follows ggml closely:
 //
@@ -124,7 +126,9 @@ func da3GoLog(level C.int, text *C.char, _ unsafe.Pointer) {
 	}
 }
 
-// HeaderVersion is the ollama module version whose headers ggml/vendor holds.
+// HeaderVersion is the ollama module version whose headers the binding was
+// compiled with ("" when they came from an include path of unknown version;
+// see da3_ggml.h).
 func HeaderVersion() string { return C.GoString(C.da3_module_version()) }
 
 // LinkedVersion is the ollama module version linked into this binary, from the
@@ -145,15 +149,15 @@ func LinkedVersion() string {
 	return ""
 }
 
-// CheckVersion reports an error when the vendored headers were generated from
-// a different module version than the one linked: the structs the binding
-// passes to C would not match. Run `go generate ./ggml` to fix it.
+// CheckVersion reports an error when the binding was compiled with the
+// headers of another module version than the one linked: the structs the
+// binding passes to C would not match.
 func CheckVersion() error {
 	h, l := HeaderVersion(), LinkedVersion()
-	if l == "" || h == l {
+	if l == "" || h == "" || h == l {
 		return nil
 	}
-	return fmt.Errorf("ggml headers in ggml/vendor are from %s@%s but %s is linked: run 'go generate ./ggml' (or 'make')", ModulePath, h, l)
+	return fmt.Errorf("the ggml headers the binding was compiled with are from %s@%s but %s is linked: in the da3-go repository run 'go generate ./ggml' (or make); elsewhere point CGO_CPPFLAGS at the linked module's headers (see da3_ggml.h)", ModulePath, h, l)
 }
 
 // HasAVX2 reports whether the CPU backend was compiled with AVX2. Without SIMD

@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
 
-	"github.com/da3-go/da3-go/internal/fetch"
+	"github.com/da3-go/da3-go/fetch"
 )
 
 func init() {
@@ -113,6 +114,13 @@ func resolveModel(ctx context.Context, nameOrPath string, quiet bool, stderr io.
 	path, err := fetch.Resolve(ctx, nameOrPath, opts)
 	if finish != nil {
 		finish()
+	}
+	var ne *fetch.NetworkError
+	switch {
+	case errors.Is(err, fetch.ErrUnknownModel):
+		err = fmt.Errorf("%w; run 'da3-go models' for the list", err)
+	case errors.As(err, &ne):
+		err = fmt.Errorf("%w; pass -model /path/to/file.gguf", err)
 	}
 	return path, err
 }

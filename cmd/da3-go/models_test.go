@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/da3-go/da3-go/internal/fetch"
+	"github.com/da3-go/da3-go/fetch"
 )
 
 // markCached puts a verified-looking copy of a published model in dir.

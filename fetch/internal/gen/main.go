@@ -1,8 +1,8 @@
 // Command gen writes table.go, the SHA-256 table of the published GGUF files,
 // from a sha256sum-style list (default ../../../shared/published-gguf.sha256,
-// relative to internal/fetch where go generate runs it).
+// relative to fetch where go generate runs it).
 //
-//	go generate ./internal/fetch
+//	go generate ./fetch
 package main
 
 import (
@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/da3-go/da3-go/internal/fetch/shasum"
+	"github.com/da3-go/da3-go/fetch/internal/shasum"
 )
 
 func main() {

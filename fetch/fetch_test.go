@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/da3-go/da3-go/internal/fetch"
+	"github.com/da3-go/da3-go/fetch"
 )
 
 const fakeFile = "fake-model-f32.gguf"
@@ -335,7 +335,7 @@ func TestResolveUnreachableServer(t *testing.T) {
 	var ne *fetch.NetworkError
 	require.ErrorAs(t, err, &ne)
 	assert.Equal(t, addr, ne.Host)
-	assert.Contains(t, err.Error(), "cannot download "+fakeFile+" from "+addr+": no network connection (this machine may have no internet access); download it elsewhere and pass -model /path/to/file.gguf")
+	assert.Contains(t, err.Error(), "cannot download "+fakeFile+" from "+addr+": no network connection (this machine may have no internet access); download it elsewhere and use the local file")
 	assert.Contains(t, err.Error(), "connection refused")
 }
 
@@ -415,14 +415,14 @@ func TestResolvePathsAndUnknownNames(t *testing.T) {
 		{"typo", "da2-smal", "did you mean da2-small"},
 		{"swapped", "da3-lrage", "da3-large"},
 		{"prefix", "da2-metric-indoor", "da2-metric-indoor-small"},
-		{"nothing close", "zzzzzzzzzzzz", "(run 'da3-go models' for the list)"},
+		{"nothing close", "zzzzzzzzzzzz", "(Names lists them)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := fetch.Resolve(testCtx(t), tc.input, o)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, fetch.ErrUnknownModel)
 			assert.Contains(t, err.Error(), tc.want)
-			assert.Contains(t, err.Error(), "da3-go models")
+			assert.NotContains(t, err.Error(), "da3-go", "library errors do not name the command")
 		})
 	}
 	_, err = fetch.Resolve(testCtx(t), "zzzzzzzzzzzz", o)

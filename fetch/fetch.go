@@ -75,7 +75,7 @@ type NetworkError struct {
 
 func (e *NetworkError) Error() string {
 	return fmt.Sprintf("cannot download %s from %s: no network connection (this machine may have no internet access); "+
-		"download it elsewhere and pass -model /path/to/file.gguf: %v", e.File, e.Host, e.Err)
+		"download it elsewhere and use the local file: %v", e.File, e.Host, e.Err)
 }
 
 func (e *NetworkError) Unwrap() error { return e.Err }
@@ -155,7 +155,7 @@ func Resolve(ctx context.Context, nameOrPath string, opts Options) (string, erro
 	if s := reg.suggest(nameOrPath, 5); len(s) > 0 {
 		hint = "; did you mean " + strings.Join(s, ", ") + "?"
 	}
-	return "", fmt.Errorf("%w %q: no such file and no published model of that name%s (run 'da3-go models' for the list)",
+	return "", fmt.Errorf("%w %q: no such file and no published model of that name%s (Names lists them)",
 		ErrUnknownModel, nameOrPath, hint)
 }
 

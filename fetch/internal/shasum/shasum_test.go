@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/da3-go/da3-go/internal/fetch/shasum"
+	"github.com/da3-go/da3-go/fetch/internal/shasum"
 )
 
 const (

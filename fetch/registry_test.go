@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/da3-go/da3-go/internal/fetch/shasum"
+	"github.com/da3-go/da3-go/fetch/internal/shasum"
 )
 
 // sharedTable is the list the table is generated from, relative to this
@@ -27,7 +27,7 @@ func TestTableMatchesSharedList(t *testing.T) {
 	for _, e := range entries {
 		want = append(want, publishedFile{e.File, e.SHA256})
 	}
-	assert.Equal(t, want, published, "table.go is stale: run go generate ./internal/fetch")
+	assert.Equal(t, want, published, "table.go is stale: run go generate ./fetch")
 }
 
 func TestEveryFileHasOneModel(t *testing.T) {
