@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	_ "image/jpeg" // decoders for -image
-	_ "image/png"
 	"io"
 	"math"
 	"os"
@@ -23,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -363,18 +362,7 @@ func parseSize(s string) (w, h int, err error) {
 	return w, h, nil
 }
 
-func decodeImage(path string) (image.Image, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open image: %w", err)
-	}
-	defer f.Close()
-	im, _, err := image.Decode(bufio.NewReader(f))
-	if err != nil {
-		return nil, fmt.Errorf("decode image %s: %w", path, err)
-	}
-	return im, nil
-}
+func decodeImage(path string) (image.Image, error) { return imgio.Decode(path) }
 
 // syntheticImage is a deterministic test scene (smooth gradients, a disc and
 // a stripe pattern, varied per view) so that runs are reproducible without

@@ -12,8 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
-	_ "image/gif" // registered decoders
-	_ "image/jpeg"
+	_ "image/gif" // registered decoders (JPEG goes through internal/jpeg)
 	_ "image/png"
 	"io"
 	"os"
@@ -24,28 +23,44 @@ import (
 	_ "golang.org/x/image/webp"
 
 	"github.com/da3-go/da3-go/internal/imgproc"
+	"github.com/da3-go/da3-go/internal/jpeg"
 )
 
-// Decode reads a JPEG, PNG, BMP, TIFF, WebP or GIF image. The header's declared size is validated against
-// imgproc.CheckSize before any pixel is decoded. EXIF orientation is not applied (neither do the
-// references). Errors name the file.
-func Decode(path string) (img image.Image, err error) {
+// Decode reads a JPEG, PNG, BMP, TIFF, WebP or GIF image as stored: the Exif orientation is not applied
+// (see DecodeWithOrientation). JPEGs decode to the pixels libjpeg-turbo gives, which both reference
+// pipelines read (internal/jpeg). The header's declared size is validated against imgproc.CheckSize
+// before any pixel is decoded. Errors name the file.
+func Decode(path string) (image.Image, error) {
+	img, _, err := DecodeWithOrientation(path)
+	return img, err
+}
+
+// DecodeWithOrientation is Decode that also returns the JPEG's Exif orientation (1 for other formats and
+// for JPEGs without one), to be applied with Orient where wanted.
+func DecodeWithOrientation(path string) (image.Image, Orientation, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open image: %w", err)
+		return nil, 0, fmt.Errorf("open image: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("stat image %s: %w", path, err)
+		return nil, 0, fmt.Errorf("stat image %s: %w", path, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("image %s: not a regular file", path)
+		return nil, 0, fmt.Errorf("image %s: not a regular file", path)
 	}
 	if st.Size() == 0 {
-		return nil, fmt.Errorf("image %s: empty file", path)
+		return nil, 0, fmt.Errorf("image %s: empty file", path)
 	}
-	return decode(f, path)
+	if st.Size() > jpeg.MaxFileSize {
+		return nil, 0, fmt.Errorf("image %s: file larger than %d bytes", path, jpeg.MaxFileSize)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read image %s: %w", path, err)
+	}
+	return decode(data, path)
 }
 
 // DecodeBytes decodes an image held in memory exactly as Decode decodes a file; name labels errors.
@@ -53,38 +68,58 @@ func DecodeBytes(b []byte, name string) (image.Image, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("image %s: empty", name)
 	}
-	return decode(bytes.NewReader(b), name)
+	img, _, err := decode(b, name)
+	return img, err
 }
 
-func decode(r io.ReadSeeker, name string) (img image.Image, err error) {
+func decode(data []byte, name string) (img image.Image, o Orientation, err error) {
 	// Some decoders have panicked on hostile input in the past: never let that escape.
 	defer func() {
 		if r := recover(); r != nil {
-			img, err = nil, fmt.Errorf("decode image %s: corrupt data (decoder panic: %v)", name, r)
+			img, o, err = nil, 0, fmt.Errorf("decode image %s: corrupt data (decoder panic: %v)", name, r)
 		}
 	}()
-	cfg, format, err := image.DecodeConfig(bufio.NewReader(r))
+	if bytes.HasPrefix(data, []byte{0xff, 0xd8}) {
+		h, err := jpeg.DecodeHeaderBytes(data)
+		if err != nil {
+			return nil, 0, fmt.Errorf("decode image header %s (jpeg): %w", name, err)
+		}
+		if err := imgproc.CheckSize(h.Width, h.Height); err != nil {
+			return nil, 0, fmt.Errorf("image %s (jpeg): %w", name, err)
+		}
+		if img, err = jpeg.DecodeBytes(data); err != nil {
+			return nil, 0, fmt.Errorf("decode image %s (jpeg): %w", name, err)
+		}
+		if err := checkBounds(name, "jpeg", img, h.Width, h.Height); err != nil {
+			return nil, 0, err
+		}
+		return img, Orientation(max(h.Orientation, 1)), nil
+	}
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
 		if errors.Is(err, image.ErrFormat) {
-			return nil, fmt.Errorf("decode image %s: unknown format (want JPEG, PNG, BMP, TIFF, WebP or GIF)", name)
+			return nil, 0, fmt.Errorf("decode image %s: unknown format (want JPEG, PNG, BMP, TIFF, WebP or GIF)", name)
 		}
-		return nil, fmt.Errorf("decode image header %s: %w", name, err)
+		return nil, 0, fmt.Errorf("decode image header %s: %w", name, err)
 	}
 	if err := imgproc.CheckSize(cfg.Width, cfg.Height); err != nil {
-		return nil, fmt.Errorf("image %s (%s): %w", name, format, err)
+		return nil, 0, fmt.Errorf("image %s (%s): %w", name, format, err)
 	}
-	if _, err := r.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("read image %s: %w", name, err)
-	}
-	img, _, err = image.Decode(bufio.NewReader(r))
+	img, _, err = image.Decode(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("decode image %s (%s): %w", name, format, err)
+		return nil, 0, fmt.Errorf("decode image %s (%s): %w", name, format, err)
 	}
-	b := img.Bounds()
-	if b.Dx() != cfg.Width || b.Dy() != cfg.Height {
-		return nil, fmt.Errorf("image %s (%s): decoded %dx%d but header says %dx%d", name, format, b.Dx(), b.Dy(), cfg.Width, cfg.Height)
+	if err := checkBounds(name, format, img, cfg.Width, cfg.Height); err != nil {
+		return nil, 0, err
 	}
-	return img, nil
+	return img, OrientNormal, nil
+}
+
+func checkBounds(name, format string, img image.Image, w, h int) error {
+	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
+		return fmt.Errorf("image %s (%s): decoded %dx%d but header says %dx%d", name, format, b.Dx(), b.Dy(), w, h)
+	}
+	return nil
 }
 
 // writeAtomic streams write's output into a temporary file next to path and renames it to path once
