@@ -160,3 +160,38 @@ func writeHugeHeaderPNG(t *testing.T, path string) {
 	}
 	require.NoError(t, os.WriteFile(path, data, 0o644))
 }
+
+// TestExifRotate runs a JPEG stored sideways (24×16, Exif orientation 6: rotate 90° clockwise) through
+// both model families: by default DA2 turns it upright (as cv2.imread does) and DA3 does not (as PIL
+// does); -exif-rotate overrides either way. The depth map has the size of the image the model saw.
+func TestExifRotate(t *testing.T) {
+	img := filepath.Join("..", "..", "internal", "jpeg", "testdata", "exif_o6.jpg")
+	da2, da3 := tinyDA2(t), tinyDA3(t)
+	for _, tc := range []struct {
+		name  string
+		model string
+		flags []string
+		want  image.Point
+	}{
+		{"da2 default", da2, nil, image.Pt(16, 24)},
+		{"da2 off", da2, []string{"-exif-rotate=false"}, image.Pt(24, 16)},
+		{"da3 default", da3, nil, image.Pt(24, 16)},
+		{"da3 on", da3, []string{"-exif-rotate"}, image.Pt(16, 24)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "d.png")
+			args := append([]string{"depth", "-model", tc.model, "-process-res", "28", "-o", out}, tc.flags...)
+			code, _, stderr := runCLI(append(args, img)...)
+			require.Equal(t, 0, code, stderr)
+			f, err := os.Open(out)
+			require.NoError(t, err)
+			defer f.Close()
+			cfg, err := png.DecodeConfig(f)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, image.Pt(cfg.Width, cfg.Height))
+		})
+	}
+	code, _, stderr := runCLI("depth", "-model", da2, "-exif-rotate=maybe", img)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "exif-rotate")
+}

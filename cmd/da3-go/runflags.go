@@ -8,6 +8,7 @@ import (
 	"image"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"github.com/da3-go/da3-go/ggml/kernels"
@@ -27,7 +28,29 @@ type modelFlags struct {
 	chunkSize              int
 	verbose, quiet         bool
 	strict                 bool
+	exifRotate             optionalBool
 }
+
+// optionalBool is a boolean flag that remembers whether it was given.
+type optionalBool struct{ set, value bool }
+
+func (b *optionalBool) String() string {
+	if b == nil || !b.set {
+		return "auto"
+	}
+	return strconv.FormatBool(b.value)
+}
+
+func (b *optionalBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	b.set, b.value = true, v
+	return nil
+}
+
+func (b *optionalBool) IsBoolFlag() bool { return true }
 
 func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.model, "model", "", "model GGUF file or published name (see 'da3-go models')")
@@ -42,6 +65,8 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.verbose, "v", false, "verbose log on stderr")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bars or informational output")
 	fs.BoolVar(&f.strict, "strict", false, "fail when an output holds NaN or Inf values (default: warn)")
+	fs.Var(&f.exifRotate, "exif-rotate", "turn JPEGs upright by their Exif orientation (phone photos); -exif-rotate=false keeps the stored pixels. "+
+		"Default: as the model's reference code reads files: applied for DA2 (cv2.imread), not for DA3 (PIL)")
 }
 
 func (f *modelFlags) runOptions() (model.RunOptions, error) {
@@ -175,12 +200,14 @@ func (e usageErr) Error() string { return string(e) }
 func errUsage(msg string) error { return usageErr(msg) }
 
 // open decodes every input image first (a bad image fails before any model
-// work), then loads the model. On failure m is nil and code is the exit code.
+// work), then loads the model and applies the Exif orientation as -exif-rotate
+// says. On failure m is nil and code is the exit code.
 func (f *modelFlags) open(ctx context.Context, fs *flag.FlagSet, inputs []string, stderr io.Writer) (imgs []image.Image, m scene, code int) {
 	imgs = make([]image.Image, len(inputs))
+	orient := make([]imgio.Orientation, len(inputs))
 	for i, p := range inputs {
 		var err error
-		if imgs[i], err = imgio.Decode(p); err != nil {
+		if imgs[i], orient[i], err = imgio.DecodeWithOrientation(p); err != nil {
 			return nil, nil, fail(stderr, err)
 		}
 	}
@@ -192,6 +219,11 @@ func (f *modelFlags) open(ctx context.Context, fs *flag.FlagSet, inputs []string
 		}
 		return nil, nil, fail(stderr, err)
 	}
+	if f.exifRotate.set && f.exifRotate.value || !f.exifRotate.set && exifRotateByDefault(m.Config().Arch) {
+		for i := range imgs {
+			imgs[i] = imgio.Orient(imgs[i], orient[i])
+		}
+	}
 	return imgs, m, 0
 }
 
@@ -201,3 +233,8 @@ func warnNonFinite(stderr io.Writer, input string, r *model.Result) {
 		fmt.Fprintf(stderr, "da3-go: warning: %s: the outputs hold NaN or Inf values, first at stage %s (the model file or the input is broken; -strict makes this an error)\n", input, r.NonFinite)
 	}
 }
+
+// exifRotateByDefault reports whether the reference pipeline of a model family applies the Exif
+// orientation: Depth Anything V2 reads images with cv2.imread, which does; Depth Anything 3's
+// InputProcessor reads them with PIL's Image.open, which does not.
+func exifRotateByDefault(a model.Arch) bool { return a == model.DA2 }
