@@ -17,3 +17,8 @@ $PY -m pip install -q --no-deps "jkp-depth-anything-v2==0.1.1"
 $PY -c "import importlib.util, transformers; assert importlib.util.find_spec('depth_anything_v2'); print('da2 oracle deps ok: transformers', transformers.__version__)"
 # DA3 oracle: depth_anything_3.utils.parallel_utils (imported by InputProcessor) needs imageio (pure Python).
 $PY -m pip install -q imageio
+# DA3 pose/Gaussian oracles: align_poses_umeyama needs evo, rotate_sh needs e3nn (--no-deps: their
+# plotting and GUI dependencies are not used), gs_ply needs plyfile.
+$PY -m pip install -q --no-deps "evo==1.38.1" "e3nn==0.6.0" "opt_einsum_fx==0.1.4"
+$PY -m pip install -q opt_einsum scipy plyfile
+$PY -c "import evo.core.trajectory, e3nn.o3, plyfile; print('da3 pose/gs oracle deps ok')"
