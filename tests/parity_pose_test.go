@@ -1,0 +1,149 @@
+package tests
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/da3-go/da3-go/model/camera"
+)
+
+// rayMaps converts the reference ray (S, h, w, 6) channels-last and
+// ray_conf (S, h, w) into the solver's planar maps.
+func rayMaps(ray, conf refTensor) []camera.RayMap {
+	S, h, w := ray.Shape[0], ray.Shape[1], ray.Shape[2]
+	n := h * w
+	maps := make([]camera.RayMap, S)
+	for v := range maps {
+		m := camera.RayMap{H: h, W: w, Ray: make([]float32, 6*n), Conf: conf.Data[v*n : (v+1)*n]}
+		for i := 0; i < n; i++ {
+			for c := 0; c < 6; c++ {
+				m.Ray[c*n+i] = ray.Data[(v*n+i)*6+c]
+			}
+		}
+		maps[v] = m
+	}
+	return maps
+}
+
+func maxAbsDiff(a, b []float64) float64 {
+	var m float64
+	for i := range a {
+		m = math.Max(m, math.Abs(a[i]-b[i]))
+	}
+	return m
+}
+
+func flat3(ms ...camera.Mat3) []float64 {
+	var out []float64
+	for _, m := range ms {
+		for _, r := range m {
+			out = append(out, r[:]...)
+		}
+	}
+	return out
+}
+
+func f64s(v []float32) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// The ray → pose solver fed the package's own rays and confidences gives the
+// package's sample matrix, homographies, QL factors, centres and poses
+// (torch seeded with torch.manual_seed(seed) before the forward).
+func TestParityRaySolver(t *testing.T) {
+	dir := fixture(t, "da3-tiny-pose")
+	for _, tc := range []string{"ray-synth", "ray-one", "ray-two", "ray-four"} {
+		t.Run(tc, func(t *testing.T) {
+			if _, err := os.Stat(filepath.Join(dir, tc, "ref.safetensors")); err != nil {
+				t.Skipf("case %s not generated", tc)
+			}
+			meta := readMeta(t, filepath.Join(dir, tc, "meta.json"))
+			ref := refTensors(t, filepath.Join(dir, tc, "ref.safetensors"))
+			hw := metaInts(meta, "processed_hw")
+			if tc == "ray-synth" {
+				hw = metaInts(meta, "image_hw")
+			}
+			seed := uint64(meta["torch_manual_seed"].(float64))
+			maps := rayMaps(ref["ray"], ref["ray_conf"])
+			S, n := len(maps), maps[0].H*maps[0].W
+
+			idx := camera.RansacSamples(n, seed)
+			var gotIdx []float32
+			for _, row := range idx {
+				for _, p := range row {
+					gotIdx = append(gotIdx, float32(p))
+				}
+			}
+			require.Equal(t, ref["solver.idx"].Data, gotIdx, "RANSAC sample matrix")
+
+			fits, err := camera.SolveRays(maps, hw[1], hw[0], seed)
+			require.NoError(t, err)
+			var A, Q, L, ext, intr []float64
+			var T, focal, pp []float64
+			for v, f := range fits {
+				assert.Equal(t, int(ref["solver.refit_n"].Data[v]), f.Inliers, "view %d refit points", v)
+				A = append(A, flat3(f.Homography)...)
+				Q = append(Q, flat3(f.Q)...)
+				L = append(L, flat3(f.L)...)
+				T = append(T, f.T[:]...)
+				focal = append(focal, f.Focal[:]...)
+				pp = append(pp, f.PP[:]...)
+				for i := 0; i < 3; i++ {
+					ext = append(ext, f.Pose.Extrinsics[i][:]...)
+					intr = append(intr, f.Pose.Intrinsics[i][:]...)
+				}
+			}
+			refL := f64s(ref["solver.L"].Data)
+			for v := 0; v < S; v++ { // the package divides L by L₂₂ after ql_decomposition
+				l22 := refL[v*9+8]
+				for i := 0; i < 9; i++ {
+					refL[v*9+i] /= l22
+				}
+			}
+			var maxI float64
+			for _, x := range ref["intrinsics"].Data {
+				maxI = math.Max(maxI, math.Abs(float64(x)))
+			}
+			for _, s := range []struct {
+				name      string
+				want, got []float64
+				tol       float64
+			}{
+				{"homography", f64s(ref["solver.A"].Data), A, 1e-4},
+				{"Q (rotation)", f64s(ref["solver.Q"].Data), Q, 1e-4},
+				{"L", refL, L, 1e-4},
+				{"T", f64s(ref["solver.T"].Data), T, 1e-4},
+				{"focal", f64s(ref["solver.focal"].Data), focal, 1e-4},
+				{"pp", f64s(ref["solver.pp"].Data), pp, 1e-4},
+				{"extrinsics", f64s(ref["extrinsics"].Data), ext, 1e-4},
+				{"intrinsics", f64s(ref["intrinsics"].Data), intr, 1e-4 * maxI},
+			} {
+				d := maxAbsDiff(s.want, s.got)
+				t.Logf("%-13s max|d| %.3g (bound %.3g)", s.name, d, s.tol)
+				assert.LessOrEqual(t, d, s.tol, "%s: %s", tc, s.name)
+			}
+			if tc == "ray-synth" {
+				truth, _ := meta["truth"].([]any)
+				for v, c := range truth {
+					e := c.(map[string]any)["extrinsics"].([]any)
+					for i := 0; i < 3; i++ {
+						row := e[i].([]any)
+						for j := 0; j < 4; j++ {
+							assert.InDelta(t, row[j].(float64), fits[v].Pose.Extrinsics[i][j], 1e-3, fmt.Sprintf("view %d recovers the camera", v))
+						}
+					}
+				}
+			}
+		})
+	}
+}
