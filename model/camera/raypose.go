@@ -130,7 +130,7 @@ func RansacSamples(n int, seed uint64) [][]int {
 // planeGrid is the identity camera's plane coordinate along one axis of n
 // cells: float32(linspace(1/n, 2−1/n, n)) − 1 in float32, as torch computes it.
 func planeGrid(n int) []float64 {
-	lo := float32(-(1-1/float64(n)) + 1)
+	lo := float32(-(1 - 1/float64(n)) + 1)
 	hi := float32((1 - 1/float64(n)) + 1)
 	out := make([]float64, n)
 	if n == 1 {
