@@ -147,3 +147,96 @@ func TestParityRaySolver(t *testing.T) {
 		})
 	}
 }
+
+func extrinsicsOf(r refTensor) []camera.Extrinsics {
+	S := r.Shape[0]
+	rows := r.Shape[1] // 3 or 4
+	out := make([]camera.Extrinsics, S)
+	for v := range out {
+		for i := 0; i < 3; i++ {
+			for j := 0; j < 4; j++ {
+				out[v][i][j] = float64(r.Data[(v*rows+i)*4+j])
+			}
+		}
+	}
+	return out
+}
+
+func intrinsicsOf(r refTensor) []camera.Mat3 {
+	out := make([]camera.Mat3, r.Shape[0])
+	for v := range out {
+		for i := 0; i < 3; i++ {
+			for j := 0; j < 3; j++ {
+				out[v][i][j] = float64(r.Data[v*9+i*3+j])
+			}
+		}
+	}
+	return out
+}
+
+// The host maths of the pose-conditioned path against the package: the
+// extrinsics normalisation, the camera encoder's input encoding, the
+// alignment scale, and the intrinsics mapped to the processed images.
+func TestParityGivenCameraMaths(t *testing.T) {
+	dir := fixture(t, "da3-tiny-pose")
+	for _, tc := range []string{"cam-one", "cam-two", "cam-four"} {
+		t.Run(tc, func(t *testing.T) {
+			meta := readMeta(t, filepath.Join(dir, tc, "meta.json"))
+			ref := refTensors(t, filepath.Join(dir, tc, "ref.safetensors"))
+			hw := metaInts(meta, "processed_hw")
+			given := extrinsicsOf(ref["cam.ext_in"])
+			norm := camera.NormalizeExtrinsics(given)
+			var gotNorm, gotEnc []float64
+			ixt := intrinsicsOf(ref["cam.ixt_in"])
+			for v, e := range norm {
+				for i := 0; i < 3; i++ {
+					gotNorm = append(gotNorm, e[i][:]...)
+				}
+				enc := camera.EncodePose(camera.Invert(e), ixt[v], hw[1], hw[0])
+				gotEnc = append(gotEnc, f64s(enc[:])...)
+			}
+			var wantNorm []float64
+			for _, e := range extrinsicsOf(ref["cam.ext_norm"]) {
+				for i := 0; i < 3; i++ {
+					wantNorm = append(wantNorm, e[i][:]...)
+				}
+			}
+			d := maxAbsDiff(wantNorm, gotNorm)
+			t.Logf("normalised extrinsics max|d| %.3g", d)
+			assert.LessOrEqual(t, d, 1e-5)
+			gate(t, "cam_enc pose encoding", ref["cam_enc.pose_enc"].Data, f32s(gotEnc), 0.99999, 1e-5)
+
+			s := camera.AlignScale(extrinsicsOf(ref["pred_extrinsics"]), given)
+			want := meta["align_scale_f64"].(float64)
+			t.Logf("align scale %.9g (reference %.9g, %s)", s, want, meta["align"])
+			assert.InDelta(t, want, s, 1e-5*want)
+
+			// Original-image intrinsics to the processed image.
+			user := intrinsicsOf(ref["cam.ixt_user"])
+			sizes := meta["orig_sizes_wh"].([]any)
+			for v := range user {
+				wh := sizes[v].([]any)
+				ow, oh := wh[0].(float64), wh[1].(float64)
+				// The processed size before the batch crop follows from the
+				// processed intrinsics' scale; the crop is what remains.
+				sx, sy := ixt[v][0][0]/user[v][0][0], ixt[v][1][1]/user[v][1][1]
+				rw, rh := math.Round(sx*ow), math.Round(sy*oh)
+				cropX, cropY := int(rw)-hw[1], int(rh)-hw[0]
+				got := camera.ProcessIntrinsics(user[v], rw/ow, rh/oh, cropX/2, cropY/2)
+				for i := 0; i < 2; i++ {
+					for j := 0; j < 3; j++ {
+						assert.InDelta(t, ixt[v][i][j], got[i][j], 1e-4*math.Abs(ixt[v][i][j])+1e-4, "view %d K[%d][%d]", v, i, j)
+					}
+				}
+			}
+		})
+	}
+}
+
+func f32s(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
+}

@@ -91,3 +91,17 @@ func ScaleIntrinsics(k [3][3]float64, sx, sy float64, cropX, cropY int) [3][3]fl
 	out[1][2] /= sy
 	return out
 }
+
+// ProcessIntrinsics maps intrinsics of an original image to the processed
+// image, the inverse of ScaleIntrinsics, as the package's InputProcessor
+// does (_resize_ixt, then the crop offsets subtracted from cx, cy).
+func ProcessIntrinsics(k [3][3]float64, sx, sy float64, cropX, cropY int) [3][3]float64 {
+	out := k
+	for j := 0; j < 3; j++ {
+		out[0][j] *= sx
+		out[1][j] *= sy
+	}
+	out[0][2] -= float64(cropX)
+	out[1][2] -= float64(cropY)
+	return out
+}
