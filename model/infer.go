@@ -18,6 +18,7 @@ type RefView string
 
 const (
 	RefSaddleBalanced RefView = "saddle_balanced"
+	RefSaddleSimRange RefView = "saddle_sim_range"
 	RefFirst          RefView = "first"
 	RefMiddle         RefView = "middle"
 )
@@ -453,11 +454,13 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions) (
 		switch opt.RefView {
 		case "", RefSaddleBalanced:
 			ref = SelectReference(xTokens, cfg.EmbedDim, 1+grid.PH*grid.PW, S)
+		case RefSaddleSimRange:
+			ref = SelectReferenceSimRange(xTokens, cfg.EmbedDim, 1+grid.PH*grid.PW, S)
 		case RefFirst:
 		case RefMiddle:
 			ref = S / 2
 		default:
-			return nil, fmt.Errorf("unknown reference view strategy %q (saddle_balanced, first, middle)", opt.RefView)
+			return nil, fmt.Errorf("unknown reference view strategy %q (saddle_balanced, saddle_sim_range, first, middle)", opt.RefView)
 		}
 		// position 0 ← ref, positions 1..ref ← views 0..ref−1, the rest unchanged.
 		order[0] = ref
@@ -585,14 +588,11 @@ func intsToFloats(v []int) []float32 {
 	return out
 }
 
-// SelectReference implements DA3's saddle_balanced reference-view selection on
-// x ([C, T, S] tokens entering block alt_start−1): for each view's token 0,
-// its norm, its mean cosine similarity to the other views and the variance of
-// its normalised entries are min-max normalised over views; the view whose
-// three scores are all nearest 0.5 (sum of |score−0.5|) wins, the first on ties.
-func SelectReference(x []float32, c, t, s int) int {
-	toks := make([][]float64, s)
-	norms := make([]float64, s)
+// classTokens returns each view's token 0 of x ([C, T, S] tokens) in float64,
+// divided by its norm, and the norms.
+func classTokens(x []float32, c, t, s int) (unit [][]float64, norms []float64) {
+	unit = make([][]float64, s)
+	norms = make([]float64, s)
 	for v := 0; v < s; v++ {
 		row := x[v*c*t : v*c*t+c]
 		var n float64
@@ -605,8 +605,50 @@ func SelectReference(x []float32, c, t, s int) int {
 		for i, a := range row {
 			u[i] = float64(a) / n
 		}
-		toks[v] = u
+		unit[v] = u
 	}
+	return unit, norms
+}
+
+func dot(a, b []float64) float64 {
+	var d float64
+	for i := range a {
+		d += a[i] * b[i]
+	}
+	return d
+}
+
+// SelectReferenceSimRange implements DA3's saddle_sim_range reference-view
+// selection on x ([C, T, S] tokens entering block alt_start−1): with ĉ_s each
+// view's normalised token 0 and sim = ĉ·ĉᵀ − I (the diagonal kept, as
+// ĉ_s·ĉ_s − 1 ≈ 0), the view whose row of sim has the largest max − min
+// wins, the first on ties.
+func SelectReferenceSimRange(x []float32, c, t, s int) int {
+	u, _ := classTokens(x, c, t, s)
+	best, bestRange := 0, math.Inf(-1)
+	for v := 0; v < s; v++ {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for w := 0; w < s; w++ {
+			d := dot(u[v], u[w])
+			if w == v {
+				d -= 1
+			}
+			lo, hi = math.Min(lo, d), math.Max(hi, d)
+		}
+		if hi-lo > bestRange {
+			best, bestRange = v, hi-lo
+		}
+	}
+	return best
+}
+
+// SelectReference implements DA3's saddle_balanced reference-view selection on
+// x ([C, T, S] tokens entering block alt_start−1): for each view's token 0,
+// its norm, its mean cosine similarity to the other views and the variance of
+// its normalised entries are min-max normalised over views; the view whose
+// three scores are all nearest 0.5 (sum of |score−0.5|) wins, the first on ties.
+func SelectReference(x []float32, c, t, s int) int {
+	toks, norms := classTokens(x, c, t, s)
 	sim := make([]float64, s)
 	vari := make([]float64, s)
 	for v := 0; v < s; v++ {
@@ -615,11 +657,7 @@ func SelectReference(x []float32, c, t, s int) int {
 			if w == v {
 				continue
 			}
-			var d float64
-			for i := 0; i < c; i++ {
-				d += toks[v][i] * toks[w][i]
-			}
-			sum += d
+			sum += dot(toks[v], toks[w])
 		}
 		sim[v] = sum / float64(s-1)
 		var mean float64

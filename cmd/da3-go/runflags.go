@@ -60,7 +60,7 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.kernels, "kernels", "auto", kernelsUsage)
 	fs.IntVar(&f.processRes, "process-res", 0, "processed resolution (default: 504 for DA3, 518 for DA2)")
 	fs.StringVar(&f.method, "process-res-method", "upper_bound_resize", "DA3 resize policy: upper_bound_resize, lower_bound_resize, upper_bound_crop, lower_bound_crop")
-	fs.StringVar(&f.refView, "ref-view", "saddle_balanced", "reference view for 3+ views: saddle_balanced, first, middle")
+	fs.StringVar(&f.refView, "ref-view", "saddle_balanced", "reference view for 3+ views: saddle_balanced, saddle_sim_range, first, middle")
 	fs.IntVar(&f.chunkSize, "chunk-size", 8, "views per head chunk in multi-view runs (lower it to save memory)")
 	fs.BoolVar(&f.verbose, "v", false, "verbose log on stderr")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bars or informational output")
@@ -75,9 +75,9 @@ func (f *modelFlags) runOptions() (model.RunOptions, error) {
 		return model.RunOptions{}, err
 	}
 	switch model.RefView(f.refView) {
-	case model.RefSaddleBalanced, model.RefFirst, model.RefMiddle:
+	case model.RefSaddleBalanced, model.RefSaddleSimRange, model.RefFirst, model.RefMiddle:
 	default:
-		return model.RunOptions{}, fmt.Errorf("unknown -ref-view %q (saddle_balanced, first, middle)", f.refView)
+		return model.RunOptions{}, fmt.Errorf("unknown -ref-view %q (saddle_balanced, saddle_sim_range, first, middle)", f.refView)
 	}
 	if f.processRes < 0 || f.processRes > 4096 {
 		return model.RunOptions{}, fmt.Errorf("-process-res %d out of range (14..4096)", f.processRes)
