@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import copy
-import math
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -53,20 +51,12 @@ PROCESS_RES = {"one": 56, "three-cam": 42}
 
 
 def register() -> None:
-    from omegaconf import OmegaConf
-    from depth_anything_3.registry import MODEL_REGISTRY
-
-    dc.register_tiny()  # puts tests/oracle on sys.path for da3_common.TinyDinoV2
-    if MODEL_NAME in MODEL_REGISTRY:
-        return
     y = dc.tiny_yaml_dict(TINY_GS_ARCH)
     obj = lambda path, name: {"path": path, "name": name, "args": "as_params"}  # noqa: E731
     y["gs_head"] = {"__object__": obj("depth_anything_3.model.gsdpt", "GSDPT"), **TINY_GS_ARCH["gs_head"]}
     y["gs_adapter"] = {"__object__": obj("depth_anything_3.model.gs_adapter", "GaussianAdapter"),
                        **TINY_GS_ARCH["gs_adapter"]}
-    path = Path(tempfile.mkdtemp(prefix="da3-tiny-gs-")) / f"{MODEL_NAME}.yaml"
-    OmegaConf.save(OmegaConf.create(y), path)
-    MODEL_REGISTRY[MODEL_NAME] = str(path)
+    dc.register_model(MODEL_NAME, y)
 
 
 @torch.no_grad()
@@ -224,7 +214,7 @@ def main() -> int:
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    src = DepthAnything3(model_name=MODEL_NAME, arch=copy.deepcopy(TINY_GS_ARCH))
+    src = dc.new_wrapper(MODEL_NAME, copy.deepcopy(TINY_GS_ARCH))
     dc.init_random_weights(src.model, args.seed)
     calibrate_gs_output(src.model, torch.Generator().manual_seed(args.seed + 5))
     src.save_pretrained(str(out))
