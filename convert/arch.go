@@ -262,3 +262,50 @@ func deriveHead(sh shapeMap, p string, kind schema.HeadKind, d int, aux bool) sc
 func outChannels(h schema.Head) []int32 {
 	return []int32{int32(h.OC[0]), int32(h.OC[1]), int32(h.OC[2]), int32(h.OC[3])}
 }
+
+// deriveCamEnc reads the camera encoder from the tensor shapes; heads is
+// the configured head count (16 in every published model). ok is false
+// when the checkpoint has no camera encoder.
+func deriveCamEnc(sh shapeMap, heads int) (schema.CamEnc, bool, error) {
+	c := schema.CamEnc{
+		D:          sh.dim("cam_enc.token_norm.weight", 0),
+		Hidden:     sh.dim("cam_enc.blk.0.mlp_fc1.weight", 0),
+		PoseHidden: sh.dim("cam_enc.pose_fc1.weight", 0),
+		Heads:      heads,
+	}
+	found := false
+	for name := range sh {
+		rest, ok := strings.CutPrefix(name, "cam_enc.")
+		if !ok {
+			continue
+		}
+		found = true
+		if b, ok := strings.CutPrefix(rest, "blk."); ok {
+			if i, err := strconv.Atoi(b[:strings.IndexByte(b+".", '.')]); err == nil && i < schema.MaxDepth {
+				c.Depth = max(c.Depth, i+1)
+			}
+		}
+	}
+	if !found {
+		return c, false, nil
+	}
+	if c.Heads <= 0 {
+		c.Heads = schema.CamEncHeads
+	}
+	if c.D > 0 && c.D%c.Heads != 0 {
+		return c, true, fmt.Errorf("camera encoder width %d is not divisible by %d heads", c.D, c.Heads)
+	}
+	return c, true, nil
+}
+
+// camEncKVs are the camera encoder's keys (prefix depthanything3.cam_enc).
+func camEncKVs(c schema.CamEnc) []loader.KeyValue {
+	p := archKey + ".cam_enc"
+	return []loader.KeyValue{
+		{Key: p + ".embed_dim", Value: loader.Uint32Value(uint32(c.D))},
+		{Key: p + ".depth", Value: loader.Uint32Value(uint32(c.Depth))},
+		{Key: p + ".num_heads", Value: loader.Uint32Value(uint32(c.Heads))},
+		{Key: p + ".mlp_hidden", Value: loader.Uint32Value(uint32(c.Hidden))},
+		{Key: p + ".ln_eps", Value: loader.Float32Value(schema.CamEncEps)},
+	}
+}

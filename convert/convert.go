@@ -604,7 +604,7 @@ func planDA3(c *Checkpoint, fam Family, name string, opts Options) ([]*output, e
 	if err != nil {
 		return nil, err
 	}
-	o, err := da3Output(&cols[0], fam, preset.gs, hints, name, "", "vit", "head", opts, unknown)
+	o, err := da3Output(&cols[0], fam, preset, hints, name, "", "vit", "head", opts, unknown)
 	if err != nil {
 		return nil, err
 	}
@@ -614,7 +614,8 @@ func planDA3(c *Checkpoint, fam Family, name string, opts Options) ([]*output, e
 // da3Output checks one DA3 network (an any-view or mono model, or one
 // branch of the nested model) and builds its GGUF. vitP/headP are the GGUF
 // name roots ("vit"/"head", or "m_vit"/"m_head" for the nested metric file).
-func da3Output(col *collected, fam Family, gs bool, hints vitHints, name, suffix, vitP, headP string, opts Options, unknown []string) (*output, error) {
+func da3Output(col *collected, fam Family, preset da3Preset, hints vitHints, name, suffix, vitP, headP string, opts Options, unknown []string) (*output, error) {
+	gs := preset.gs
 	sh, _, err := col.shapes(0)
 	if err != nil {
 		return nil, err
@@ -658,6 +659,13 @@ func da3Output(col *collected, fam Family, gs bool, hints vitHints, name, suffix
 		gsHead = deriveHead(sh, "gs", schema.HeadGS, d, false)
 		specs = append(specs, gsHead.Tensors("gs")...)
 	}
+	camEnc, hasCamEnc, err := deriveCamEnc(sh, preset.camEncHeads)
+	if err != nil {
+		return nil, err
+	}
+	if hasCamEnc && anyView {
+		specs = append(specs, camEnc.Tensors()...)
+	}
 	tensors, missing, unexpected, mismatch := col.finish(specs, opts.Type)
 	if err := report(append(unknown, unexpected...), missing, mismatch); err != nil {
 		return nil, err
@@ -699,6 +707,9 @@ func da3Output(col *collected, fam Family, gs bool, hints vitHints, name, suffix
 	if anyView {
 		// The C++ converter writes 1536 whatever the model; this is the real width.
 		kv = append(kv, loader.KeyValue{Key: archKey + ".cam.dim_in", Value: loader.Uint32Value(uint32(d))})
+	}
+	if hasCamEnc && anyView {
+		kv = append(kv, camEncKVs(camEnc)...)
 	}
 	if gs {
 		g := archKey + ".gs"
@@ -760,11 +771,11 @@ func planNested(c *Checkpoint, name string, opts Options) ([]*output, error) {
 			}
 		}
 	}
-	anyview, err := da3Output(&cols[0], FamilyDA3, gs, userHints(anyHints, opts), name+"-anyview", "-anyview", "vit", "head", opts, unknown)
+	anyview, err := da3Output(&cols[0], FamilyDA3, da3Preset{gs: gs}, userHints(anyHints, opts), name+"-anyview", "-anyview", "vit", "head", opts, unknown)
 	if err != nil {
 		return nil, fmt.Errorf("any-view branch: %w", err)
 	}
-	m, err := da3Output(&cols[1], FamilyDA3Mono, false, userHints(metHints, opts), name+"-metric", "-metric", "m_vit", "m_head", opts, nil)
+	m, err := da3Output(&cols[1], FamilyDA3Mono, da3Preset{}, userHints(metHints, opts), name+"-metric", "-metric", "m_vit", "m_head", opts, nil)
 	if err != nil {
 		return nil, fmt.Errorf("metric branch: %w", err)
 	}

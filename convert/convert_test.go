@@ -383,7 +383,12 @@ func TestConvertDA3AnyView(t *testing.T) {
 				kvWant{"depthanything3.head.aux_ray_dim", tU32, uint32(6)},
 				kvWant{"depthanything3.head.aux_levels", tU32, uint32(4)})
 		}
-		return append(w, kvWant{"depthanything3.cam.dim_in", tU32, uint32(128)})
+		return append(w, kvWant{"depthanything3.cam.dim_in", tU32, uint32(128)},
+			kvWant{"depthanything3.cam_enc.embed_dim", tU32, uint32(64)},
+			kvWant{"depthanything3.cam_enc.depth", tU32, uint32(2)},
+			kvWant{"depthanything3.cam_enc.num_heads", tU32, uint32(16)},
+			kvWant{"depthanything3.cam_enc.mlp_hidden", tU32, uint32(256)},
+			kvWant{"depthanything3.cam_enc.ln_eps", tF32, float32(1e-5)})
 	}
 	for _, tc := range []struct {
 		name string
@@ -431,6 +436,45 @@ func TestConvertDA3AnyView(t *testing.T) {
 		err := Convert(context.Background(), dir, filepath.Join(t.TempDir(), "x.gguf"), Options{Heads: 4})
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "q/k-norm")
+	})
+
+	t.Run("camera encoder", func(t *testing.T) {
+		write := func(ts []stTensor, cfg map[string]any) string {
+			d := t.TempDir()
+			writeSafetensors(t, filepath.Join(d, "model.safetensors"), ts)
+			writeJSON(t, filepath.Join(d, "config.json"), cfg)
+			return d
+		}
+		// Without any cam_enc tensor the file converts without one.
+		var noEnc, partial []stTensor
+		for _, x := range src {
+			if !strings.HasPrefix(x.name, "model.cam_enc.") {
+				noEnc = append(noEnc, x)
+			}
+			if x.name != "model.cam_enc.trunk_norm.bias" {
+				partial = append(partial, x)
+			}
+		}
+		out := filepath.Join(t.TempDir(), "o.gguf")
+		require.NoError(t, Convert(context.Background(), write(noEnc, da3TinyConfig()), out, Options{}))
+		f := openGGUF(t, out)
+		_, ok := f.KV().Get("depthanything3.cam_enc.embed_dim")
+		assert.False(t, ok)
+		// A partial one is reported.
+		err := Convert(context.Background(), write(partial, da3TinyConfig()), filepath.Join(t.TempDir(), "x.gguf"), Options{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "cam_enc.trunk_norm.bias")
+		// The head count comes from config.json's arch.cam_enc.num_heads.
+		cfg := da3TinyConfig()
+		cfg["arch"].(map[string]any)["cam_enc"] = map[string]any{"dim_out": 64, "num_heads": 4}
+		require.NoError(t, Convert(context.Background(), write(src, cfg), out, Options{}))
+		heads, err := openGGUF(t, out).KV().Uint32("depthanything3.cam_enc.num_heads")
+		require.NoError(t, err)
+		assert.Equal(t, uint32(4), heads)
+		cfg["arch"].(map[string]any)["cam_enc"] = map[string]any{"dim_out": 64, "num_heads": 3}
+		err = Convert(context.Background(), write(src, cfg), filepath.Join(t.TempDir(), "y.gguf"), Options{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "not divisible by 3 heads")
 	})
 }
 

@@ -101,6 +101,9 @@ func da3Prefix(c *Checkpoint) string {
 type da3Preset struct {
 	anyView, gs bool
 	hints       vitHints
+	// camEncHeads is CameraEnc's num_heads (its default, 16, in every
+	// published model).
+	camEncHeads int
 }
 
 func da3Std(depth, heads int, out []int, start int, anyView, swiglu bool) vitHints {
@@ -173,7 +176,14 @@ func archPreset(arch map[string]any) (da3Preset, bool) {
 	}
 	_, cam := arch["cam_dec"]
 	anyView := cam || (h.catToken != nil && *h.catToken)
-	return da3Preset{anyView: anyView, hints: h}, true
+	p := da3Preset{anyView: anyView, hints: h}
+	if ce, ok := arch["cam_enc"].(map[string]any); ok {
+		if v, ok := jsonInt(ce["num_heads"]); ok {
+			p.camEncHeads = v
+		}
+	}
+	_, p.gs = arch["gs_head"]
+	return p, true
 }
 
 func jsonInt(v any) (int, bool) {

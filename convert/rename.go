@@ -168,6 +168,24 @@ var camRules = []rule{
 	{"fc_fov.0.$", "cam.fc_fov.$"},
 }
 
+// camEncRules renames the camera encoder (CameraEnc, pose-conditioned
+// input; the C++ engine has no schema for it): its transformer blocks take
+// the backbone block names under "cam_enc.blk.".
+var camEncRules = []rule{
+	{"trunk.#.norm1.$", "cam_enc.blk.#.norm1.$"},
+	{"trunk.#.attn.qkv.$", "cam_enc.blk.#.attn_qkv.$"},
+	{"trunk.#.attn.proj.$", "cam_enc.blk.#.attn_proj.$"},
+	{"trunk.#.ls1.gamma", "cam_enc.blk.#.ls1"},
+	{"trunk.#.norm2.$", "cam_enc.blk.#.norm2.$"},
+	{"trunk.#.mlp.fc1.$", "cam_enc.blk.#.mlp_fc1.$"},
+	{"trunk.#.mlp.fc2.$", "cam_enc.blk.#.mlp_fc2.$"},
+	{"trunk.#.ls2.gamma", "cam_enc.blk.#.ls2"},
+	{"token_norm.$", "cam_enc.token_norm.$"},
+	{"trunk_norm.$", "cam_enc.trunk_norm.$"},
+	{"pose_branch.fc1.$", "cam_enc.pose_fc1.$"},
+	{"pose_branch.fc2.$", "cam_enc.pose_fc2.$"},
+}
+
 // gsRules renames the 3D-Gaussian head (rename_gs): head names under "gs."
 // plus images_merger.{0,2,4} -> gs.merger.{0,1,2}.
 var gsRules = []rule{
@@ -208,7 +226,7 @@ func renameDA3(name string, withAux bool) (target, bool) {
 	case strings.HasPrefix(name, "cam_dec."):
 		return fromRules(camRules, strings.TrimPrefix(name, "cam_dec."))
 	case strings.HasPrefix(name, "cam_enc."):
-		return target{drop: true}, true // pose-conditioned input, not converted
+		return fromRules(camEncRules, strings.TrimPrefix(name, "cam_enc."))
 	case strings.HasPrefix(name, "gs_head."):
 		rest := strings.TrimPrefix(name, "gs_head.")
 		if t, ok := fromRules(gsRules, rest); ok {

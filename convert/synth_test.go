@@ -163,12 +163,35 @@ func da3AnyView(p string, a tinyArch, gs bool) []stTensor {
 	b.lin(p+"cam_dec.fc_t", 3, d)
 	b.lin(p+"cam_dec.fc_qvec", 4, d)
 	b.lin(p+"cam_dec.fc_fov.0", 2, d)
-	b.add(p+"cam_enc.trunk.0.norm1.weight", a.C)
-	b.lin(p+"cam_enc.pose_branch.fc1", a.C/2, 9)
+	b.camEnc(p+"cam_enc.", a.C, 2)
 	if gs {
 		b.dpt(p+"gs_head.", a, 2*a.C, 38, headOpts{merger: true})
 	}
 	return b.ts
+}
+
+// camEnc adds a CameraEnc (trunk of depth blocks, width c) under prefix p,
+// in named_parameters order.
+func (b *ckptBuilder) camEnc(p string, c int64, depth int) {
+	for i := range depth {
+		q := fmt.Sprintf("%strunk.%d.", p, i)
+		b.add(q+"norm1.weight", c)
+		b.add(q+"norm1.bias", c)
+		b.lin(q+"attn.qkv", 3*c, c)
+		b.lin(q+"attn.proj", c, c)
+		b.add(q+"ls1.gamma", c)
+		b.add(q+"norm2.weight", c)
+		b.add(q+"norm2.bias", c)
+		b.lin(q+"mlp.fc1", 4*c, c)
+		b.lin(q+"mlp.fc2", c, 4*c)
+		b.add(q+"ls2.gamma", c)
+	}
+	b.add(p+"token_norm.weight", c)
+	b.add(p+"token_norm.bias", c)
+	b.add(p+"trunk_norm.weight", c)
+	b.add(p+"trunk_norm.bias", c)
+	b.lin(p+"pose_branch.fc1", c/2, 9)
+	b.lin(p+"pose_branch.fc2", c, c/2)
 }
 
 // da3Mono builds a DA3 mono/metric checkpoint (DPT + sky, no camera).
@@ -243,8 +266,12 @@ func da2ToHF(ts []stTensor, C int64) []stTensor {
 func expectedName(key string, withAux bool) string {
 	key = strings.TrimPrefix(key, "model.")
 	switch {
-	case strings.HasSuffix(key, "mask_token"), strings.HasPrefix(key, "cam_enc."):
+	case strings.HasSuffix(key, "mask_token"):
 		return ""
+	case strings.HasPrefix(key, "cam_enc."):
+		return strings.NewReplacer("cam_enc.trunk.", "cam_enc.blk.", ".attn.qkv.", ".attn_qkv.", ".attn.proj.", ".attn_proj.",
+			".ls1.gamma", ".ls1", ".ls2.gamma", ".ls2", ".mlp.fc1.", ".mlp_fc1.", ".mlp.fc2.", ".mlp_fc2.",
+			"pose_branch.fc", "pose_fc").Replace(key)
 	case strings.Contains(key, "_aux."):
 		if !withAux {
 			return ""

@@ -28,7 +28,7 @@ func runConvert(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	heads := fs.Int("heads", 0, "attention heads (default: inferred; needed for non-standard embed dims)")
 	outLayers := fs.String("out-layers", "", "four comma-separated backbone layers fed to the head (default: config.json or the standard table)")
 	maxDepth := fs.Float64("max-depth", 0, "Depth Anything V2 metric model: maximum depth in metres (20 indoor, 80 outdoor)")
-	withAux := fs.Bool("with-aux", false, "keep the auxiliary ray head of DA3 any-view models")
+	withAux := fs.Bool("with-aux", false, "keep the auxiliary ray head of DA3 any-view models (needed by -ray-pose)")
 	quiet := fs.Bool("quiet", false, "no progress bar and no result line")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code

@@ -296,6 +296,57 @@ func Camera(d int) []Tensor {
 	return s
 }
 
+// CamEnc are the hyper-parameters of DA3's camera encoder (CameraEnc, the
+// pose-conditioned input): a 9 → PoseHidden → D MLP, a LayerNorm, Depth
+// pre-norm transformer blocks of width D (Heads heads, MLP Hidden), a
+// LayerNorm. The C++ engine has no schema for it; its blocks take the
+// backbone's block names under "cam_enc.blk.".
+type CamEnc struct {
+	D, Depth, Heads, Hidden, PoseHidden int
+}
+
+// CamEncHeads is CameraEnc's default head count, that of every published
+// model; CamEncEps the eps of all its LayerNorms (torch's default).
+const (
+	CamEncHeads = 16
+	CamEncEps   = 1e-5
+)
+
+// Tensors returns the camera encoder tensors in named_parameters order.
+func (c CamEnc) Tensors() []Tensor {
+	D, H, P := int64(c.D), int64(c.Hidden), int64(c.PoseHidden)
+	var s []Tensor
+	add := func(class Class, name string, shape ...int64) {
+		s = append(s, Tensor{"cam_enc." + name, shape, class})
+	}
+	for i := range c.Depth {
+		b := "blk." + strconv.Itoa(i) + "."
+		add(Vector, b+"norm1.weight", D)
+		add(Vector, b+"norm1.bias", D)
+		add(Matrix, b+"attn_qkv.weight", 3*D, D)
+		add(Vector, b+"attn_qkv.bias", 3*D)
+		add(Matrix, b+"attn_proj.weight", D, D)
+		add(Vector, b+"attn_proj.bias", D)
+		add(Vector, b+"ls1", D)
+		add(Vector, b+"norm2.weight", D)
+		add(Vector, b+"norm2.bias", D)
+		add(Matrix, b+"mlp_fc1.weight", H, D)
+		add(Vector, b+"mlp_fc1.bias", H)
+		add(Matrix, b+"mlp_fc2.weight", D, H)
+		add(Vector, b+"mlp_fc2.bias", D)
+		add(Vector, b+"ls2", D)
+	}
+	add(Vector, "token_norm.weight", D)
+	add(Vector, "token_norm.bias", D)
+	add(Vector, "trunk_norm.weight", D)
+	add(Vector, "trunk_norm.bias", D)
+	add(Matrix, "pose_fc1.weight", P, 9)
+	add(Vector, "pose_fc1.bias", P)
+	add(Matrix, "pose_fc2.weight", D, P)
+	add(Vector, "pose_fc2.bias", D)
+	return s
+}
+
 // Error lists every tensor of a file that does not fit the schema.
 type Error struct {
 	Problems []string
