@@ -1,8 +1,6 @@
 package model
 
-import (
-	"sort"
-)
+import "github.com/da3-go/da3-go/internal/tmath"
 
 // SkyThreshold separates sky from non-sky in the mono/metric sky map.
 const SkyThreshold = 0.3
@@ -36,27 +34,5 @@ func FillSky(depth, sky []float32) {
 }
 
 // Quantile is torch.quantile's default (linear interpolation) on a copy of v,
-// in float32 as torch computes it: r = q·(n−1), lo = ⌊r⌋, hi = ⌈r⌉,
-// w = r − lo, then torch.lerp (which counts from the nearer end).
-func Quantile(v []float32, q float64) float32 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]float32(nil), v...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	r := float32(q) * float32(len(s)-1)
-	lo := int(r)
-	hi := lo
-	if float32(lo) < r {
-		hi = lo + 1
-	}
-	if hi >= len(s) {
-		hi = len(s) - 1
-	}
-	w := r - float32(lo)
-	a, b := s[lo], s[hi]
-	if w < 0.5 {
-		return a + w*(b-a)
-	}
-	return b - (b-a)*(1-w)
-}
+// in float32 as torch computes it (see tmath.Quantile).
+func Quantile(v []float32, q float64) float32 { return tmath.Quantile(v, q) }
