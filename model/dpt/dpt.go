@@ -30,6 +30,10 @@ const (
 	// Mono is the DA3 mono/metric head: depth = exp(ch0) plus a sky map
 	// relu(sky logit).
 	Mono
+	// GS is DA3-GIANT's Gaussian head (GSDPT): no token norm, UV embeddings,
+	// the normalised image merged in before the output convolutions, raw
+	// (linear) Gaussian parameters out. Bind it under "gs".
+	GS
 )
 
 func (k Kind) String() string {
@@ -40,6 +44,8 @@ func (k Kind) String() string {
 		return "dualdpt"
 	case Mono:
 		return "dpt-mono"
+	case GS:
+		return "gsdpt"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -54,6 +60,8 @@ type Config struct {
 	OutputDim   int
 	// NormEps is the token LayerNorm's eps (DualDPT, 1e-5).
 	NormEps float32
+	// Aux: the DualDPT head carries the auxiliary ray head (ray pose).
+	Aux bool
 }
 
 // RCU is a residual conv unit: x + c2(ReLU(c1(ReLU(x)))).
@@ -102,6 +110,24 @@ type Scratch struct {
 	Out2b    nn.Conv2D  `gguf:"out2b"`
 	SkyOut2a *nn.Conv2D `gguf:"sky_out2a"`
 	SkyOut2b *nn.Conv2D `gguf:"sky_out2b"`
+
+	// Aux is DualDPT's auxiliary ray head (files converted with -with-aux).
+	Aux *AuxHead
+}
+
+// AuxHead is DualDPT's auxiliary ray head at its finest level: its own
+// fusion blocks over the shared pyramid levels, output_conv1_aux[3] (five
+// 3×3 convs without activations), then 3×3 conv, LayerNorm over the 32
+// channels, ReLU, 1×1 conv to 7 channels (ray direction, origin, confidence).
+type AuxHead struct {
+	RN1   Fusion       `gguf:"rn1_aux"`
+	RN2   Fusion       `gguf:"rn2_aux"`
+	RN3   Fusion       `gguf:"rn3_aux"`
+	RN4   Fusion       `gguf:"rn4_aux"`
+	Out1  [5]nn.Conv2D `gguf:"out1_aux"`
+	Out2a nn.Conv2D    `gguf:"out2a_aux"`
+	LN    nn.LayerNorm `gguf:"out2_aux_ln"`
+	Out2b nn.Conv2D    `gguf:"out2b_aux"`
 }
 
 // Head is a DPT head. Bind it under "head" (or "m_head").
@@ -112,8 +138,12 @@ type Head struct {
 	Resize1 nn.ConvTranspose2D `gguf:"resize.1"`
 	Resize3 nn.Conv2D          `gguf:"resize.3"`
 	Scratch Scratch            `gguf:"scratch"`
+	// Merger is GSDPT's images_merger (three 3×3 convs with GELU).
+	Merger []nn.Conv2D `gguf:"merger"`
 
 	Cfg Config
+	// tap prefixes the head's tap names: "head", or "gs" for the Gaussian head.
+	tap string
 
 	uvMu    sync.Mutex
 	uvCache map[uvKey][]float32
@@ -121,16 +151,32 @@ type Head struct {
 
 // New returns an unbound head shaped by cfg.
 func New(cfg Config) *Head {
-	h := &Head{Cfg: cfg, uvCache: map[uvKey][]float32{}}
+	h := &Head{Cfg: cfg, uvCache: map[uvKey][]float32{}, tap: "head"}
 	if cfg.Kind == DualDPT {
 		h.Norm = &nn.LayerNorm{Eps: cfg.NormEps}
+	}
+	pad1 := ggml.Conv2DParams{Pad: 1}
+	if cfg.Kind == GS {
+		h.tap = "gs"
+		h.Merger = make([]nn.Conv2D, 3)
+		for i := range h.Merger {
+			h.Merger[i].Params = pad1
+		}
+	}
+	if cfg.Kind == DualDPT && cfg.Aux {
+		a := &AuxHead{LN: nn.LayerNorm{Eps: 1e-5}}
+		a.RN1.RC1, a.RN2.RC1, a.RN3.RC1 = &RCU{}, &RCU{}, &RCU{}
+		for i := range a.Out1 {
+			a.Out1[i].Params = pad1
+		}
+		a.Out2a.Params = pad1
+		h.Scratch.Aux = a
 	}
 	if cfg.Kind == Mono {
 		h.Scratch.SkyOut2a = &nn.Conv2D{}
 		h.Scratch.SkyOut2b = &nn.Conv2D{}
 	}
 	h.Resize0.Stride, h.Resize1.Stride = 4, 2
-	pad1 := ggml.Conv2DParams{Pad: 1}
 	h.Resize3.Params = ggml.Conv2DParams{Stride: 2, Pad: 1}
 	s := &h.Scratch
 	for _, c := range []*nn.Conv2D{&s.L1, &s.L2, &s.L3, &s.L4, &s.Out1, &s.Out2a} {
@@ -144,7 +190,7 @@ func New(cfg Config) *Head {
 			f.RC1 = &RCU{}
 		}
 	}
-	for _, f := range []*Fusion{&s.RN1, &s.RN2, &s.RN3, &s.RN4} {
+	for _, f := range h.fusions() {
 		for _, r := range []*RCU{f.RC1, &f.RC2} {
 			if r != nil {
 				r.C1.Params, r.C2.Params = pad1, pad1
@@ -152,6 +198,16 @@ func New(cfg Config) *Head {
 		}
 	}
 	return h
+}
+
+// fusions are the head's fusion blocks, the auxiliary head's included.
+func (h *Head) fusions() []*Fusion {
+	s := &h.Scratch
+	fs := []*Fusion{&s.RN1, &s.RN2, &s.RN3, &s.RN4}
+	if a := s.Aux; a != nil {
+		fs = append(fs, &a.RN1, &a.RN2, &a.RN3, &a.RN4)
+	}
+	return fs
 }
 
 // UV returns the UV position embedding (already scaled by 0.1) of C channels

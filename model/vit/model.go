@@ -184,9 +184,15 @@ type Features struct {
 }
 
 // InjectCameraTokens replaces token 0 of every view: the reference token
-// (camera_token row 0) for view 0, the source token (row 1) for the others.
-func (m *Model) InjectCameraTokens(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
+// (camera_token row 0) for view 0, the source token (row 1) for the others;
+// or, when given is not nil, the camera tokens [C, S] of given cameras (the
+// camera encoder's output, pose-conditioned runs).
+func (m *Model) InjectCameraTokens(g *ggml.Context, x, given *ggml.Tensor) *ggml.Tensor {
 	C, T, S := x.Dim(0), x.Dim(1), x.Dim(2)
+	rest := x.View(g, x.Stride(1), []int{C, T - 1, S}, []int{x.Stride(1), x.Stride(2)})
+	if given != nil {
+		return given.Reshape(g, C, 1, S).Concat(g, rest, 1)
+	}
 	ref := m.CameraToken.View(g, 0, []int{C, 1, 1}, nil)
 	tok := ref
 	if S > 1 {
@@ -196,7 +202,6 @@ func (m *Model) InjectCameraTokens(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor
 		}
 		tok = ref.Concat(g, src, 2)
 	}
-	rest := x.View(g, x.Stride(1), []int{C, T - 1, S}, []int{x.Stride(1), x.Stride(2)})
 	return tok.Concat(g, rest, 1)
 }
 
@@ -205,6 +210,12 @@ func (m *Model) InjectCameraTokens(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor
 // out-layer features. Camera tokens are injected at alt_start. Tap names:
 // "vit.embed", "vit.cam_injected", "vit.feat.K", "vit.cam_tok.K".
 func (m *Model) Forward(g *ggml.Context, b nn.Builder, x *ggml.Tensor, gr Grid, from int) Features {
+	return m.ForwardWith(g, b, x, gr, from, nil)
+}
+
+// ForwardWith is Forward with the camera tokens [C, S] of given cameras
+// injected at alt_start instead of the learned ones (nil: the learned ones).
+func (m *Model) ForwardWith(g *ggml.Context, b nn.Builder, x *ggml.Tensor, gr Grid, from int, camTokens *ggml.Tensor) Features {
 	cfg := m.Cfg
 	local := x
 	var f Features
@@ -212,7 +223,7 @@ func (m *Model) Forward(g *ggml.Context, b nn.Builder, x *ggml.Tensor, gr Grid, 
 	out := 0
 	for i := from; i < cfg.Depth; i++ {
 		if i == cfg.AltStart && m.CameraToken != nil {
-			x = b.Tap("vit.cam_injected", m.InjectCameraTokens(g, x))
+			x = b.Tap("vit.cam_injected", m.InjectCameraTokens(g, x, camTokens))
 		}
 		x = m.Block(g, b, i, x, gr)
 		if !cfg.Global(i) {
