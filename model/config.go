@@ -11,7 +11,9 @@ import (
 
 	"github.com/da3-go/da3-go/internal/schema"
 	"github.com/da3-go/da3-go/loader"
+	"github.com/da3-go/da3-go/model/camera"
 	"github.com/da3-go/da3-go/model/dpt"
+	"github.com/da3-go/da3-go/model/gs"
 	"github.com/da3-go/da3-go/model/vit"
 )
 
@@ -62,6 +64,13 @@ type Config struct {
 	Mean, Std    [3]float32
 	// NestedMetric: the file is the metric branch of a nested model (m_vit.*).
 	NestedMetric bool
+	// CamEnc is the camera encoder (pose-conditioned input) when the file
+	// has one (DA3 any-view files converted by da3-go).
+	CamEnc *camera.EncoderConfig
+	// GS is the Gaussian head (DA3-GIANT) and GSAdapter its adapter, when
+	// the file has them.
+	GS        *dpt.Config
+	GSAdapter gs.Config
 }
 
 // errList is several errors on one line ("a; b"); errors.Is and As see
@@ -328,7 +337,12 @@ func ConfigFromFile(f *loader.File) (Config, error) {
 	case DA3:
 		h.Kind = dpt.DualDPT
 		h.PosEmbed = hr.boolOr("pos_embed", true)
+		h.Aux = hr.boolOr("has_aux", false)
 		c.HasCamera = true
+		if !c.NestedMetric {
+			c.CamEnc = camEncConfig(f, kv, hr)
+			c.GS, c.GSAdapter = gsConfig(kv, hr)
+		}
 	case DA3Mono:
 		h.Kind = dpt.Mono
 		c.Metric = strings.Contains(strings.ToLower(c.Name), "metric")
@@ -348,4 +362,57 @@ func ConfigFromFile(f *loader.File) (Config, error) {
 		return Config{}, fmt.Errorf("reading model metadata: %w", errList(errs))
 	}
 	return c, nil
+}
+
+// camEncConfig reads the camera encoder's metadata (depthanything3.cam_enc.*,
+// written by da3-go's converter); nil when the file has none. Problems are
+// recorded in r.
+func camEncConfig(f *loader.File, kv *loader.KV, r *kvReader) *camera.EncoderConfig {
+	cr := &kvReader{kv: kv, prefix: KVPrefix + "cam_enc."}
+	if !cr.has("embed_dim") {
+		return nil
+	}
+	e := &camera.EncoderConfig{
+		Dim:    cr.u32("embed_dim", 1, maxEmbedDim),
+		Depth:  cr.u32("depth", 1, maxDepth),
+		Heads:  cr.u32("num_heads", 1, maxHeads),
+		Hidden: cr.u32("mlp_hidden", 1, maxMLPHidden),
+		Eps:    cr.f32Or("ln_eps", schema.CamEncEps, 1e-12, 1),
+	}
+	e.PoseHidden = e.Dim / 2 // CameraEnc's pose_branch width
+	if ti, ok := f.Tensor("cam_enc.pose_fc1.weight"); ok && len(ti.Shape) == 2 && ti.Shape[1] >= 1 && ti.Shape[1] <= maxEmbedDim {
+		e.PoseHidden = int(ti.Shape[1])
+	}
+	if e.Heads > 0 && e.Dim%e.Heads != 0 {
+		cr.fail("num_heads", "%d does not divide the width %d", e.Heads, e.Dim)
+	}
+	r.errs = append(r.errs, cr.errs...)
+	return e
+}
+
+// gsConfig reads the Gaussian head's metadata (depthanything3.gs.*, DA3-GIANT
+// files); nil when the file has none. Problems are recorded in r.
+func gsConfig(kv *loader.KV, r *kvReader) (*dpt.Config, gs.Config) {
+	gr := &kvReader{kv: kv, prefix: KVPrefix + "gs."}
+	if !gr.has("features") {
+		return nil, gs.Config{}
+	}
+	h := &dpt.Config{Kind: dpt.GS, Features: gr.u32("features", 2, maxFeatures), PosEmbed: true}
+	copy(h.OutChannels[:], gr.ints("out_channels", 4, 1, maxFeatures))
+	a := gs.Config{
+		SHDegree:    gr.u32Or("sh_degree", 2, 0, 8),
+		ScaleMin:    float64(gr.f32Or("scale_min", 1e-5, 0, 1e6)),
+		ScaleMax:    float64(gr.f32Or("scale_max", 30, 0, 1e6)),
+		OffsetDepth: gr.boolOr("pred_offset_depth", true),
+		OffsetXY:    gr.boolOr("pred_offset_xy", true),
+	}
+	h.OutputDim = gr.u32Or("output_dim", a.Channels(), 1, 1024)
+	if gr.boolOr("pred_color", false) {
+		gr.fail("pred_color", "Gaussian heads that predict colours instead of SH coefficients are not supported")
+	}
+	if h.OutputDim != a.Channels() {
+		gr.fail("output_dim", "%d channels, but the adapter settings need %d", h.OutputDim, a.Channels())
+	}
+	r.errs = append(r.errs, gr.errs...)
+	return h, a
 }

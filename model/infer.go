@@ -10,6 +10,7 @@ import (
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/internal/imgproc"
 	"github.com/da3-go/da3-go/model/camera"
+	"github.com/da3-go/da3-go/model/gs"
 	"github.com/da3-go/da3-go/model/vit"
 )
 
@@ -44,6 +45,28 @@ type RunOptions struct {
 	// Strict makes non-finite (NaN or Inf) outputs an error (*NonFiniteError)
 	// instead of a note in Result.NonFinite.
 	Strict bool
+
+	// RayPose estimates the cameras from DA3's auxiliary ray head instead of
+	// its camera decoder (the package's use_ray_pose): a weighted RANSAC
+	// homography per view, decomposed into rotation and intrinsics, the
+	// confidence-weighted ray origin as the centre. The file needs the ray
+	// head (`da3-go convert -with-aux`).
+	RayPose bool
+	// RaySeed seeds the ray solver's RANSAC samples; the poses equal the
+	// package's after torch.manual_seed(RaySeed) on the CPU.
+	RaySeed uint64
+	// Extrinsics and ViewIntrinsics are known cameras of the images, one of
+	// each per image: world-to-camera [R | t] (OpenCV axes) and pinhole
+	// intrinsics in pixels of each original image. The DA3 any-view model is
+	// then conditioned on them (the camera encoder's tokens replace the
+	// learned camera tokens; no reference view is chosen), and the results
+	// are in the given frame and scale: Result.Camera holds the given
+	// cameras and the depth is divided by the Umeyama scale between the
+	// predicted and the given camera centres (Result.AlignScale).
+	Extrinsics     [][3][4]float64
+	ViewIntrinsics []Intrinsics
+	// Gaussians also predicts DA3-GIANT's 3D Gaussians (Result.Gaussians).
+	Gaussians bool
 }
 
 // Intrinsics are a pinhole camera's focal lengths and principal point in
@@ -139,6 +162,16 @@ type Result struct {
 	// names the first stage of the network (a tap name such as
 	// "vit.feat.2", or the output) whose values hold NaN or Inf.
 	NonFinite string
+	// Gaussians are this view's 3D Gaussians (RunOptions.Gaussians), one
+	// per processed pixel, in world space.
+	Gaussians *gs.Gaussians
+	// AlignScale is the scale the depth was divided by to bring it to the
+	// given cameras' scale (RunOptions.Extrinsics), else 0.
+	AlignScale float64
+
+	// rayRaw, gsRaw are the raw ray and Gaussian head outputs of the view,
+	// depthProc its depth at the processed size, until finishExtras.
+	rayRaw, gsRaw, depthProc []float32
 
 	// probe is the first finiteness probe (probeNames) that saw NaN or Inf.
 	probe string
@@ -194,6 +227,9 @@ func (m *Model) MultiView(ctx context.Context, imgs []Image, opt RunOptions) ([]
 	if err := m.checkIntrinsics(opt.Intrinsics); err != nil {
 		return nil, err
 	}
+	if err := m.checkExtras(len(imgs), opt); err != nil {
+		return nil, err
+	}
 	if m.cfg.Arch != DA3 && len(imgs) > 1 {
 		out := make([]Result, 0, len(imgs))
 		for _, im := range imgs {
@@ -215,17 +251,24 @@ func (m *Model) MultiView(ctx context.Context, imgs []Image, opt RunOptions) ([]
 // run computes the views (one graph for a single view, the multi-view
 // pipeline otherwise) and checks that the outputs are finite.
 func (m *Model) run(ctx context.Context, views []*Processed, opt RunOptions) ([]Result, error) {
+	ex := m.prepareExtras(views, opt)
 	exec := func(o RunOptions) ([]Result, error) {
 		if len(views) == 1 {
-			return m.single(ctx, views[0], o)
+			return m.single(ctx, views[0], o, ex)
 		}
-		return m.multi(ctx, views, o)
+		return m.multi(ctx, views, o, ex)
 	}
 	res, err := exec(opt)
 	if err != nil {
 		return nil, err
 	}
-	return checkOutputs(res, exec, opt)
+	if res, err = checkOutputs(res, exec, opt); err != nil {
+		return nil, err
+	}
+	if err := m.finishExtras(res, views, ex); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 func (m *Model) preprocess(imgs []Image, opt RunOptions) ([]*Processed, error) {
@@ -278,14 +321,14 @@ func (m *Model) nodeBudget(views int) int {
 
 // single runs backbone, head and camera decoder as one fused graph: the
 // features never leave the device.
-func (m *Model) single(ctx context.Context, v *Processed, opt RunOptions) ([]Result, error) {
+func (m *Model) single(ctx context.Context, v *Processed, opt RunOptions, ex *extras) ([]Result, error) {
 	W, H := v.Width, v.Height
 	out, err := m.rt.Run(ctx, backend.RunOptions{MaxNodes: m.nodeBudget(1), Taps: opt.Taps}, func(b *backend.Builder) error {
 		g := b.G
 		px := b.Input("pixels", v.Pixels, W, H, 3, 1)
 		x, grid := m.vit.Embed(g, b, px)
 		b.Tap("vit.embed", x)
-		f := m.vit.Forward(g, b, x, grid, 0)
+		f := m.vit.ForwardWith(g, b, x, grid, 0, m.givenTokens(b, ex))
 		for k, ft := range f.Feats {
 			b.Check(probeNames[k], ft)
 		}
@@ -300,12 +343,14 @@ func (m *Model) single(ctx context.Context, v *Processed, opt RunOptions) ([]Res
 		if m.cam != nil {
 			b.Output("pose_enc", m.cam.Forward(g, f.CamTokens[3]))
 		}
+		m.extraHeads(b, ex, hout, f.Feats, px, grid)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	r := m.result(out, v, 0, 1, opt)
+	ex.result(&r, out, 0, 1)
 	r.probe = firstProbe(out)
 	r.Taps = map[string]backend.Tensor{}
 	for name, t := range out {
@@ -411,7 +456,7 @@ func (m *Model) checkIntrinsics(k *Intrinsics) error {
 // multi runs S ≥ 2 views: the backbone over all views (in two graphs when a
 // reference view must be selected), then the head in chunks of views so that
 // memory stays bounded as the number of views grows.
-func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions) ([]Result, error) {
+func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions, ex *extras) ([]Result, error) {
 	S := len(views)
 	W, H := views[0].Width, views[0].Height
 	cfg := m.cfg.ViT
@@ -425,7 +470,9 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions) (
 	stageA := map[string]backend.Tensor{}
 	var xTokens []float32
 	var grid vit.Grid
-	if S >= 3 && cfg.AltStart >= 1 && m.vit.CameraToken != nil {
+	// Given cameras skip the reference view (as the package does when it is
+	// given camera tokens).
+	if S >= 3 && cfg.AltStart >= 1 && m.vit.CameraToken != nil && !ex.hasGiven {
 		// Blocks before alt_start−1 run per view; the reference view is chosen
 		// on their output (token 0 of each view), then the views are reordered.
 		stop := cfg.AltStart - 1
@@ -493,7 +540,7 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions) (
 		} else {
 			x = b.Input("tokens", xTokens, cfg.EmbedDim, 1+grid.PH*grid.PW, S)
 		}
-		f := m.vit.Forward(g, b, x, grid, from)
+		f := m.vit.ForwardWith(g, b, x, grid, from, m.givenTokens(b, ex))
 		for k := 0; k < 4; k++ {
 			b.Output(fmt.Sprintf("feat.%d", k), f.Feats[k])
 		}
@@ -537,6 +584,12 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions) (
 			if h.Sky != nil {
 				b.Output("sky", h.Sky)
 			}
+			var px *ggml.Tensor
+			if ex.gs {
+				per := 3 * W * H
+				px = b.Input("pixels", pixels[a*per:e*per], W, H, 3, n)
+			}
+			m.extraHeads(b, ex, h, fs, px, grid)
 			return nil
 		})
 		if err != nil {
@@ -546,7 +599,7 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions) (
 			probe = p
 		}
 		for k, t := range ho {
-			if k == "depth" || k == "conf" || k == "sky" {
+			if k == "depth" || k == "conf" || k == "sky" || k == "aux" || k == "gs" {
 				headOut[k] = append(headOut[k], t.Data...)
 			} else if opt.Taps != nil && a == 0 && e == S {
 				out[k] = t // taps of the (only) head chunk
@@ -564,6 +617,7 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions) (
 	for p, src := range order {
 		res[src] = m.result(all, views[src], p, S, opt)
 		res[src].probe = probe
+		ex.result(&res[src], all, p, S)
 	}
 	if opt.Taps != nil {
 		res[0].Taps = map[string]backend.Tensor{}
@@ -696,7 +750,7 @@ func SelectReference(x []float32, c, t, s int) int {
 // Forward runs already preprocessed input: pixels holds S views of 3×h×w
 // normalised floats (CHW per view, views consecutive), exactly what the
 // reference networks take. Maps are returned at w×h; RunOptions.Intrinsics
-// are then in pixels of that input. Researchers use it to
+// and ViewIntrinsics are then in pixels of that input. Researchers use it to
 // feed their own preprocessing; the parity tests use it to feed the
 // reference's input tensor.
 func (m *Model) Forward(ctx context.Context, pixels []float32, w, h, views int, opt RunOptions) ([]Result, error) {
@@ -713,6 +767,9 @@ func (m *Model) Forward(ctx context.Context, pixels []float32, w, h, views int, 
 		return nil, fmt.Errorf("forward: %s models take one view at a time", m.cfg.Arch)
 	}
 	if err := m.checkIntrinsics(opt.Intrinsics); err != nil {
+		return nil, err
+	}
+	if err := m.checkExtras(views, opt); err != nil {
 		return nil, err
 	}
 	vs := make([]*Processed, views)

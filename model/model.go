@@ -48,7 +48,11 @@ type Model struct {
 	vit  *vit.Model
 	head *dpt.Head
 	cam  *camera.Decoder
-	log  *slog.Logger
+	// camEnc encodes given cameras (pose-conditioned runs); gsHead is
+	// DA3-GIANT's Gaussian head. Nil when the file has none.
+	camEnc *camera.Encoder
+	gsHead *dpt.Head
+	log    *slog.Logger
 
 	mu     sync.Mutex
 	closed bool
@@ -98,19 +102,27 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	}
 	m.vit = vit.New(cfg.ViT)
 	m.head = dpt.New(cfg.Head)
+	type part struct {
+		dst  any
+		root string
+	}
+	parts := []part{{m.vit, vitRoot}, {m.head, headRoot}}
 	if cfg.HasCamera {
 		m.cam = &camera.Decoder{}
+		parts = append(parts, part{m.cam, "cam"})
+	}
+	if cfg.CamEnc != nil {
+		m.camEnc = camera.NewEncoder(*cfg.CamEnc)
+		parts = append(parts, part{m.camEnc, "cam_enc"})
+	}
+	if cfg.GS != nil {
+		m.gsHead = dpt.New(*cfg.GS)
+		parts = append(parts, part{m.gsHead, "gs"})
 	}
 	// Upload only what the graphs use.
 	want := map[string]bool{}
-	for _, n := range BoundNames(m.vit, vitRoot) {
-		want[n] = true
-	}
-	for _, n := range BoundNames(m.head, headRoot) {
-		want[n] = true
-	}
-	if m.cam != nil {
-		for _, n := range BoundNames(m.cam, "cam") {
+	for _, p := range parts {
+		for _, n := range BoundNames(p.dst, p.root) {
 			want[n] = true
 		}
 	}
@@ -125,13 +137,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 		}
 	}()
 	var missing []string
-	for _, b := range []struct {
-		dst  any
-		root string
-	}{{m.vit, vitRoot}, {m.head, headRoot}, {m.cam, "cam"}} {
-		if b.dst == (*camera.Decoder)(nil) {
-			continue
-		}
+	for _, b := range parts {
 		if err := Bind(b.dst, m.w, b.root); err != nil {
 			var me *MissingTensorsError
 			if !errors.As(err, &me) {
@@ -170,11 +176,9 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 }
 
 // auxTensor reports tensors that files may carry and the graphs do not use:
-// the auxiliary ray head, the Gaussian head, DA2's unused refinenet4 rc1.
+// DA2's unused refinenet4 rc1.
 func auxTensor(name string) bool {
-	return strings.Contains(name, "_aux") || strings.HasPrefix(name, "gs.") ||
-		strings.HasPrefix(name, "head.scratch.rn4.rc1.") || strings.HasPrefix(name, "m_head.scratch.rn4.rc1.") ||
-		strings.HasPrefix(name, "cam_enc.")
+	return strings.HasPrefix(name, "head.scratch.rn4.rc1.") || strings.HasPrefix(name, "m_head.scratch.rn4.rc1.")
 }
 
 // Config is the loaded model's configuration.

@@ -47,6 +47,9 @@ func (c Config) schemaOf(kv *loader.KV, files []loader.TensorInfo) ([]schema.Ten
 	if c.HasCamera {
 		out = append(out, schema.Camera(d)...)
 	}
+	if e := c.CamEnc; e != nil {
+		out = append(out, schema.CamEnc{D: e.Dim, Depth: e.Depth, Heads: e.Heads, Hidden: e.Hidden, PoseHidden: e.PoseHidden}.Tensors()...)
+	}
 	if hasPrefix(files, "gs.") {
 		// DA3-GIANT's Gaussian head, unused here: its widths come from its
 		// metadata and its images merger's own tensors.
@@ -71,10 +74,6 @@ func (c Config) schemaOf(kv *loader.KV, files []loader.TensorInfo) ([]schema.Ten
 	return out, nil
 }
 
-// ignoredTensor reports tensors a file may carry outside the schema: the
-// camera encoder of DA3 checkpoints (pose-conditioned input, unused).
-func ignoredTensor(name string) bool { return strings.HasPrefix(name, "cam_enc.") }
-
 // validate checks every tensor of f (name, shape, type) against the schema
 // of cfg before anything is allocated for it.
 func validate(f *loader.File, cfg Config) error {
@@ -83,7 +82,7 @@ func validate(f *loader.File, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	return schema.Check(files, want, ignoredTensor)
+	return schema.Check(files, want, nil)
 }
 
 func hasPrefix(ts []loader.TensorInfo, p string) bool {

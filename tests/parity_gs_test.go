@@ -2,6 +2,8 @@ package tests
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"encoding/binary"
 	"math"
 	"os"
@@ -11,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/convert"
+	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/camera"
 	"github.com/da3-go/da3-go/model/gs"
 )
@@ -88,7 +92,7 @@ func TestParityGaussianPLY(t *testing.T) {
 	g, err := gs.Adapt(gs.GiantConfig, views, w, h, nil)
 	require.NoError(t, err)
 	var buf bytes.Buffer
-	require.NoError(t, gs.WritePLY(&buf, g, ref["depth"].Data))
+	require.NoError(t, gs.WritePLY(&buf, g))
 	want, err := os.ReadFile(filepath.Join(dir, "one", "gs.ply"))
 	require.NoError(t, err)
 	wh, wrec := readPLY(t, want)
@@ -101,4 +105,65 @@ func TestParityGaussianPLY(t *testing.T) {
 		gf = append(gf, grec[i]...)
 	}
 	gate(t, "gs_ply records", wf, gf, 0.99999, 1e-4)
+}
+
+// 3D Gaussians end to end on the tiny DA3-GIANT-like model: the SwiGLU
+// backbone, the GS head's stages, the adapter's Gaussians and the gs_ply
+// file; with three given cameras the adapter's Umeyama alignment too.
+func TestParityGaussians(t *testing.T) {
+	dir := fixture(t, "da3-tiny-gs")
+	m := loadModel(t, convertFixture(t, dir, convert.Options{WithAux: true}))
+	for _, tc := range []string{"one", "three-cam"} {
+		t.Run(tc, func(t *testing.T) {
+			ref := refTensors(t, filepath.Join(dir, tc, "ref.safetensors"))
+			in := ref["input"]
+			S, h, w := in.Shape[1], in.Shape[3], in.Shape[4]
+			opt := model.RunOptions{Gaussians: true, Taps: func(string) bool { return true }}
+			if tc == "three-cam" {
+				for v, e := range extrinsicsOf(ref["cam.ext_in"]) {
+					k := intrinsicsOf(ref["cam.ixt_in"])[v]
+					opt.Extrinsics = append(opt.Extrinsics, e)
+					opt.ViewIntrinsics = append(opt.ViewIntrinsics, model.Intrinsics{Fx: k[0][0], Fy: k[1][1], Cx: k[0][2], Cy: k[1][2]})
+				}
+			}
+			res, err := m.Forward(context.Background(), in.Data, w, h, S, opt)
+			require.NoError(t, err)
+			order := viewOrder(res[0].Taps, S)
+			for k := 0; k < 4; k++ {
+				stageGate(t, ref, res[0].Taps, order, fmt.Sprintf("feat.%d", k), fmt.Sprintf("vit.feat.%d", k))
+			}
+			for _, st := range []string{"gs.reassemble.0", "gs.reassemble.3", "gs.rn.0", "gs.fusion.4", "gs.fusion.1", "gs.out1", "gs.merger", "gs.out2_in", "gs.logits"} {
+				stageGate(t, ref, res[0].Taps, order, st, st)
+			}
+			var gsv []*gs.Gaussians
+			var depth []float32
+			for _, r := range res {
+				require.NotNil(t, r.Gaussians)
+				gsv = append(gsv, r.Gaussians)
+				depth = append(depth, r.Depth...)
+			}
+			g := gs.Concat(gsv...)
+			gate(t, "depth", ref["depth"].Data, depth, 0.99999, 1e-4)
+			gate(t, "means", ref["gs.means"].Data, g.Means, 0.99999, 1e-4)
+			gate(t, "scales", ref["gs.scales"].Data, g.Scales, 0.99999, 1e-4)
+			gate(t, "rotations", ref["gs.rotations"].Data, g.Rotations, 0.99999, 1e-4)
+			gate(t, "harmonics", ref["gs.harmonics"].Data, g.Harmonics, 0.99999, 1e-4)
+			gate(t, "opacities", ref["gs.opacities"].Data, g.Opacities, 0.99999, 1e-4)
+			if tc == "one" {
+				var buf bytes.Buffer
+				require.NoError(t, gs.WritePLY(&buf, g))
+				want, err := os.ReadFile(filepath.Join(dir, "one", "gs.ply"))
+				require.NoError(t, err)
+				wh, wrec := readPLY(t, want)
+				gh, grec := readPLY(t, buf.Bytes())
+				assert.Equal(t, wh, gh, "header")
+				require.Len(t, grec, len(wrec), "Gaussians kept")
+				var wf, gf []float32
+				for i := range wrec {
+					wf, gf = append(wf, wrec[i]...), append(gf, grec[i]...)
+				}
+				gate(t, "gs_ply (end to end)", wf, gf, 0.99999, 1e-4)
+			}
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/camera"
@@ -267,4 +268,139 @@ func TestParitySimRange(t *testing.T) {
 	gate(t, "depth", ref["depth"].Data, depth, 0.99999, 1e-4)
 	gate(t, "conf", ref["conf"].Data, conf, 0.99999, 1e-4)
 	gate(t, "pose_enc", ref["pose_enc"].Data, pose, 0.99999, 1e-4)
+}
+
+// stageGate compares a tap (network position order) with a reference stage
+// (original view order).
+func stageGate(t *testing.T, ref map[string]refTensor, taps map[string]backend.Tensor, order []int, refName, tapName string) {
+	t.Helper()
+	want, ok := ref[refName]
+	require.True(t, ok, "reference %s", refName)
+	got, ok := taps[tapName]
+	if !assert.True(t, ok, "tap %s missing", tapName) {
+		return
+	}
+	data := got.Data
+	if S := len(order); S > 1 {
+		data = toOriginal(data, order, len(data)/S)
+	}
+	gate(t, refName, want.Data, data, 0.99999, 1e-4)
+}
+
+func viewOrder(taps map[string]backend.Tensor, S int) []int {
+	order := make([]int, S)
+	for i := range order {
+		order[i] = i
+	}
+	if o, ok := taps["order"]; ok {
+		for i, v := range o.Data {
+			order[i] = int(v)
+		}
+	}
+	return order
+}
+
+// poseGate compares cameras: extrinsics max|d| ≤ 1e-4, intrinsics
+// (pixels) max|d| ≤ 1e-4 of the largest.
+func poseGate(t *testing.T, res []model.Result, wantExt, wantIntr []float32) {
+	t.Helper()
+	var ext, intr []float64
+	for _, r := range res {
+		require.NotNil(t, r.Camera)
+		for i := 0; i < 3; i++ {
+			ext = append(ext, r.Camera.Extrinsics[i][:]...)
+			intr = append(intr, r.Camera.Intrinsics[i][:]...)
+		}
+	}
+	we, wi := f64s(wantExt), f64s(wantIntr)
+	if len(we) != len(ext) { // reference 4×4
+		var e []float64
+		for v := 0; v < len(res); v++ {
+			e = append(e, we[v*16:v*16+12]...)
+		}
+		we = e
+	}
+	de, di := maxAbsDiff(we, ext), maxAbsDiff(wi, intr)
+	var mi float64
+	for _, x := range wi {
+		mi = math.Max(mi, math.Abs(x))
+	}
+	t.Logf("%-22s max|d| %.3g;  intrinsics max|d| %.3g (rel %.3g)", "extrinsics", de, di, di/mi)
+	assert.LessOrEqual(t, de, 1e-4, "extrinsics")
+	assert.LessOrEqual(t, di, 1e-4*mi, "intrinsics")
+}
+
+// Ray pose end to end: the auxiliary ray head's stages and the poses the
+// solver finds on the engine's own rays, against use_ray_pose.
+func TestParityRayPose(t *testing.T) {
+	dir := fixture(t, "da3-tiny-pose")
+	m := loadModel(t, convertFixture(t, dir, convert.Options{WithAux: true}))
+	for _, tc := range []string{"ray-one", "ray-two", "ray-four"} {
+		t.Run(tc, func(t *testing.T) {
+			meta := readMeta(t, filepath.Join(dir, tc, "meta.json"))
+			ref := refTensors(t, filepath.Join(dir, tc, "ref.safetensors"))
+			in := ref["input"]
+			S, h, w := in.Shape[1], in.Shape[3], in.Shape[4]
+			res, err := m.Forward(context.Background(), in.Data, w, h, S, model.RunOptions{RayPose: true,
+				RaySeed: uint64(meta["torch_manual_seed"].(float64)), Taps: func(string) bool { return true }})
+			require.NoError(t, err)
+			order := viewOrder(res[0].Taps, S)
+			stageGate(t, ref, res[0].Taps, order, "aux.out1", "head.aux.out1")
+			stageGate(t, ref, res[0].Taps, order, "aux.logits", "head.aux.logits")
+			var depth []float32
+			for _, r := range res {
+				depth = append(depth, r.Depth...)
+			}
+			gate(t, "depth", ref["depth"].Data, depth, 0.99999, 1e-4)
+			poseGate(t, res, ref["extrinsics"].Data, ref["intrinsics"].Data)
+		})
+	}
+}
+
+// Given cameras end to end: the camera encoder's stages, the backbone with
+// the given camera tokens, the head, and the aligned depth in the given
+// scale, against the package's pose-conditioned inference path.
+func TestParityGivenCameras(t *testing.T) {
+	dir := fixture(t, "da3-tiny-pose")
+	m := loadModel(t, convertFixture(t, dir, convert.Options{}))
+	for _, tc := range []string{"cam-one", "cam-two", "cam-four"} {
+		t.Run(tc, func(t *testing.T) {
+			meta := readMeta(t, filepath.Join(dir, tc, "meta.json"))
+			ref := refTensors(t, filepath.Join(dir, tc, "ref.safetensors"))
+			in := ref["input"]
+			S, h, w := in.Shape[1], in.Shape[3], in.Shape[4]
+			opt := model.RunOptions{Taps: func(string) bool { return true }}
+			for v, e := range extrinsicsOf(ref["cam.ext_in"]) {
+				k := intrinsicsOf(ref["cam.ixt_in"])[v]
+				opt.Extrinsics = append(opt.Extrinsics, e)
+				opt.ViewIntrinsics = append(opt.ViewIntrinsics, model.Intrinsics{Fx: k[0][0], Fy: k[1][1], Cx: k[0][2], Cy: k[1][2]})
+			}
+			res, err := m.Forward(context.Background(), in.Data, w, h, S, opt)
+			require.NoError(t, err)
+			taps := res[0].Taps
+			order := viewOrder(taps, S)
+			assert.Equal(t, []int{0, 1, 2, 3}[:S], order, "no reference view with given cameras")
+			for _, st := range [][2]string{
+				{"cam_enc.pose_enc", "cam_enc.pose_enc"}, {"cam_enc.branch", "cam_enc.branch"},
+				{"cam_enc.token_norm", "cam_enc.token_norm"}, {"cam_enc.trunk.0", "cam_enc.trunk.0"},
+				{"cam_enc.tokens", "cam_enc.tokens"}, {"after_cam_token", "vit.cam_injected"},
+				{"feat.3", "vit.feat.3"}, {"cam_tok.3", "vit.cam_tok.3"}, {"logits", "head.logits"},
+			} {
+				stageGate(t, ref, taps, order, st[0], st[1])
+			}
+			var depth, conf, pose []float32
+			for _, r := range res {
+				depth = append(depth, r.Depth...)
+				conf = append(conf, r.Conf...)
+				pose = append(pose, r.Camera.PoseEncoding[:]...)
+			}
+			gate(t, "pose_enc (predicted)", ref["pose_enc"].Data, pose, 0.99999, 1e-4)
+			gate(t, "conf", ref["conf"].Data, conf, 0.99999, 1e-4)
+			gate(t, "depth (aligned)", ref["depth"].Data, depth, 0.99999, 1e-4)
+			s := meta["align_scale_f64"].(float64)
+			t.Logf("align scale %.9g (reference %.9g)", res[0].AlignScale, s)
+			assert.InDelta(t, s, res[0].AlignScale, 1e-4*s)
+			poseGate(t, res, ref["extrinsics"].Data, ref["intrinsics"].Data)
+		})
+	}
 }

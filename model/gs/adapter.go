@@ -57,6 +57,9 @@ type Gaussians struct {
 	Rotations []float32 // N×4
 	Harmonics []float32 // N×3×SHDim, colour-major
 	Opacities []float32 // N
+	// Depth is the predicted depth of each Gaussian's pixel (N), in the
+	// scale of the run's depth output: gs_ply prunes by it.
+	Depth []float32
 }
 
 // View is one view's input to Adapt.
@@ -119,7 +122,7 @@ func Adapt(cfg Config, views []View, w, h int, given []camera.Extrinsics) (*Gaus
 	N := len(views) * n
 	g := &Gaussians{Views: len(views), Height: h, Width: w, SHDim: dsh,
 		Means: make([]float32, 3*N), Scales: make([]float32, 3*N), Rotations: make([]float32, 4*N),
-		Harmonics: make([]float32, 3*dsh*N), Opacities: make([]float32, N)}
+		Harmonics: make([]float32, 3*dsh*N), Opacities: make([]float32, N), Depth: make([]float32, 0, N)}
 	mask := make([]float64, dsh)
 	for l := 0; l <= cfg.SHDegree; l++ {
 		for k := l * l; k < (l+1)*(l+1); k++ {
@@ -131,6 +134,7 @@ func Adapt(cfg Config, views []View, w, h int, given []camera.Extrinsics) (*Gaus
 	}
 	W, H := float64(w), float64(h)
 	for vi, v := range views {
+		g.Depth = append(g.Depth, v.Depth...)
 		c2w := camera.Invert(v.Extrinsics)
 		R := camera.Rotation(c2w)
 		ctr := [3]float64{c2w[0][3] * scale, c2w[1][3] * scale, c2w[2][3] * scale}
@@ -232,4 +236,31 @@ func samePoses(given []camera.Extrinsics, views []View) bool {
 		}
 	}
 	return true
+}
+
+// View returns view v's Gaussians (a copy of its part, Views = 1).
+func (g *Gaussians) View(v int) *Gaussians {
+	n := g.Height * g.Width
+	part := func(s []float32, per int) []float32 { return append([]float32(nil), s[v*n*per:(v+1)*n*per]...) }
+	return &Gaussians{Views: 1, Height: g.Height, Width: g.Width, SHDim: g.SHDim,
+		Means: part(g.Means, 3), Scales: part(g.Scales, 3), Rotations: part(g.Rotations, 4),
+		Harmonics: part(g.Harmonics, 3*g.SHDim), Opacities: part(g.Opacities, 1), Depth: part(g.Depth, 1)}
+}
+
+// Concat joins the Gaussians of views of the same size (view order kept).
+func Concat(gs ...*Gaussians) *Gaussians {
+	out := &Gaussians{}
+	for i, g := range gs {
+		if i == 0 {
+			out.Height, out.Width, out.SHDim = g.Height, g.Width, g.SHDim
+		}
+		out.Views += g.Views
+		out.Means = append(out.Means, g.Means...)
+		out.Scales = append(out.Scales, g.Scales...)
+		out.Rotations = append(out.Rotations, g.Rotations...)
+		out.Harmonics = append(out.Harmonics, g.Harmonics...)
+		out.Opacities = append(out.Opacities, g.Opacities...)
+		out.Depth = append(out.Depth, g.Depth...)
+	}
+	return out
 }

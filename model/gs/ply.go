@@ -29,11 +29,12 @@ func PLYHeader(n int) string {
 
 // Selection is which Gaussians gs_ply keeps (export_to_gs_ply's defaults):
 // per view, a border of int(8/256·H) rows and int(8/256·W) columns is
-// dropped, and so are Gaussians whose depth is above the view's 0.9 quantile
-// (torch.quantile). Upstream slices the border with [t:-t], which keeps
-// nothing when t is 0 (images under 32 pixels): here a border of 0 keeps
-// every row or column.
-func Selection(g *Gaussians, depth []float32) []bool {
+// dropped, and so are Gaussians whose depth (g.Depth) is above the view's
+// 0.9 quantile (torch.quantile). Upstream slices the border with [t:-t],
+// which keeps nothing when t is 0 (images under 32 pixels): here a border
+// of 0 keeps every row or column.
+func Selection(g *Gaussians) []bool {
+	depth := g.Depth
 	n := g.Height * g.Width
 	keep := make([]bool, g.Views*n)
 	th := int(8.0 / 256 * float64(g.Height))
@@ -52,14 +53,15 @@ func Selection(g *Gaussians, depth []float32) []bool {
 // WritePLY writes the Gaussians as the package's gs_ply (export_to_gs_ply:
 // save_gaussian_ply with the DC coefficients only, opacities as
 // log(x/(1−x)), scales as logs, dummy zero normals), binary little-endian,
-// keeping the Gaussians Selection(g, depth) keeps, in view, row, column
-// order. depth is the views' predicted depth (Views·H·W).
-func WritePLY(w io.Writer, g *Gaussians, depth []float32) error {
-	if len(depth) != g.Views*g.Height*g.Width {
-		return fmt.Errorf("gs_ply: %d depth values for %d views of %dx%d", len(depth), g.Views, g.Width, g.Height)
+// keeping the Gaussians Selection keeps, in view, row, column order.
+func WritePLY(w io.Writer, g *Gaussians) error {
+	n := g.Views * g.Height * g.Width
+	if len(g.Depth) != n || len(g.Means) != 3*n || len(g.Scales) != 3*n || len(g.Rotations) != 4*n ||
+		len(g.Harmonics) != 3*g.SHDim*n || len(g.Opacities) != n || g.SHDim < 1 {
+		return fmt.Errorf("gs_ply: inconsistent Gaussians (%d views of %dx%d)", g.Views, g.Width, g.Height)
 	}
-	keep := Selection(g, depth)
-	n := 0
+	keep := Selection(g)
+	n = 0
 	for _, k := range keep {
 		if k {
 			n++
