@@ -3,8 +3,8 @@ package tests
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"

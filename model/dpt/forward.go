@@ -72,7 +72,6 @@ func (h *Head) uvInput(b nn.Builder, c, hh, ww int, aspect float64) *ggml.Tensor
 	return b.Input("head.uv."+key(c, hh, ww), h.UV(c, hh, ww, aspect), ww, hh, c, 1)
 }
 
-
 // Forward runs the head on the 4 features [D, Np, S] of a ph×pw patch grid
 // (patch size 14). Tap names ("gs." instead of "head." for the Gaussian
 // head): "head.reassemble.K", "head.rn.K", "head.fusion.K" (K = 4..1),
