@@ -153,7 +153,7 @@ func (ex *extras) result(r *Result, out map[string]backend.Tensor, p, S int) {
 	}
 	if ex.gs {
 		r.gsRaw = take("gs")
-		r.depthProc = append([]float32(nil), r.Depth...)
+		r.depthProc = take("depth") // at the processed size, whatever r.Depth's size
 	}
 }
 

@@ -35,6 +35,7 @@ type depthFlags struct {
 	processedSize bool
 	intrinsics    string
 	metric        bool
+	gaussians     string
 }
 
 func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -50,6 +51,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&f.independent, "independent", false, "run each image alone instead of as views of one scene")
 	fs.BoolVar(&f.processedSize, "processed-size", false, "write maps at the network's processed size instead of the image size")
 	fs.StringVar(&f.intrinsics, "intrinsics", "", "fx,fy,cx,cy of the camera of the input images, in their pixels: the DA3 metric model (metric-large) then gives depth in metres")
+	fs.StringVar(&f.gaussians, "gaussians", "", "also write the scene's 3D Gaussians (DA3-GIANT) to this gs_ply file, as the official gs_ply export")
 	fs.BoolVar(&f.metric, "metric", false, "require depth in metres: fail before running unless the model gives metres (DA2 metric models, the DA3 metric model with -intrinsics, the nested pair)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -78,6 +80,10 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageError(fs, stderr, "%v", err)
 	}
 	opt.ProcessedSize = f.processedSize
+	opt.Gaussians = f.gaussians != ""
+	if opt.Gaussians && f.independent {
+		return usageError(fs, stderr, "-gaussians writes one scene: it does not go with -independent")
+	}
 	if f.intrinsics != "" {
 		k, err := parseIntrinsics(f.intrinsics)
 		if err != nil {
@@ -102,6 +108,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	defer m.Close()
+	f.given.apply(&opt)
 	cfg := m.Config()
 	_, isNested := m.(nestedScene)
 	if f.conf && cfg.Arch != model.DA3 {
@@ -147,6 +154,14 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			update(int64(i+1), int64(len(imgs)))
 		}
 		finish()
+	}
+	if f.gaussians != "" {
+		if err := writeGaussians(f.gaussians, results); err != nil {
+			return fail(stderr, err)
+		}
+		if !f.quiet {
+			fmt.Fprintf(stdout, "wrote %s\n", f.gaussians)
+		}
 	}
 	for i, r := range results {
 		warnNonFinite(stderr, inputs[i], &r)

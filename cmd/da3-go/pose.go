@@ -71,6 +71,7 @@ func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer m.Close()
+	f.given.apply(&opt)
 	if !m.Config().HasCamera {
 		return fail(stderr, fmt.Errorf("%w: %q is a %s model; pose needs a DA3 any-view model (da3-small, -base, -large, -giant)", model.ErrNoCamera, m.Config().Name, m.Config().Arch))
 	}

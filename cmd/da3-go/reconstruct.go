@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,6 +35,7 @@ var reconstructFormats = []struct{ name, path string }{
 	{"npz", "exports/npz/results.npz"},
 	{"mini_npz", "exports/mini_npz/results.npz"},
 	{"depth_vis", "depth_vis/0000.jpg, …"},
+	{"gs_ply", "gs_ply/0000.ply: 3D Gaussians, DA3-GIANT"},
 }
 
 // needsCamera reports the formats that place points in 3D.
@@ -94,7 +96,7 @@ func (f *reconstructFlags) parse() ([]string, error) {
 			known = known || x.name == fm
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown -format %q (glb, ply, colmap, npz, mini_npz, depth_vis)", fm)
+			return nil, fmt.Errorf("unknown -format %q (glb, ply, colmap, npz, mini_npz, depth_vis, gs_ply)", fm)
 		}
 	}
 	for _, p := range []struct {
@@ -175,6 +177,8 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 		return code
 	}
 	defer m.Close()
+	f.given.apply(&opt)
+	opt.Gaussians = slices.Contains(formats, "gs_ply")
 	cfg := m.Config()
 	switch {
 	case k != nil && cfg.HasCamera:
@@ -333,6 +337,15 @@ func (w *sceneWriter) write(dir string, res []model.Result, names []string) erro
 			}
 			path := filepath.Join(sub, "results.npz")
 			if err := export.WriteNPZ(path, views, fm == "mini_npz"); err != nil {
+				return err
+			}
+			paths = append(paths, path)
+		case "gs_ply":
+			path := filepath.Join(dir, "gs_ply", "0000.ply")
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return fmt.Errorf("output directory: %w", err)
+			}
+			if err := writeGaussians(path, res); err != nil {
 				return err
 			}
 			paths = append(paths, path)

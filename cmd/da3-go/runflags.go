@@ -29,6 +29,11 @@ type modelFlags struct {
 	verbose, quiet         bool
 	strict                 bool
 	exifRotate             optionalBool
+	rayPose                bool
+	raySeed                uint64
+	cameras                string
+	// given are the cameras read from -cameras by open.
+	given *givenCameras
 }
 
 // optionalBool is a boolean flag that remembers whether it was given.
@@ -67,6 +72,9 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.strict, "strict", false, "fail when an output holds NaN or Inf values (default: warn)")
 	fs.Var(&f.exifRotate, "exif-rotate", "turn JPEGs upright by their Exif orientation (phone photos); -exif-rotate=false keeps the stored pixels. "+
 		"Default: as the model's reference code reads files: applied for DA2 (cv2.imread), not for DA3 (PIL)")
+	fs.BoolVar(&f.rayPose, "ray-pose", false, "DA3: cameras from the auxiliary ray head instead of the camera decoder (a file converted with -with-aux)")
+	fs.Uint64Var(&f.raySeed, "ray-seed", 0, "seed of -ray-pose's RANSAC (the same poses as the official package after torch.manual_seed(seed), on the CPU)")
+	fs.StringVar(&f.cameras, "cameras", "", "known cameras of the images (pose-conditioned depth, results in their frame and scale): a pose JSON as 'da3-go pose' writes, or a COLMAP sparse model directory")
 }
 
 func (f *modelFlags) runOptions() (model.RunOptions, error) {
@@ -85,7 +93,8 @@ func (f *modelFlags) runOptions() (model.RunOptions, error) {
 	if f.chunkSize < 1 {
 		return model.RunOptions{}, fmt.Errorf("-chunk-size must be at least 1")
 	}
-	return model.RunOptions{ProcessRes: f.processRes, Method: m, RefView: model.RefView(f.refView), ChunkSize: f.chunkSize, Strict: f.strict}, nil
+	return model.RunOptions{ProcessRes: f.processRes, Method: m, RefView: model.RefView(f.refView), ChunkSize: f.chunkSize, Strict: f.strict,
+		RayPose: f.rayPose, RaySeed: f.raySeed}, nil
 }
 
 // scene is what depth and pose run: one model, or the nested pair.
@@ -208,6 +217,12 @@ func (f *modelFlags) open(ctx context.Context, fs *flag.FlagSet, inputs []string
 	for i, p := range inputs {
 		var err error
 		if imgs[i], orient[i], err = imgio.DecodeWithOrientation(p); err != nil {
+			return nil, nil, fail(stderr, err)
+		}
+	}
+	if f.cameras != "" {
+		var err error
+		if f.given, err = loadCameras(f.cameras, inputs, imgs, stderr); err != nil {
 			return nil, nil, fail(stderr, err)
 		}
 	}
