@@ -220,12 +220,6 @@ func (f *modelFlags) open(ctx context.Context, fs *flag.FlagSet, inputs []string
 			return nil, nil, fail(stderr, err)
 		}
 	}
-	if f.cameras != "" {
-		var err error
-		if f.given, err = loadCameras(f.cameras, inputs, imgs, stderr); err != nil {
-			return nil, nil, fail(stderr, err)
-		}
-	}
 	m, err := f.load(ctx, stderr)
 	if err != nil {
 		var ue usageErr
@@ -237,6 +231,15 @@ func (f *modelFlags) open(ctx context.Context, fs *flag.FlagSet, inputs []string
 	if f.exifRotate.set && f.exifRotate.value || !f.exifRotate.set && exifRotateByDefault(m.Config().Arch) {
 		for i := range imgs {
 			imgs[i] = imgio.Orient(imgs[i], orient[i])
+		}
+	}
+	// The cameras must fit the images as the model sees them (after Exif
+	// rotation); a bad file fails before anything runs.
+	if f.cameras != "" {
+		var err error
+		if f.given, err = loadCameras(f.cameras, inputs, imgs, stderr); err != nil {
+			m.Close()
+			return nil, nil, fail(stderr, err)
 		}
 	}
 	return imgs, m, 0
