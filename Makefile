@@ -100,7 +100,8 @@ fuzz-serve: generate
 vet: generate
 	$(GO) vet ./...
 
-# PyTorch reference vs da3-go, side by side (needs `make oracle`; about 15 minutes on 2 cores).
+# PyTorch, ONNX Runtime (and the C++ engine when built) vs da3-go, side by side (needs `make oracle`;
+# benchmarks/setup.sh installs ONNX Runtime; about 40 minutes on 2 cores).
 # BENCH_ARGS passes options to benchmarks/compare.py, e.g. BENCH_ARGS=--quick.
 bench-compare: build
 	python3 benchmarks/compare.py --bin bin/da3-go $(BENCH_ARGS)

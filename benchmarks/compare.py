@@ -1,31 +1,43 @@
 #!/usr/bin/env python3
-"""da3-go against the PyTorch reference, side by side on one machine in one run (`make bench-compare`).
+"""da3-go against PyTorch, ONNX Runtime and (optionally) the C++ engine, side by side on one machine in one run
+(`make bench-compare`).
 
     python3 benchmarks/compare.py [--threads T] [--rounds 3] [--repeat 3] [--only main|sweeps] [--quick]
+                                  [--models da3-base,...] [--variants f32,bf16,...] [--cpp PATH]
 
-Both engines run the same network on the same float32 input tensor:
+All engines run the same network on the same float32 input tensor:
 
 * weights: the oracle's seeded random checkpoints (tests/oracle/out/{da3-base,da3-small,da2-vits}; generated
   with the oracle scripts when missing), converted to GGUF with `da3-go convert` and quantized with
   `da3-go quantize` (q8_0, q4_k) into benchmarks/out/models/;
 * input: a synthetic image preprocessed once by the reference code (DA3: the package's InputProcessor at
-  process_res 504 on a 640x427 image -> 504x336; DA2: 518 on a 640x640 image -> 518x518), saved as .npy and fed
-  to `torch_bench.py run` and to `da3-go bench -pixels` (network only: no image decoding, resizing or output
-  resize on either side);
-* threads: torch.set_num_threads(T) and `-threads T`;
+  process_res 504 on a 640x427 image -> 504x336, one or four views; DA2: 518 on a 640x640 image -> 518x518),
+  saved as .npy and fed to `torch_bench.py run`, `onnx_bench.py run` and `da3-go bench -pixels` (network only: no
+  image decoding, resizing or output resize);
+* ONNX Runtime: the same PyTorch model exported with torch.onnx for that input's shape (benchmarks/onnx_bench.py;
+  each export is checked against PyTorch before it is timed), CPU execution provider, all graph optimizations,
+  intra-op threads = T;
+* the C++ engine depth-anything.cpp (optional column, when --cpp, $DA3_CPP_CLI or benchmarks/out/cpp/da3-cli
+  exists; benchmarks/build_cpp.sh builds it): the same f32 GGUF file, from the PNG image (its timings include
+  decoding and preprocessing);
+* da3-go configurations (GO_CONFIGS): f32, q8_0, q4_k files; -precision bf16 / int8; DA3_KERNELS=avx2 (the AVX2
+  variant of the kernels on this CPU). Those the binary does not offer are skipped;
+* threads: torch.set_num_threads(T), ONNX Runtime intra_op_num_threads, `--threads T`, `-threads T`;
 * every measurement is a fresh process (load time = checkpoint file to ready model, peak RSS = VmHWM of that
-  process), with one warm-up run excluded from the median, and the two engines alternate within each round
-  (the order flips between rounds) so that load from other users of a shared machine hits both alike;
+  process), with one warm-up run excluded from the median, and the engines alternate within each round
+  (the order flips between rounds) so that load from other users of a shared machine hits them alike;
 * each measurement waits (up to --quiet-wait s) for the machine to be mostly idle, and records the CPU share
   other processes took while it ran ("busy" column): ratios from busy rows are noise, not performance.
 
-PyTorch references: DA3 = the official depth-anything-3 package (SDPA attention); DA2 = transformers'
-DepthAnythingForDepthEstimation (the oracle's reference; faster here than the original code, which is measured
-too and reported as "torch-orig").
+PyTorch references: DA3 = the official depth-anything-3 package (SDPA attention; its forward also runs the
+auxiliary ray branch, which da3-go and the ONNX export skip); DA2 = transformers' DepthAnythingForDepthEstimation
+(the oracle's reference; faster here than the original code, which is measured too and reported as "torch-orig").
+The DA2 ONNX export is of the original code.
 
-Prints the table (ms, ratio, load ms, peak RSS MB), the target checks of issue 6, and writes
-benchmarks/out/compare.json and benchmarks/out/compare.png (copied to docs/bench.png on a full run). The sweeps
-time DA3-BASE f32 over the processed resolution (long side 280..1008) and the view count (1..8).
+Prints the table (ms, ratios against each engine, load ms, peak RSS MiB), the CPU model and ISA extensions, the
+target checks of issue 15, and writes benchmarks/out/compare.json and benchmarks/out/compare.png (copied to
+docs/bench.png on a full run). The sweeps time DA3-BASE f32 against PyTorch over the processed resolution (long
+side 280..1008) and the view count (1..8).
 """
 
 from __future__ import annotations
@@ -34,43 +46,75 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "out"
 TORCH_BENCH = ROOT / "benchmarks" / "torch_bench.py"
+ONNX_BENCH = ROOT / "benchmarks" / "onnx_bench.py"
 ORACLE = ROOT / "tests" / "oracle"
 sys.path.insert(0, str(ORACLE))
 
 MODELS = {
-    "da3-base": dict(label="DA3-BASE", family="da3", ckpt="tests/oracle/out/da3-base", src="",
-                     torch={"torch": "da3-base"},
+    "da3-base": dict(label="DA3-BASE", family="da3", ckpt="tests/oracle/out/da3-base", src="", views=1,
+                     torch={"torch": "da3-base"}, onnx="da3-base",
                      gen=["tests/oracle/da3_oracle.py", "--config", "base", "--cases", "one", "--no-blocks"]),
-    "da3-small": dict(label="DA3-SMALL", family="da3", ckpt="tests/oracle/out/da3-small", src="",
-                      torch={"torch": "da3-small"},
+    "da3-small": dict(label="DA3-SMALL", family="da3", ckpt="tests/oracle/out/da3-small", src="", views=1,
+                      torch={"torch": "da3-small"}, onnx="da3-small",
                       gen=["tests/oracle/da3_oracle.py", "--config", "small", "--cases", "one", "--no-blocks"]),
-    "da2-vits": dict(label="DA2-Small", family="da2", ckpt="tests/oracle/out/da2-vits", src="model.pth",
-                     torch={"torch": "da2-vits-hf", "torch-orig": "da2-vits"},
+    "da2-vits": dict(label="DA2-Small", family="da2", ckpt="tests/oracle/out/da2-vits", src="model.pth", views=1,
+                     torch={"torch": "da2-vits-hf", "torch-orig": "da2-vits"}, onnx="da2-vits",
                      gen=["tests/oracle/da2_oracle.py", "--config", "vits"]),
+    "da3-base-4v": dict(label="DA3-BASE 4 views", family="da3", ckpt="tests/oracle/out/da3-base", src="", views=4,
+                        torch={"torch": "da3-base"}, onnx="da3-base", weights="da3-base",
+                        gen=["tests/oracle/da3_oracle.py", "--config", "base", "--cases", "one", "--no-blocks"]),
+    "da3-small-4v": dict(label="DA3-SMALL 4 views", family="da3", ckpt="tests/oracle/out/da3-small", src="", views=4,
+                         torch={"torch": "da3-small"}, onnx="da3-small", weights="da3-small",
+                         gen=["tests/oracle/da3_oracle.py", "--config", "small", "--cases", "one", "--no-blocks"]),
 }
-VARIANTS = ["f32", "q8_0", "q4_k"]
+# da3-go configurations: the weight file (f32 or quantized GGUF), extra flags and environment. "needs" names a
+# feature of the binary (see binary_features); configurations the binary lacks are skipped with a note.
+GO_CONFIGS = {
+    "f32": dict(weights="f32"),
+    "q8_0": dict(weights="q8_0"),
+    "q4_k": dict(weights="q4_k"),
+    "bf16": dict(weights="f32", args=["-precision", "bf16"], needs="precision"),
+    "int8": dict(weights="q8_0", args=["-precision", "int8"], needs="precision"),
+    "f32 avx2": dict(weights="f32", env={"DA3_KERNELS": "avx2"}, needs="kernels"),
+}
+# Configurations timed per model by default (--variants overrides for every model).
+MODEL_CONFIGS = {
+    "da3-base": ["f32", "q8_0", "q4_k", "bf16", "int8", "f32 avx2"],
+    "da3-small": ["f32", "q8_0", "bf16", "int8"],
+    "da2-vits": ["f32", "q8_0", "bf16", "int8", "f32 avx2"],
+    "da3-base-4v": ["f32", "bf16", "int8"],
+    "da3-small-4v": ["f32"],
+}
 # (model family) -> (synthetic image size, processed resolution)
 INPUTS = {"da3": ((640, 427), 504), "da2": ((640, 640), 518)}
 SWEEP_RES = [280, 392, 504, 756, 1008]
 SWEEP_VIEWS = [1, 2, 4, 8]
 
-# Issue 6 targets: (model, variant, quantity, bound)
+# Issue 15 targets: (model, da3-go configuration, quantity, bound). Quantities: speedup (PyTorch ms / da3-go ms),
+# ort_speedup (ONNX Runtime f32 ms / da3-go ms), rss_ratio (da3-go peak RSS / PyTorch's), cpp_rss_ratio (da3-go
+# peak RSS / the C++ engine's; only where that column was measured).
 TARGETS = [
-    ("da3-base", "f32", "speedup", 1.5),
-    ("da3-base", "q8_0", "speedup", 1.8),
-    ("da3-base", "f32", "load_speedup", 5.0),
-    ("da3-base", "f32", "rss_ratio", 0.5),
-    ("da2-vits", "f32", "speedup", 1.5),
+    ("da3-base", "f32", "ort_speedup", 1.1),
+    ("da3-base", "f32", "speedup", 1.6),
+    ("da3-base", "bf16", "ort_speedup", 1.8),
+    ("da3-base", "int8", "ort_speedup", 2.2),
+    ("da3-base", "f32 avx2", "speedup", 1.3),
+    ("da3-base-4v", "f32", "speedup", 1.8),
+    ("*", "*", "rss_ratio", 0.5),
+    ("*", "f32", "cpp_rss_ratio", 1.0),
 ]
 
 
@@ -141,17 +185,32 @@ def wait_quiet() -> float:
             return idle
 
 
-def timed(cmd: list[str]) -> tuple[subprocess.CompletedProcess, dict]:
+def timed(cmd: list[str], env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
     """Runs one measurement process and reports how busy the machine was with other work meanwhile
-    (foreign_cpu: CPU time of other processes / (wall x CPUs))."""
+    (foreign_cpu: CPU time of other processes / (wall x CPUs)) and the process's own peak RSS (maxrss_mib, from
+    wait4, for engines that do not report it)."""
     idle = wait_quiet()
     b0, t0 = cpu_times()
     c0, w0 = children_cpu(), time.time()
-    r = sh(cmd)
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, **(env or {})})
+    streams = {}
+    readers = [threading.Thread(target=lambda k=k, f=f: streams.__setitem__(k, f.read()))
+               for k, f in (("out", p.stdout), ("err", p.stderr))]
+    for t in readers:
+        t.start()
+    _, status, ru = os.wait4(p.pid, 0)  # reaped here (not by Popen) to get this child's own rusage
+    p.returncode = os.waitstatus_to_exitcode(status)
+    for t in readers:
+        t.join()
     b1, t1 = cpu_times()
     c1, w1 = children_cpu(), time.time()
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} failed ({p.returncode}):\n{streams['err'][-3000:]}")
     foreign = max(0.0, ((b1 - b0) - (c1 - c0)) / (t1 - t0)) if t1 > t0 else 0.0
-    return r, {"idle_before": idle, "foreign_cpu": foreign, "wall_s": w1 - w0, "loadavg": loadavg()}
+    r = subprocess.CompletedProcess(cmd, p.returncode, streams["out"], streams["err"])
+    return r, {"idle_before": idle, "foreign_cpu": foreign, "wall_s": w1 - w0, "loadavg": loadavg(),
+               "maxrss_mib": ru.ru_maxrss / 1024}
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -159,11 +218,10 @@ def timed(cmd: list[str]) -> tuple[subprocess.CompletedProcess, dict]:
 
 
 def ensure_deps() -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        log("installing matplotlib (pip)")
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "matplotlib"], check=True)
+    r = subprocess.run([sys.executable, "-c", "import matplotlib, onnx, onnxruntime, onnxscript"], capture_output=True)
+    if r.returncode != 0:
+        log("installing the benchmark's Python packages (benchmarks/setup.sh)")
+        subprocess.run(["bash", str(ROOT / "benchmarks" / "setup.sh")], check=True)
     r = subprocess.run([sys.executable, "-c", "import importlib.util as u, torch, numpy, cv2, transformers; "
                         "assert u.find_spec('depth_anything_v2') and u.find_spec('depth_anything_3')"],
                        cwd=ROOT, capture_output=True, text=True)
@@ -187,6 +245,7 @@ def ensure_gguf(bin_: str, name: str, variant: str) -> Path:
     ck = ensure_checkpoint(name)
     models = OUT / "models"
     models.mkdir(parents=True, exist_ok=True)
+    name = m.get("weights", name)
     f32 = models / f"{name}-f32.gguf"
     src = ck / m["src"] if m["src"] else ck
     src_file = ck / m["src"] if m["src"] else ck / "model.safetensors"
@@ -214,20 +273,28 @@ def synthetic(w: int, h: int, view: int):
     return np.ascontiguousarray(img)
 
 
-def ensure_input(family: str, process_res: int, views: int = 1) -> Path:
+def input_images(family: str, views: int) -> list[Path]:
+    """The synthetic views as PNG files (written once)."""
     from PIL import Image
 
     (w, h), _ = INPUTS[family]
     inputs = OUT / "inputs"
     inputs.mkdir(parents=True, exist_ok=True)
-    out = inputs / f"{family}-{process_res}-{views}v.npy"
-    if out.exists():
-        return out
     paths = []
     for v in range(views):
         p = inputs / f"{family}-{w}x{h}-view{v}.png"
-        Image.fromarray(synthetic(w, h, v), "RGB").save(p)
-        paths.append(str(p))
+        if not p.exists():
+            Image.fromarray(synthetic(w, h, v), "RGB").save(p)
+        paths.append(p)
+    return paths
+
+
+def ensure_input(family: str, process_res: int, views: int = 1) -> Path:
+    inputs = OUT / "inputs"
+    out = inputs / f"{family}-{process_res}-{views}v.npy"
+    if out.exists():
+        return out
+    paths = [str(p) for p in input_images(family, views)]
     sh([sys.executable, str(TORCH_BENCH), "prep", "--model", family, "--images", ",".join(paths),
         "--process-res", str(process_res), "--out", str(out)])
     return out
@@ -243,10 +310,77 @@ def measure_torch(model: str, ckpt: Path, pixels: Path, repeat: int, threads: in
     return {**last_json(r.stdout), **env}
 
 
-def measure_go(bin_: str, gguf: Path, pixels: Path, repeat: int, threads: int) -> dict:
-    r, env = timed([bin_, "bench", "-json", "-quiet", "-device", "cpu", "-model", str(gguf), "-pixels", str(pixels),
-                    "-repeat", str(repeat), "-threads", str(threads)])
-    return {**last_json(r.stdout), "impl": "da3-go", **env}
+def ensure_onnx(name: str, pixels: Path, threads: int) -> Path:
+    """The ONNX export of the model for the shape of pixels, checked against PyTorch (onnx_bench.py export)."""
+    m = MODELS[name]
+    ck = ensure_checkpoint(name)
+    out = OUT / "onnx" / f"{m['onnx']}-{pixels.stem}.onnx"
+    src = ck / (m["src"] or "model.safetensors")
+    if not out.exists() or out.stat().st_mtime < max(src.stat().st_mtime, pixels.stat().st_mtime):
+        log(f"exporting {m['onnx']} for {pixels.name} to ONNX and checking it against PyTorch")
+        r = sh([sys.executable, str(ONNX_BENCH), "export", "--model", m["onnx"], "--ckpt", str(ck), "--pixels",
+                str(pixels), "--out", str(out), "--threads", str(threads)])
+        chk = last_json(r.stdout)
+        for k, c in chk["checks"].items():
+            log(f"  {k}: ONNX Runtime vs PyTorch max|d| {c['max_abs']:.3g} ({c['rel']:.2g} of max|ref|), "
+                f"corr {c['corr']:.8f}")
+    return out
+
+
+def measure_ort(onnx: Path, pixels: Path, repeat: int, threads: int) -> dict:
+    r, env = timed([sys.executable, str(ONNX_BENCH), "run", "--onnx", str(onnx), "--pixels", str(pixels),
+                    "--repeat", str(repeat), "--threads", str(threads)])
+    return {**last_json(r.stdout), **env}
+
+
+def measure_go(bin_: str, gguf: Path, pixels: Path, repeat: int, threads: int, args: list[str] | None = None,
+               env: dict | None = None) -> dict:
+    r, e = timed([bin_, "bench", "-json", "-quiet", "-device", "cpu", "-model", str(gguf), "-pixels", str(pixels),
+                  "-repeat", str(repeat), "-threads", str(threads), *(args or [])], env=env)
+    return {**last_json(r.stdout), "impl": "da3-go", **e}
+
+
+def measure_cpp(cli: str, gguf: Path, images: list[Path], repeat: int, threads: int) -> dict:
+    """The C++ engine (depth-anything.cpp's da3-cli). One view: its bench mode (load once, `repeat` timed runs
+    of depth + pose from the image file, preprocessing included). Several views: one multi-view run per
+    process (no bench mode there), so its time is the process's wall time (load and output writing included)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        if len(images) == 1:
+            r, e = timed([cli, "depth", "--model", str(gguf), "--input", str(images[0]), "--pose",
+                          str(Path(tmp) / "pose.json"), "--threads", str(threads), "--repeat", str(repeat + 1)])
+            m = re.search(r"load=([0-9.]+)ms infer=([0-9.]+)ms/iter.*min=([0-9.]+)", r.stdout)
+            if not m:
+                raise RuntimeError(f"unexpected da3-cli output: {r.stdout[-500:]!r}")
+            load, med, mn = map(float, m.groups())
+            runs = [med]  # the CLI prints its median and min only
+        else:
+            cmd = [cli, "depth", "--model", str(gguf), "--threads", str(threads), "--out-prefix", str(Path(tmp) / "v")]
+            for im in images:
+                cmd += ["--input", str(im)]
+            r, e = timed(cmd)
+            load, runs = 0.0, [e["wall_s"] * 1000]
+            mn = runs[0]
+    return {"impl": "cpp", "load_ms": load, "first_ms": runs[0], "runs_ms": runs, "min_ms": mn,
+            "peak_rss_mib": e["maxrss_mib"], "shape": [], **e}
+
+
+def binary_features(bin_: str) -> set[str]:
+    """What the da3-go binary offers beyond f32: "precision" (-precision) and "kernels" (DA3_KERNELS)."""
+    feats = set()
+    h = subprocess.run([bin_, "bench", "-h"], capture_output=True, text=True)
+    if "-precision" in h.stdout + h.stderr:
+        feats.add("precision")
+    if "DA3_KERNELS" in bin_version(bin_) or "kernels" in bin_version(bin_).lower():
+        feats.add("kernels")
+    return feats
+
+
+def cpp_cli(arg: str | None) -> str | None:
+    """The C++ engine's CLI: --cpp, $DA3_CPP_CLI or benchmarks/out/cpp/da3-cli (benchmarks/build_cpp.sh)."""
+    for c in (arg, os.environ.get("DA3_CPP_CLI"), str(OUT / "cpp" / "da3-cli")):
+        if c and Path(c).is_file() and os.access(c, os.X_OK):
+            return str(Path(c).resolve())
+    return None
 
 
 def pool(reps: list[dict]) -> dict:
@@ -254,7 +388,8 @@ def pool(reps: list[dict]) -> dict:
     runs = sorted(x for r in reps for x in r["runs_ms"])
     p90 = runs[max(0, -(-9 * len(runs) // 10) - 1)]
     return {
-        "median_ms": statistics.median(runs), "p90_ms": p90, "min_ms": runs[0], "runs": len(runs),
+        "median_ms": statistics.median(runs), "p90_ms": p90, "runs": len(runs),
+        "min_ms": min(r.get("min_ms", min(r["runs_ms"])) for r in reps),
         "load_ms": statistics.median(r["load_ms"] for r in reps),
         "first_ms": statistics.median(r["first_ms"] for r in reps),
         "peak_rss_mib": statistics.median(r["peak_rss_mib"] for r in reps),
@@ -290,38 +425,67 @@ def interleave(jobs: dict, rounds: int) -> dict:
 # Main comparison and sweeps
 
 
-def run_main(bin_: str, models: list[str], variants: list[str], rounds: int, repeat: int, threads: int) -> list[dict]:
+def run_main(bin_: str, models: list[str], variants: list[str] | None, rounds: int, repeat: int, threads: int,
+             cpp: str | None) -> list[dict]:
+    """Per model: PyTorch, ONNX Runtime, the C++ engine (when cpp is set) and each da3-go configuration, one fresh
+    process each, interleaved over rounds. One row per da3-go configuration (and, for DA2, one more for f32 against
+    the original DA2 code)."""
+    feats = binary_features(bin_)
     rows = []
     for name in models:
         m = MODELS[name]
         _, res = INPUTS[m["family"]]
         ck = ensure_checkpoint(name)
-        px = ensure_input(m["family"], res)
+        px = ensure_input(m["family"], res, m["views"])
         jobs = {}
         for tag, tmodel in m["torch"].items():
             jobs[tag] = (lambda tm=tmodel: measure_torch(tm, ck, px, repeat, threads))
-        for v in variants:
-            g = ensure_gguf(bin_, name, v)
-            jobs[f"da3-go {v}"] = (lambda g=g: measure_go(bin_, g, px, repeat, threads))
+        onnx = ensure_onnx(name, px, threads)
+        jobs["onnxruntime"] = lambda: measure_ort(onnx, px, repeat, threads)
+        if cpp and m["family"] in ("da3", "da2"):
+            g = ensure_gguf(bin_, name, "f32")
+            ims = input_images(m["family"], m["views"])
+            jobs["cpp"] = (lambda g=g, ims=ims: measure_cpp(cpp, g, ims, repeat, threads))
+        configs = []
+        for c in variants or MODEL_CONFIGS[name]:
+            cfg = GO_CONFIGS[c]
+            if cfg.get("needs") and cfg["needs"] not in feats:
+                log(f"{m['label']}: skipping da3-go {c} (this binary has no {cfg['needs']} option)")
+                continue
+            g = ensure_gguf(bin_, name, cfg["weights"])
+            jobs[f"da3-go {c}"] = (lambda g=g, cfg=cfg: measure_go(bin_, g, px, repeat, threads, cfg.get("args"),
+                                                                   cfg.get("env")))
+            configs.append(c)
         log(f"{m['label']}: {rounds} interleaved rounds of {', '.join(jobs)}")
         res_ = interleave(jobs, rounds)
         shape = res_[next(iter(m["torch"]))]["raw"][0]["shape"]
         size = f"{shape[-1]}x{shape[-2]}"
+        ort = res_["onnxruntime"]["pooled"]
+        cp = res_["cpp"]["pooled"] if "cpp" in res_ else None
         for tag in m["torch"]:
             t = res_[tag]["pooled"]
-            for v in variants:
-                if tag != "torch" and v != "f32":
+            for c in configs:
+                if tag != "torch" and c != "f32":
                     continue
-                g = res_[f"da3-go {v}"]["pooled"]
-                rows.append({
-                    "model": name, "label": m["label"], "variant": v, "baseline": tag, "size": size,
-                    "torch": t, "go": g,
+                g = res_[f"da3-go {c}"]["pooled"]
+                row = {
+                    "model": name, "label": m["label"], "variant": c, "baseline": tag, "size": size,
+                    "views": m["views"], "torch": t, "ort": ort, "cpp": cp, "go": g,
                     "speedup": t["median_ms"] / g["median_ms"],
                     "speedup_min": t["min_ms"] / g["min_ms"],
+                    "ort_speedup": ort["median_ms"] / g["median_ms"],
+                    "ort_speedup_min": ort["min_ms"] / g["min_ms"],
                     "load_speedup": t["load_ms"] / g["load_ms"],
                     "rss_ratio": g["peak_rss_mib"] / t["peak_rss_mib"],
-                    "raw": {"torch": res_[tag]["raw"], "go": res_[f"da3-go {v}"]["raw"]},
-                })
+                    "ort_rss_ratio": g["peak_rss_mib"] / ort["peak_rss_mib"],
+                    "raw": {"torch": res_[tag]["raw"], "ort": res_["onnxruntime"]["raw"],
+                            "go": res_[f"da3-go {c}"]["raw"]},
+                }
+                if cp:
+                    row["cpp_speedup"] = cp["median_ms"] / g["median_ms"]
+                    row["cpp_rss_ratio"] = g["peak_rss_mib"] / cp["peak_rss_mib"]
+                    row["raw"]["cpp"] = res_["cpp"]["raw"]
+                rows.append(row)
     return rows
 
 
@@ -360,16 +524,27 @@ def run_sweeps(bin_: str, name: str, threads: int, repeat: int) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    hdr = ["model", "variant", "size", "torch ms", "da3-go ms", "speedup", "(min)", "torch load", "da3-go load",
-           "load x", "torch RSS MB", "da3-go RSS MB", "RSS ratio", "busy"]
+    cpp = any(r.get("cpp") for r in rows)
+    hdr = ["model", "da3-go", "size", "torch ms", "ORT ms"] + (["C++ ms"] if cpp else []) + [
+        "da3-go ms", "vs torch", "vs ORT"] + (["vs C++"] if cpp else []) + [
+        "(min) torch", "(min) ORT", "torch load", "da3-go load", "torch RSS", "ORT RSS"] + (
+        ["C++ RSS"] if cpp else []) + ["da3-go RSS", "RSS/torch"] + (["RSS/C++"] if cpp else []) + ["busy"]
     lines = [hdr]
     for r in rows:
         base = "" if r["baseline"] == "torch" else f" vs {r['baseline']}"
+        c = r.get("cpp")
+        busy = max(r["torch"]["foreign_cpu"], r["ort"]["foreign_cpu"], r["go"]["foreign_cpu"],
+                   c["foreign_cpu"] if c else 0)
         lines.append([r["label"], r["variant"] + base, r["size"], f"{r['torch']['median_ms']:.0f}",
-                      f"{r['go']['median_ms']:.0f}", f"{r['speedup']:.2f}x", f"{r['speedup_min']:.2f}x",
-                      f"{r['torch']['load_ms']:.0f}", f"{r['go']['load_ms']:.0f}", f"{r['load_speedup']:.1f}x",
-                      f"{r['torch']['peak_rss_mib']:.0f}", f"{r['go']['peak_rss_mib']:.0f}", f"{r['rss_ratio']:.2f}",
-                      f"{100 * max(r['torch']['foreign_cpu'], r['go']['foreign_cpu']):.0f}%"])
+                      f"{r['ort']['median_ms']:.0f}"] + ([f"{c['median_ms']:.0f}" if c else "-"] if cpp else []) + [
+                      f"{r['go']['median_ms']:.0f}", f"{r['speedup']:.2f}x", f"{r['ort_speedup']:.2f}x"] + (
+                      [f"{r['cpp_speedup']:.2f}x" if c else "-"] if cpp else []) + [
+                      f"{r['speedup_min']:.2f}x", f"{r['ort_speedup_min']:.2f}x",
+                      f"{r['torch']['load_ms']:.0f}", f"{r['go']['load_ms']:.0f}",
+                      f"{r['torch']['peak_rss_mib']:.0f}", f"{r['ort']['peak_rss_mib']:.0f}"] + (
+                      [f"{c['peak_rss_mib']:.0f}" if c else "-"] if cpp else []) + [
+                      f"{r['go']['peak_rss_mib']:.0f}", f"{r['rss_ratio']:.2f}"] + (
+                      [f"{r['cpp_rss_ratio']:.2f}" if c else "-"] if cpp else []) + [f"{100 * busy:.0f}%"])
     return fmt_cols(lines)
 
 
@@ -397,14 +572,19 @@ def growth(points: list[dict], side: str) -> str:
 
 
 def check_targets(rows: list[dict]) -> list[dict]:
+    """Evaluates TARGETS on the rows against PyTorch ("*" matches every model or configuration; a wildcard
+    target is reported once per matching row)."""
     out = []
     for model, variant, qty, bound in TARGETS:
-        r = next((r for r in rows if r["model"] == model and r["variant"] == variant and r["baseline"] == "torch"), None)
-        if r is None:
-            continue
-        v = r[qty]
-        ok = v <= bound if qty == "rss_ratio" else v >= bound
-        out.append({"model": model, "variant": variant, "quantity": qty, "value": v, "bound": bound, "pass": ok})
+        for r in rows:
+            if r["baseline"] != "torch" or model not in ("*", r["model"]) or variant not in ("*", r["variant"]):
+                continue
+            if qty not in r:
+                continue
+            v = r[qty]
+            ok = v <= bound if qty.endswith("rss_ratio") else v >= bound
+            out.append({"model": r["model"], "variant": r["variant"], "quantity": qty, "value": v, "bound": bound,
+                        "pass": ok})
     return out
 
 
@@ -418,25 +598,29 @@ def plot(rows: list[dict], sweeps: dict | None, path: Path, env: dict) -> None:
     fig, axes = plt.subplots(n, 2, figsize=(12, 4.2 * n), squeeze=False)
     main = [r for r in rows if r["baseline"] == "torch"]
     labels = [f"{r['label']} {r['variant']}" for r in main]
-    colors = {"f32": "#4472c4", "q8_0": "#ed7d31", "q4_k": "#70ad47"}
+    x = range(len(main))
     ax = axes[0][0]
-    ax.bar(range(len(main)), [r["speedup"] for r in main], color=[colors[r["variant"]] for r in main])
+    ax.bar([i - 0.2 for i in x], [r["speedup"] for r in main], 0.4, color="#4472c4", label="vs PyTorch f32")
+    ax.bar([i + 0.2 for i in x], [r["ort_speedup"] for r in main], 0.4, color="#ed7d31", label="vs ONNX Runtime f32")
     ax.axhline(1.0, color="k", lw=0.8)
-    ax.axhline(1.5, color="gray", ls="--", lw=0.8, label="target 1.5x (f32)")
-    ax.axhline(1.8, color="gray", ls=":", lw=0.8, label="target 1.8x (q8_0)")
     for i, r in enumerate(main):
-        ax.text(i, r["speedup"], f"{r['speedup']:.2f}x", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(main)), labels, fontsize=7, rotation=35, ha="right")
-    ax.set_ylabel("speedup over PyTorch f32 (x)")
+        ax.text(i - 0.2, r["speedup"], f"{r['speedup']:.2f}", ha="center", va="bottom", fontsize=6)
+        ax.text(i + 0.2, r["ort_speedup"], f"{r['ort_speedup']:.2f}", ha="center", va="bottom", fontsize=6)
+    ax.set_xticks(list(x), labels, fontsize=7, rotation=35, ha="right")
+    ax.set_ylabel("da3-go speedup (x)")
     ax.set_title(f"per-image time, {env['threads']} threads (higher is better)")
     ax.legend(fontsize=7)
     ax = axes[0][1]
-    x = range(len(main))
-    ax.bar([i - 0.2 for i in x], [r["torch"]["peak_rss_mib"] for r in main], 0.4, label="PyTorch f32", color="#a5a5a5")
-    ax.bar([i + 0.2 for i in x], [r["go"]["peak_rss_mib"] for r in main], 0.4, label="da3-go",
-           color=[colors[r["variant"]] for r in main])
+    ax.bar([i - 0.3 for i in x], [r["torch"]["peak_rss_mib"] for r in main], 0.2, label="PyTorch f32", color="#a5a5a5")
+    ax.bar([i - 0.1 for i in x], [r["ort"]["peak_rss_mib"] for r in main], 0.2, label="ONNX Runtime f32",
+           color="#ed7d31")
+    if any(r.get("cpp") for r in main):
+        ax.bar([i + 0.1 for i in x], [r["cpp"]["peak_rss_mib"] if r.get("cpp") else 0 for r in main], 0.2,
+               label="C++ engine f32", color="#70ad47")
+    ax.bar([i + 0.3 for i in x], [r["go"]["peak_rss_mib"] for r in main], 0.2, label="da3-go", color="#4472c4")
     ax.set_xticks(list(x), labels, fontsize=7, rotation=35, ha="right")
     ax.set_ylabel("peak RSS (MiB)")
+    ax.legend(fontsize=7)
     ax.set_title("peak resident memory per process (lower is better)")
     ax.legend(fontsize=7)
     if sweeps:
@@ -458,20 +642,48 @@ def plot(rows: list[dict], sweeps: dict | None, path: Path, env: dict) -> None:
             h2, l2 = ax2.get_legend_handles_labels()
             ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper left")
             ax.set_title(f"{MODELS[sweeps['model']]['label']} f32: " + ("resolution sweep" if key == "resolution" else "views at 504x336"))
-    fig.suptitle(f"da3-go vs PyTorch (same weights, same input, PyTorch f32) on {env['cpu']}, "
+    fig.suptitle(f"da3-go vs PyTorch and ONNX Runtime (same weights, same input, PyTorch f32) on {env['cpu']}, "
                  f"git {env['git']}, {env['started'][:10]}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
 
-def cpu_name() -> str:
+# The ISA extensions that decide which kernels run (da3-go's, ggml's, MKL/oneDNN's in PyTorch, MLAS in ONNX Runtime).
+ISA = ["sse4_2", "avx", "f16c", "fma", "avx2", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+       "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve", "sve2"]
+
+
+def cpu_info() -> dict:
+    """CPU model (name, family, model, stepping) and the ISA extensions of ISA it has, from /proc/cpuinfo."""
+    info = {"name": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "isa": []}
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} CPUs)"
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return f"{platform.processor() or platform.machine()} ({os.cpu_count()} CPUs)"
+        return info
+    fields = {}
+    for line in text.split("\n\n", 1)[0].splitlines():
+        k, _, v = line.partition(":")
+        fields[k.strip()] = v.strip()
+    info["name"] = fields.get("model name", info["name"])
+    for k in ("cpu family", "model", "stepping"):
+        if k in fields:
+            info[k.replace("cpu ", "")] = fields[k]
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    info["isa"] = [f for f in ISA if f in flags]
+    return info
+
+
+def cpu_name() -> str:
+    c = cpu_info()
+    fam = f", family {c['family']} model {c['model']}" if "family" in c else ""
+    return f"{c['name']}{fam} ({c['cpus']} CPUs)"
+
+
+def engine_versions() -> dict:
+    r = subprocess.run([sys.executable, "-c", "import torch, onnxruntime; print(torch.__version__, onnxruntime.__version__)"],
+                       capture_output=True, text=True)
+    v = r.stdout.split()
+    return {"torch": v[0], "onnxruntime": v[1]} if len(v) == 2 else {}
 
 
 def bin_version(bin_: str) -> str:
@@ -489,11 +701,18 @@ def git_rev() -> str:
 def report(result: dict, full: bool) -> None:
     """Prints the table, sweeps and target checks; writes the plot (copied to docs/bench.png when full)."""
     env, rows, sweeps, targets = result["env"], result["rows"], result["sweeps"], result["targets"]
-    print(f"da3-go vs PyTorch: {env['cpu']}, {env['threads']} threads, {env['rounds']} interleaved rounds x "
-          f"{env['repeat']} runs, git {env['git']}")
-    print("speedup = torch ms / da3-go ms (per image, median of the pooled runs; (min): of the fastest runs); "
-          "load x = torch load / da3-go load;\nRSS ratio = da3-go peak RSS / torch peak RSS; busy = CPU share "
-          "taken by other users of the machine during the measurements (worst side)\n")
+    print(f"da3-go vs PyTorch {env.get('versions', {}).get('torch', '?')} and ONNX Runtime "
+          f"{env.get('versions', {}).get('onnxruntime', '?')}: {env['cpu']}, {env['threads']} threads, "
+          f"{env['rounds']} interleaved rounds x {env['repeat']} runs, git {env['git']}, {env['started']}")
+    if env.get("isa"):
+        print(f"ISA: {' '.join(env['isa'])}")
+    print(f"da3-go: {env['bin_version']}")
+    if env.get("cpp"):
+        print(f"C++ engine: {env['cpp']} (time per image includes its image decoding and preprocessing; "
+              f"several views: process wall time)")
+    print("vs torch / vs ORT / vs C++ = that engine's ms / da3-go ms (per image, median of the pooled runs; (min): "
+          "of the fastest runs); all baselines f32;\nRSS in MiB (peak per process); RSS/torch = da3-go peak RSS / "
+          "PyTorch's; busy = CPU share taken by other users of the machine during the measurements (worst side)\n")
     if rows:
         print(table(rows))
     if sweeps:
@@ -504,9 +723,9 @@ def report(result: dict, full: bool) -> None:
         print(sweep_table(sweeps["views"], "views"))
         print(growth(sweeps["views"], "torch") + "\n" + growth(sweeps["views"], "go"))
     if targets:
-        print("\nissue 6 targets:")
+        print("\nissue 15 targets:")
         for t in targets:
-            op = "<=" if t["quantity"] == "rss_ratio" else ">="
+            op = "<=" if t["quantity"].endswith("rss_ratio") else ">="
             print(f"  {'PASS' if t['pass'] else 'FAIL'}  {t['model']} {t['variant']} {t['quantity']} "
                   f"{t['value']:.2f} (want {op} {t['bound']})")
     if rows:
@@ -528,7 +747,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per model (one process each)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per process after one warm-up")
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", help="da3-go configurations for every model (default: MODEL_CONFIGS), from "
+                                       + ", ".join(GO_CONFIGS))
+    ap.add_argument("--cpp", help="the C++ engine's da3-cli (default: $DA3_CPP_CLI or benchmarks/out/cpp/da3-cli "
+                                  "when present; see benchmarks/build_cpp.sh)")
     ap.add_argument("--only", choices=["main", "sweeps"])
     ap.add_argument("--sweep-model", default="da3-base")
     ap.add_argument("--quick", action="store_true", help="smoke test: da3-small f32, one round, one run, no sweeps")
@@ -549,6 +771,7 @@ def main() -> int:
         return 0
     if args.quick:
         args.models, args.variants, args.rounds, args.repeat, args.only = "da3-small", "f32", 1, 1, "main"
+    cpp = cpp_cli(args.cpp)
     bin_ = str(Path(args.bin).resolve())
     if not Path(bin_).exists():
         raise SystemExit(f"{bin_} not found: run `make build` first")
@@ -558,10 +781,12 @@ def main() -> int:
     full = not args.quick and args.only is None and set(args.models.split(",")) == set(MODELS)
     env = {"cpu": cpu_name(), "threads": args.threads, "rounds": args.rounds, "repeat": args.repeat,
            "git": args.rev or git_rev(), "bin_version": bin_version(bin_), "python": platform.python_version(), "loadavg_start": loadavg(),
-           "started": time.strftime("%Y-%m-%d %H:%M:%S"), "full": full}
+           "started": time.strftime("%Y-%m-%d %H:%M:%S"), "full": full, "isa": cpu_info()["isa"],
+           "cpu_info": cpu_info(), "versions": engine_versions(), "cpp": cpp}
     rows, sweeps = [], None
     if args.only != "sweeps":
-        rows = run_main(bin_, args.models.split(","), args.variants.split(","), args.rounds, args.repeat, args.threads)
+        rows = run_main(bin_, args.models.split(","), args.variants.split(",") if args.variants else None, args.rounds,
+                        args.repeat, args.threads, cpp)
     if args.only != "main":
         sweeps = run_sweeps(bin_, args.sweep_model, args.threads, args.repeat)
     env["loadavg_end"], env["wall_s"] = loadavg(), time.time() - t0
