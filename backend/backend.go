@@ -41,6 +41,9 @@ type Options struct {
 	// than the CPU the CPU kernels are. Default: kernels.Default, the
 	// fastest for the device.
 	Kernels *kernels.Policy
+	// Precision of the CPU kernels' products (kernels.Precision; default
+	// f32). Open fails when the device is not the CPU or the CPU lacks it.
+	Precision kernels.Precision
 }
 
 // DefaultBackendDirs are the directories searched for dynamic backends: next to
@@ -113,10 +116,24 @@ func Open(opts Options) (*Runtime, error) {
 	cpu := dev.Type() == ggml.DeviceCPU
 	rt := &Runtime{dev: dev, threads: threads, log: log, kernels: kernels.Default(cpu)}
 	if opts.Kernels != nil {
+		if err := opts.Kernels.Check(); err != nil && opts.Kernels.Variant != kernels.VariantAuto {
+			return nil, err
+		}
 		rt.kernels = opts.Kernels.Mask()
 		if !cpu { // the custom ops run on the CPU backend only
 			rt.kernels.GEMM, rt.kernels.Attention, rt.kernels.Resize = false, false, false
 		}
+	}
+	if opts.Precision != kernels.PrecisionF32 {
+		if !cpu {
+			return nil, fmt.Errorf("%w: %s products are computed by the CPU kernels, not on %s", kernels.ErrPrecision, opts.Precision, dev.Name())
+		}
+		p := rt.kernels
+		p.Precision = opts.Precision
+		if err := p.Check(); err != nil {
+			return nil, err
+		}
+		rt.kernels = p
 	}
 	if rt.primary, err = dev.NewBackend(); err != nil {
 		return nil, err

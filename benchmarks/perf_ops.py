@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 
+VARIANT = re.compile(r"da3_(gemm|conv2d|attention)_(avx512|avx2|generic)")
 OP = re.compile(r"ggml_compute_forward_([a-z0-9_]+?)(?:_f32|_f16|_non_quantized|_flt|_q_f32|<.*|\.isra.*|\.part.*)?$")
 
 
@@ -32,8 +33,11 @@ def classify(frames: list[str]) -> str:
         m = OP.match(s)
         if m:
             return m.group(1)
-        if s.startswith("da3_op_"):  # da3-go's own CPU kernels (ggml/gemm.c, custom.c), run as custom ops
+        if s.startswith("da3_op_"):  # da3-go's own CPU kernels (ggml/kernels), run as custom ops
             return "da3:" + s[len("da3_op_"):].split(".")[0]
+        m = VARIANT.match(s)  # a kernel variant (ggml/kernels/variant_*.c), called by da3_op_*
+        if m:
+            return f"da3:{m.group(1)}"
     for s in frames:
         if "UploadWeights" in s or "tensor_set" in s or "loader." in s:
             return "(weight upload / load)"

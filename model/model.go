@@ -34,6 +34,13 @@ type Options struct {
 	// &kernels.Policy{} for ggml's own ops only. Default: the fastest for
 	// the device.
 	Kernels *kernels.Policy
+	// Precision of the CPU products (default f32): kernels.PrecisionBF16
+	// rounds the operands of every matrix product and convolution to
+	// bfloat16 (AVX512_BF16 CPUs); kernels.PrecisionInt8 multiplies q8_0
+	// weight matrices in int8 with activations quantized per row in blocks of
+	// 32, the other products as bf16 (AVX512_VNNI CPUs). Load fails where
+	// the CPU lacks the instructions.
+	Precision kernels.Precision
 }
 
 // ErrClosed reports use of a Model after Close.
@@ -86,7 +93,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if log == nil {
 		log = slog.Default()
 	}
-	rt, err := backend.Open(backend.Options{Device: opts.Device, Threads: opts.Threads, Logger: log, Kernels: opts.Kernels})
+	rt, err := backend.Open(backend.Options{Device: opts.Device, Threads: opts.Threads, Logger: log, Kernels: opts.Kernels, Precision: opts.Precision})
 	if err != nil {
 		return nil, err
 	}

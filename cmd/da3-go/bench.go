@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
 )
@@ -29,7 +30,7 @@ func init() {
 	register(command{
 		name: "bench",
 		usage: "da3-go bench -model M.gguf [-image I[,I2...] | -size WxH | -pixels X.npy] [-views N] [-repeat N] " +
-			"[-threads T] [-process-res R] [-device D] [-kernels auto|none|LIST] [-json] [-cpuprofile F]",
+			"[-threads T] [-process-res R] [-device D] [-kernels auto|none|LIST] [-precision f32|bf16|int8] [-json] [-cpuprofile F]",
 		summary: "time a model: load, first run, median/p90/min per run, peak resident memory, device and buffers",
 		run:     runBench,
 	})
@@ -44,9 +45,13 @@ type benchReport struct {
 	Device  string `json:"device"`
 	Threads int    `json:"threads"`
 	Kernels string `json:"kernels"`
-	GOOS    string `json:"goos"`
-	GOARCH  string `json:"goarch"`
-	CPUs    int    `json:"cpus"`
+	// CPUKernels is what the graphs ran: the kernel variant and precision,
+	// e.g. "avx512 (bf16)", or "off (ggml's ops)".
+	CPUKernels string `json:"cpu_kernels"`
+	Precision  string `json:"precision"`
+	GOOS       string `json:"goos"`
+	GOARCH     string `json:"goarch"`
+	CPUs       int    `json:"cpus"`
 
 	// Input: "image", "synthetic" (no -image: a generated image of -size)
 	// or "pixels" (-pixels: preprocessed input, network only).
@@ -91,6 +96,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	processRes := fs.Int("process-res", 0, "processed resolution (0 = the model's default: 504 DA3, 518 DA2)")
 	device := fs.String("device", "auto", "device: auto, cpu or a device name such as CUDA0")
 	kernelsArg := fs.String("kernels", "auto", kernelsUsage)
+	precisionArg := fs.String("precision", "f32", precisionUsage)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile (pprof) of the whole command to this file")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
@@ -117,6 +123,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	policy, err := parseKernels(*kernelsArg)
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
+	}
+	prec, err := kernels.ParsePrecision(*precisionArg)
+	if err != nil {
+		return usageError(fs, stderr, "-%v", err)
 	}
 	synthW, synthH, err := parseSize(*sizeArg)
 	if err != nil {
@@ -210,7 +220,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	rep.Model = path
 	update, finish := newBar(-1, "loading", true, *quiet, stderr)
 	t0 := time.Now()
-	m, err := model.Load(ctx, path, model.Options{Device: *device, Threads: *threads, Progress: update, Kernels: policy})
+	m, err := model.Load(ctx, path, model.Options{Device: *device, Threads: *threads, Progress: update, Kernels: policy, Precision: prec})
 	load := time.Since(t0)
 	finish()
 	if err != nil {
@@ -219,6 +229,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer m.Close()
 	cfg := m.Config()
 	rep.Arch, rep.Name, rep.Device = cfg.Arch.String(), cfg.Name, m.Device()
+	rep.CPUKernels, rep.Precision = kernels.Describe(m.Runtime().Kernels()), prec.String()
 	rep.LoadMS = millis(load)
 	rep.WeightsMiB = float64(m.WeightBytes()) / (1 << 20)
 	rep.LoadRSSMiB = procStatusMiB("VmRSS")
@@ -281,7 +292,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func writeBench(w io.Writer, r *benchReport) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "model      %s (%s %s)\n", r.Model, r.Arch, r.Name)
-	fmt.Fprintf(&b, "device     %s, %d threads, kernels %s\n", r.Device, r.Threads, r.Kernels)
+	fmt.Fprintf(&b, "device     %s, %d threads, kernels %s: %s\n", r.Device, r.Threads, r.Kernels, r.CPUKernels)
 	fmt.Fprintf(&b, "input      %s %dx%d, %d view(s), processed %dx%d\n", r.Input, r.InputWidth, r.InputHeight, r.Views, r.ProcessedWidth, r.ProcessedHeight)
 	fmt.Fprintf(&b, "load       %.1f ms\n", r.LoadMS)
 	fmt.Fprintf(&b, "first run  %.1f ms\n", r.FirstMS)

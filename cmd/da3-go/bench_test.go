@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/ggml/kernels"
+
 	"github.com/da3-go/da3-go/convert"
 )
 
@@ -133,7 +135,7 @@ func TestBenchSyntheticImage(t *testing.T) {
 	out := stdout.String()
 	assert.Contains(t, out, "input      synthetic 61x45, 1 view(s), processed 56x42\n")
 	assert.Contains(t, out, "runs       2: median ")
-	assert.Contains(t, out, "device     CPU, 1 threads, kernels auto\n")
+	assert.Contains(t, out, "device     CPU, 1 threads, kernels auto: "+kernels.DefaultVariant().String()+" (f32)\n")
 	// Progress goes to stderr, one line per run.
 	assert.Contains(t, stderr.String(), "da3-go bench: run 2/2: ")
 	assert.NotContains(t, out, "da3-go bench:")

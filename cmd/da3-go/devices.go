@@ -72,5 +72,6 @@ func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err := tw.Flush(); err != nil {
 		return fail(stderr, err)
 	}
+	fmt.Fprintln(stdout, "\nkernels on the CPU: "+cpuKernels())
 	return exitOK
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/da3-go/da3-go/ggml/kernels"
 )
 
 func TestDevicesTable(t *testing.T) {
@@ -27,6 +29,7 @@ func TestDevicesTable(t *testing.T) {
 	require.NotEmpty(t, cpu, "the CPU is listed:\n%s", stdout.String())
 	f := strings.Fields(cpu)
 	assert.Equal(t, []string{"CPU", "CPU", "CPU"}, f[:3], "name, type, backend")
+	assert.Contains(t, stdout.String(), "\nkernels on the CPU: "+kernels.DefaultVariant().String()+" ", "the active CPU kernels")
 }
 
 func TestDevicesJSON(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 // modelFlags are the flags shared by the commands that run a model.
 type modelFlags struct {
 	model, device, kernels string
+	precision              string
 	metricModel            string
 	threads                int
 	processRes             int
@@ -63,6 +64,7 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.device, "device", "", "device: auto (first GPU, else CPU), cpu, or a name from 'da3-go devices' (default $DA3_DEVICE or auto)")
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0 = all cores)")
 	fs.StringVar(&f.kernels, "kernels", "auto", kernelsUsage)
+	fs.StringVar(&f.precision, "precision", "f32", precisionUsage)
 	fs.IntVar(&f.processRes, "process-res", 0, "processed resolution (default: 504 for DA3, 518 for DA2)")
 	fs.StringVar(&f.method, "process-res-method", "upper_bound_resize", "DA3 resize policy: upper_bound_resize, lower_bound_resize, upper_bound_crop, lower_bound_crop")
 	fs.StringVar(&f.refView, "ref-view", "saddle_balanced", "reference view for 3+ views: saddle_balanced, saddle_sim_range, first, middle")
@@ -140,6 +142,10 @@ func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (scene, error) 
 	if err != nil {
 		return nil, errUsage(err.Error())
 	}
+	prec, err := kernels.ParsePrecision(f.precision)
+	if err != nil {
+		return nil, errUsage("-" + err.Error())
+	}
 	load := func(name, desc string) (*model.Model, error) {
 		path, err := resolveModel(ctx, name, f.quiet, stderr)
 		if err != nil {
@@ -147,7 +153,7 @@ func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (scene, error) 
 		}
 		update, finish := newBar(0, desc, true, f.quiet, stderr)
 		defer finish()
-		return model.Load(ctx, path, model.Options{Device: f.device, Threads: f.threads, Kernels: policy, Progress: update})
+		return model.Load(ctx, path, model.Options{Device: f.device, Threads: f.threads, Kernels: policy, Precision: prec, Progress: update})
 	}
 	if f.metricModel == "" {
 		m, err := load(f.model, "loading")
@@ -174,7 +180,9 @@ func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (scene, error) 
 	return nestedScene{Model: n, log: slog.Default()}, nil
 }
 
-const kernelsUsage = "kernel policy: auto (the fastest for the device), none (ggml's own ops), or a comma list of gemm, attention, resize, flash"
+const kernelsUsage = "kernel policy: auto (the fastest for the device), none (ggml's own ops), or a comma list of gemm, attention, resize, flash and a CPU variant avx512, avx2 or portable (alone: every kernel in that variant; default $DA3_KERNELS, else the best for the CPU)"
+
+const precisionUsage = "precision of the CPU products: f32, bf16 (AVX512_BF16 CPUs) or int8 (q8_0 weight matrices in int8, the rest bf16; AVX512_VNNI CPUs)"
 
 // parseKernels parses -kernels: nil for auto.
 func parseKernels(s string) (*kernels.Policy, error) {
@@ -182,22 +190,29 @@ func parseKernels(s string) (*kernels.Policy, error) {
 	case "", "auto":
 		return nil, nil
 	case "none":
-		return &kernels.Policy{}, nil
+		return &kernels.Policy{Variant: kernels.VariantOff}, nil
 	}
 	var p kernels.Policy
+	named := false
 	for _, k := range strings.Split(strings.ToLower(s), ",") {
-		switch strings.TrimSpace(k) {
+		k = strings.TrimSpace(k)
+		switch k {
 		case "gemm":
-			p.GEMM = true
+			p.GEMM, named = true, true
 		case "attention":
-			p.Attention = true
+			p.Attention, named = true, true
 		case "resize":
-			p.Resize = true
+			p.Resize, named = true, true
 		case "flash":
-			p.Flash = true
+			p.Flash, named = true, true
+		case "avx512", "avx2", "portable":
+			p.Variant, _ = kernels.ParseVariant(k)
 		default:
-			return nil, fmt.Errorf("-kernels %q: want auto, none or a comma list of gemm, attention, resize, flash", s)
+			return nil, fmt.Errorf("-kernels %q: want auto, none or a comma list of gemm, attention, resize, flash, avx512, avx2, portable", s)
 		}
+	}
+	if !named { // a variant alone: every CPU kernel, in that variant
+		p.GEMM, p.Attention, p.Resize = true, true, true
 	}
 	return &p, nil
 }

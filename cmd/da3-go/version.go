@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/kernels"
 )
 
 // Version is set at link time (-ldflags "-X main.Version=...").
@@ -30,5 +31,27 @@ func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fmt.Fprintf(stdout, "da3-go %s (%s, %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(stdout, "ggml from %s@%s (headers %s)\n", ggml.ModulePath, ggml.LinkedVersion(), ggml.HeaderVersion())
 	fmt.Fprintf(stdout, "CPU backend features: %s\n", strings.Join(ggml.CPUFeatures(), " "))
+	fmt.Fprintln(stdout, "CPU kernels: "+cpuKernels())
 	return exitOK
+}
+
+// cpuKernels says which CPU kernels run (the variant chosen by CPUID or
+// DA3_KERNELS) and which precisions this CPU offers them in.
+func cpuKernels() string {
+	v := kernels.DefaultVariant()
+	var precs []string
+	for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8} {
+		if v != kernels.VariantOff && kernels.PrecisionRuns(v, p) {
+			precs = append(precs, p.String())
+		}
+	}
+	line := fmt.Sprintf("%s (best for this CPU: %s; CPU features: %s; precisions: %s)", v, kernels.BestVariant(),
+		strings.Join(kernels.CPUFeatures(), " "), strings.Join(precs, " "))
+	if v == kernels.VariantOff {
+		line = fmt.Sprintf("off, ggml's ops (DA3_KERNELS=off; best for this CPU: %s)", kernels.BestVariant())
+	}
+	if err := kernels.DefaultVariantErr(); err != nil {
+		line += "; " + err.Error()
+	}
+	return line
 }

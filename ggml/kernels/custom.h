@@ -16,12 +16,49 @@ int da3_last_fault(void);
 // when the thread exits (a pthread key destructor), so the per-call worker
 // threads of ggml's CPU backend do not leak them.
 struct da3_buf { float * p; size_t n; };
-enum { DA3_BUF_A, DA3_BUF_B, DA3_BUF_DEQ, DA3_BUF_K, DA3_BUF_V, DA3_BUF_S, DA3_BUF_O, DA3_NBUF };
+enum { DA3_BUF_A, DA3_BUF_B, DA3_BUF_AH, DA3_BUF_BH, DA3_BUF_DEQ, DA3_BUF_K, DA3_BUF_V, DA3_BUF_S, DA3_BUF_O, DA3_NBUF };
 // da3_scratch returns buffer i of the calling thread with room for n floats,
 // 64-byte aligned, or NULL when out of memory.
 float * da3_scratch(int i, size_t n);
 
-int da3_gemm_available(void);
+// Epilogue activations, product precisions and instruction-set variants
+// (kernels.Act, kernels.Precision, kernels.Variant), packed into the ops'
+// userdata by the Go side:
+//   gemm:      act | prec << 8 | variant << 16
+//   conv2d:    stride | pad << 8 | dil << 16 | act << 24 | prec << 26 | variant << 28
+//   attention: the scale's float bits | prec << 32 | variant << 40 (64-bit
+//              pointers; elsewhere the best variant, f32)
+enum { DA3_ACT_NONE = 0, DA3_ACT_RELU = 1, DA3_ACT_GELU = 2 };
+enum { DA3_PREC_F32 = 0, DA3_PREC_BF16 = 1, DA3_PREC_INT8 = 2 };
+enum { DA3_VAR_AUTO = 0, DA3_VAR_OFF = 1, DA3_VAR_PORTABLE = 2, DA3_VAR_AVX2 = 3, DA3_VAR_AVX512 = 4, DA3_NVAR };
+
+// CPU features the variants need (da3_cpu_features).
+enum {
+    DA3_CPU_AVX2 = 1 << 0,      // with FMA and F16C
+    DA3_CPU_AVX512 = 1 << 1,    // F, BW, DQ, VL (with FMA and F16C)
+    DA3_CPU_AVX512BF16 = 1 << 2,
+    DA3_CPU_AVX512VNNI = 1 << 3,
+};
+int da3_cpu_features(void);
+// da3_variant_ok reports whether variant v is in this build and runs on this
+// CPU; da3_best_variant is the fastest such variant.
+int da3_variant_ok(int v);
+int da3_best_variant(void);
+// da3_precision_ok reports whether variant v computes precision p on this CPU.
+int da3_precision_ok(int v, int p);
+// da3_variant_calls counts the kernel calls run by variant v in precision p.
+uint64_t da3_variant_calls(int v, int p);
+
+// The variants' entry points (variant_*.c); the da3_op_* functions check
+// the operands and call the one the userdata names.
+#define DA3_DECLARE_VARIANT(sfx)                                                          \
+    void da3_gemm_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata);      \
+    void da3_conv2d_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata);    \
+    void da3_attention_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+DA3_DECLARE_VARIANT(generic)
+DA3_DECLARE_VARIANT(avx2)
+DA3_DECLARE_VARIANT(avx512)
+
 void da3_op_gemm(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_conv2d(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_attention(struct ggml_tensor * dst, int ith, int nth, void * userdata);

@@ -34,10 +34,9 @@ func withBias(y, b *optest.ND, axis int, f func(float64) float64) *optest.ND {
 // store, against float64 with the exact erf: on tile edges, across packed
 // depth blocks (the epilogue must run once, after the last), with
 // quantized weights, and GELU over a range that reaches both tails.
-func TestGEMMEpilogue(t *testing.T) {
-	if !kernels.Available().GEMM {
-		t.Skip("built without AVX-512 (see kernels.Available)")
-	}
+func TestGEMMEpilogue(t *testing.T) { runVariants(t, gemmEpilogueCases(t)) }
+
+func gemmEpilogueCases(t *testing.T) []optest.Case {
 	var cases []optest.Case
 	for _, s := range []struct {
 		K, N, M int
@@ -81,16 +80,15 @@ func TestGEMMEpilogue(t *testing.T) {
 			Atol: 2e-5, Rtol: 1e-5,
 		})
 	}
-	optest.RunCases(t, cases)
+	return cases
 }
 
 // TestConv2DEpilogue checks the per-channel bias and ReLU fused into
 // Conv2D, on the three packing paths (1×1 contiguous, masked rows,
 // gathers).
-func TestConv2DEpilogue(t *testing.T) {
-	if !kernels.Available().GEMM {
-		t.Skip("built without AVX-512 (see kernels.Available)")
-	}
+func TestConv2DEpilogue(t *testing.T) { runVariants(t, conv2DEpilogueCases()) }
+
+func conv2DEpilogueCases() []optest.Case {
 	var cases []optest.Case
 	for _, s := range []struct {
 		k, w, h, ic, oc int
@@ -117,7 +115,7 @@ func TestConv2DEpilogue(t *testing.T) {
 			Atol: 1e-4, Rtol: 1e-5,
 		})
 	}
-	optest.RunCases(t, cases)
+	return cases
 }
 
 // TestAttention checks Attention against float64: q, k, v as strided
@@ -126,10 +124,9 @@ func TestConv2DEpilogue(t *testing.T) {
 // sizes off the 14-row tile, several heads and batches, keys fewer and
 // more than the queries, and scores large enough that the softmax is
 // peaked.
-func TestAttention(t *testing.T) {
-	if !kernels.Available().GEMM {
-		t.Skip("built without AVX-512 (see kernels.Available)")
-	}
+func TestAttention(t *testing.T) { runVariants(t, attentionCases()) }
+
+func attentionCases() []optest.Case {
 	var cases []optest.Case
 	for _, s := range []struct{ hd, H, n, nk, B int }{
 		{64, 2, 33, 33, 1}, {64, 3, 100, 100, 2}, {20, 2, 7, 300, 1}, {16, 1, 70, 5, 1}, {64, 1, 5, 1, 1},
@@ -160,7 +157,7 @@ func TestAttention(t *testing.T) {
 			Atol: 1e-5, Rtol: 1e-5,
 		})
 	}
-	optest.RunCases(t, cases)
+	return cases
 }
 
 // TestBilinear checks the bilinear kernel against ggml's own interpolate

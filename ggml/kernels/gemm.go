@@ -11,7 +11,8 @@ import (
 )
 
 // The C kernels (ggml_custom_op_t), unexported: nodes are built only by the
-// functions below, which check the operands first.
+// functions below, which check the operands first and name the variant and
+// precision (the graph's policy) in the node's userdata (custom.h).
 var (
 	opGEMM      = unsafe.Pointer(C.da3_op_gemm)
 	opConv2D    = unsafe.Pointer(C.da3_op_conv2d)
@@ -62,6 +63,29 @@ func (e Epilogue) args(ts []*ggml.Tensor) []*ggml.Tensor {
 	return ts
 }
 
+// nodeKernels is the variant and policy for a node built in g: the graph's
+// policy (the zero Policy when none was set), with VariantAuto, or a variant
+// that cannot run, replaced by DefaultVariant.
+func nodeKernels(g *ggml.Context) (Policy, Variant) {
+	p := PolicyOf(g)
+	v := p.Variant
+	if v == VariantAuto || v == VariantOff || !v.Runs() {
+		v = DefaultVariant()
+	}
+	p.Variant = v
+	return p, v
+}
+
+// precisionFor is the precision a node of variant v computes for weights of
+// type w under p, f32 where v cannot compute p's.
+func precisionFor(p Policy, v Variant, w ggml.Type) Precision {
+	prec := p.nodePrecision(w)
+	if prec != PrecisionF32 && !PrecisionRuns(v, prec) {
+		return PrecisionF32
+	}
+	return prec
+}
+
 // gemmDequantizes lists the weight types GEMM dequantizes while packing.
 func gemmDequantizes(t ggml.Type) bool {
 	switch t {
@@ -93,17 +117,20 @@ func GEMMFits(w, x *ggml.Tensor, ep Epilogue) bool {
 }
 
 // GEMM is w.MulMat(g, x) with ep fused into the store, computed by the
-// packed AVX-512 GEMM (GotoBLAS-style panels, a 14×32 register tile): w [K,
-// N], x [K, …] give [N, …] (batched: w [K, N, B2, B3], x [K, M, B2, B3]
-// give [N, M, B2, B3]). The same result as MulMat for F32 operands up to
+// packed GEMM (GotoBLAS-style panels and register tiles, 14×32 in the
+// AVX-512 variant) of the graph's kernel variant and precision: w [K, N], x
+// [K, …] give [N, …] (batched: w [K, N, B2, B3], x [K, M, B2, B3] give [N,
+// M, B2, B3]). In f32 the same result as MulMat for F32 operands up to
 // summation order. It panics with a *ggml.ShapeError unless
 // GEMMFits(w, x, ep). CPU backend only.
 func GEMM(g *ggml.Context, w, x *ggml.Tensor, ep Epilogue) *ggml.Tensor {
 	ts := ep.args([]*ggml.Tensor{w, x})
-	mustFit(GEMMFits(w, x, ep), "gemm", ts, "want an AVX-512 build, contiguous operands, x f32, w [K, N] (f32, f16, bf16 or a quantized type with blocks dividing 256) and x [K, ...], or f32 batches of equal count; a bias of N f32 values")
+	mustFit(GEMMFits(w, x, ep), "gemm", ts, "want kernels on (DA3_KERNELS), contiguous operands, x f32, w [K, N] (f32, f16, bf16 or a quantized type with blocks dividing 256) and x [K, ...], or f32 batches of equal count; a bias of N f32 values")
 	shape := dims(x)
 	shape[0] = w.Dim(1)
-	return g.Custom(opGEMM, ggml.TypeF32, shape, ts, uintptr(ep.Act))
+	p, v := nodeKernels(g)
+	prec := precisionFor(p, v, w.Type())
+	return g.Custom(opGEMM, ggml.TypeF32, shape, ts, uintptr(ep.Act)|uintptr(prec)<<8|uintptr(v)<<16)
 }
 
 // Conv2DFits reports whether Conv2D accepts kernel w, input x, p and ep:
@@ -129,10 +156,13 @@ func Conv2DFits(w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) bool {
 // CPU backend only.
 func Conv2D(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
 	ts := ep.args([]*ggml.Tensor{w, x})
-	mustFit(Conv2DFits(w, x, p, ep), "conv2d_gemm", ts, "want an AVX-512 build, f32 contiguous operands with matching channels, stride, pad, dilation < 256, and a bias of OC f32 values")
+	mustFit(Conv2DFits(w, x, p, ep), "conv2d_gemm", ts, "want kernels on (DA3_KERNELS), f32 contiguous operands with matching channels, stride, pad, dilation < 256, and a bias of OC f32 values")
 	s, pad, d := p.Norm()
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), w.Dim(0), w.Dim(1))
-	return g.Custom(opConv2D, ggml.TypeF32, []int{ow, oh, w.Dim(3), x.Dim(3)}, ts, uintptr(s|pad<<8|d<<16|int(ep.Act)<<24))
+	pol, v := nodeKernels(g)
+	prec := precisionFor(pol, v, ggml.TypeF32)
+	return g.Custom(opConv2D, ggml.TypeF32, []int{ow, oh, w.Dim(3), x.Dim(3)}, ts,
+		uintptr(s|pad<<8|d<<16|int(ep.Act)<<24|int(prec)<<26|int(v)<<28))
 }
 
 // AttentionFits reports whether Attention accepts q, k, v: this build has
@@ -161,6 +191,10 @@ func AttentionFits(q, k, v *ggml.Tensor) bool {
 // *ggml.ShapeError unless AttentionFits(q, k, v). CPU backend only.
 func Attention(g *ggml.Context, q, k, v *ggml.Tensor, scale float32) *ggml.Tensor {
 	ts := []*ggml.Tensor{q, k, v}
-	mustFit(AttentionFits(q, k, v), "attention", ts, "want an AVX-512 build and f32 [hd, H, n, B] operands with contiguous rows of hd <= 256")
-	return g.Custom(opAttention, ggml.TypeF32, dims(q), ts, uintptr(math.Float32bits(scale)))
+	mustFit(AttentionFits(q, k, v), "attention", ts, "want kernels on (DA3_KERNELS) and f32 [hd, H, n, B] operands with contiguous rows of hd <= 256")
+	ud := uint64(math.Float32bits(scale))
+	if _, vr := nodeKernels(g); unsafe.Sizeof(uintptr(0)) == 8 { // else the C side takes the best variant
+		ud |= uint64(PrecisionF32)<<32 | uint64(vr)<<40
+	}
+	return g.Custom(opAttention, ggml.TypeF32, dims(q), ts, uintptr(ud))
 }

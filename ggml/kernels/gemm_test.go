@@ -18,10 +18,9 @@ import (
 // tiles, depths across the 256-deep packed blocks, columns across the
 // 1024-wide blocks, both ways of splitting the work over threads, and a
 // batched (3-D) second operand.
-func TestGEMM(t *testing.T) {
-	if !kernels.Available().GEMM {
-		t.Skip("built without AVX-512 (see kernels.Available)")
-	}
+func TestGEMM(t *testing.T) { runVariants(t, gemmCases()) }
+
+func gemmCases() []optest.Case {
 	var cases []optest.Case
 	for _, s := range [][4]int{ // K, N, M, batch
 		{1, 1, 1, 1}, {7, 3, 5, 1}, {32, 32, 14, 1}, {300, 33, 15, 1}, {256, 64, 100, 1},
@@ -70,7 +69,7 @@ func TestGEMM(t *testing.T) {
 			Atol: 1e-4, Rtol: 1e-5,
 		})
 	}
-	optest.RunCases(t, cases)
+	return cases
 }
 
 // TestGEMMFits checks which operands GEMM takes: quantized weights only
@@ -152,10 +151,9 @@ func BenchmarkGEMM(b *testing.B) {
 // masked-load path, with its left and right borders), stride 2 and
 // dilation 2 (the element-wise path), 1×1, a depth across packed blocks
 // (IC·9 > 256) and two images.
-func TestConv2D(t *testing.T) {
-	if !kernels.Available().GEMM {
-		t.Skip("built without AVX-512 (see kernels.Available)")
-	}
+func TestConv2D(t *testing.T) { runVariants(t, conv2DCases()) }
+
+func conv2DCases() []optest.Case {
 	var cases []optest.Case
 	for _, s := range []struct {
 		k, w, h, ic, oc, n int
@@ -180,7 +178,7 @@ func TestConv2D(t *testing.T) {
 			Atol: 1e-4, Rtol: 1e-5,
 		})
 	}
-	optest.RunCases(t, cases)
+	return cases
 }
 
 // BenchmarkConv2D times Conv2D on the 3×3 convolutions of the DA2

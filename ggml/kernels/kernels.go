@@ -1,8 +1,17 @@
 // Package kernels holds da3-go's CPU kernels for ggml graphs: a packed
-// AVX-512 matrix product with fused bias and activation (GEMM), an
-// implicit-im2col convolution on the same product (Conv2D), fused attention
-// (Attention) and a bilinear resize with per-column tables (Bilinear). They
-// are ggml custom ops (ggml_custom_4d) and run on the CPU backend only.
+// matrix product with fused bias and activation (GEMM), an implicit-im2col
+// convolution on the same product (Conv2D), fused attention (Attention) and
+// a bilinear resize with per-column tables (Bilinear). They are ggml custom
+// ops (ggml_custom_4d) and run on the CPU backend only.
+//
+// The GEMM, convolution and attention come in instruction-set variants
+// compiled into every binary (AVX-512, AVX2 with FMA, portable C) and
+// chosen at run time from the CPU's features (BestVariant), so a binary
+// built for x86-64-v3 keeps the AVX-512 paths. The environment variable
+// DA3_KERNELS (avx512, avx2, portable or off) overrides the choice for the
+// process (DefaultVariant); a Policy can name one per graph. On AVX-512 CPUs
+// with AVX512_BF16 and AVX512_VNNI the products can also run in bf16 or int8
+// (Precision).
 //
 // Every function here checks its operands and panics with a
 // *ggml.ShapeError when they do not fit (the Fits functions say so
@@ -25,17 +34,175 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
+	"sync"
 
 	"github.com/da3-go/da3-go/ggml"
 )
+
+// Variant is an instruction-set variant of the GEMM, convolution and
+// attention kernels.
+type Variant int
+
+const (
+	VariantAuto     Variant = C.DA3_VAR_AUTO     // DefaultVariant
+	VariantOff      Variant = C.DA3_VAR_OFF      // none: ggml's own ops
+	VariantPortable Variant = C.DA3_VAR_PORTABLE // portable C (vector extensions), any CPU
+	VariantAVX2     Variant = C.DA3_VAR_AVX2     // AVX2 with FMA and F16C (x86-64-v3)
+	VariantAVX512   Variant = C.DA3_VAR_AVX512   // AVX-512 F, BW, DQ, VL
+)
+
+var variantNames = []string{VariantAuto: "auto", VariantOff: "off", VariantPortable: "portable", VariantAVX2: "avx2", VariantAVX512: "avx512"}
+
+func (v Variant) String() string {
+	if v >= 0 && int(v) < len(variantNames) {
+		return variantNames[v]
+	}
+	return fmt.Sprintf("Variant(%d)", int(v))
+}
+
+// ParseVariant parses a variant name: auto, off, portable, avx2 or avx512.
+func ParseVariant(s string) (Variant, error) {
+	for v, n := range variantNames {
+		if strings.EqualFold(strings.TrimSpace(s), n) {
+			return Variant(v), nil
+		}
+	}
+	return 0, fmt.Errorf("kernel variant %q: want auto, off, portable, avx2 or avx512", s)
+}
+
+// Runs reports whether this binary and CPU can run v (VariantOff always
+// "runs": it is ggml's own ops).
+func (v Variant) Runs() bool {
+	return v == VariantOff || v == VariantAuto || C.da3_variant_ok(C.int(v)) != 0
+}
+
+// BestVariant is the fastest variant this CPU runs: AVX-512, else AVX2,
+// else portable.
+func BestVariant() Variant { return Variant(C.da3_best_variant()) }
+
+// defaultVariant reads DA3_KERNELS once.
+var defaultVariant = sync.OnceValues(func() (Variant, error) {
+	env := os.Getenv("DA3_KERNELS")
+	if env == "" {
+		return BestVariant(), nil
+	}
+	v, err := ParseVariant(env)
+	if err != nil {
+		return BestVariant(), fmt.Errorf("DA3_KERNELS: %w", err)
+	}
+	if v == VariantAuto {
+		return BestVariant(), nil
+	}
+	if !v.Runs() {
+		return BestVariant(), fmt.Errorf("DA3_KERNELS=%s: this CPU or build cannot run it (CPU features: %s)", v, strings.Join(CPUFeatures(), " "))
+	}
+	return v, nil
+})
+
+// DefaultVariant is the variant of this process: DA3_KERNELS when set (and
+// runnable), else BestVariant. DefaultVariantErr says why DA3_KERNELS was
+// not used.
+func DefaultVariant() Variant {
+	v, _ := defaultVariant()
+	return v
+}
+
+// DefaultVariantErr reports an unusable DA3_KERNELS value (nil otherwise).
+func DefaultVariantErr() error {
+	_, err := defaultVariant()
+	return err
+}
+
+// Precision is the arithmetic of the GEMM and convolution products.
+type Precision int
+
+const (
+	// PrecisionF32: float32 products and sums (the default; ggml's result up
+	// to summation order).
+	PrecisionF32 Precision = C.DA3_PREC_F32
+	// PrecisionBF16: both operands rounded to bfloat16 (8-bit significand),
+	// exact products summed in float32 (AVX512_BF16 vdpbf16ps).
+	PrecisionBF16 Precision = C.DA3_PREC_BF16
+	// PrecisionInt8: q8_0 weight matrices times activations quantized to
+	// q8_0 blocks (32 values, scale max|x|/127) as ggml quantizes them,
+	// integer sums per block (AVX512_VNNI vpdpbusd); the other products as
+	// with PrecisionBF16 where the CPU has it, else float32.
+	PrecisionInt8 Precision = C.DA3_PREC_INT8
+)
+
+var precisionNames = []string{PrecisionF32: "f32", PrecisionBF16: "bf16", PrecisionInt8: "int8"}
+
+func (p Precision) String() string {
+	if p >= 0 && int(p) < len(precisionNames) {
+		return precisionNames[p]
+	}
+	return fmt.Sprintf("Precision(%d)", int(p))
+}
+
+// ParsePrecision parses f32, bf16 or int8.
+func ParsePrecision(s string) (Precision, error) {
+	for p, n := range precisionNames {
+		if strings.EqualFold(strings.TrimSpace(s), n) {
+			return Precision(p), nil
+		}
+	}
+	return 0, fmt.Errorf("precision %q: want f32, bf16 or int8", s)
+}
+
+// ErrPrecision reports a precision the CPU or the kernel variant cannot
+// compute.
+var ErrPrecision = errors.New("precision not supported")
+
+// PrecisionRuns reports whether variant v computes precision p on this CPU
+// (f32: every variant that runs; bf16: AVX-512 with AVX512_BF16; int8:
+// AVX-512 with AVX512_VNNI).
+func PrecisionRuns(v Variant, p Precision) bool {
+	if v == VariantAuto {
+		v = DefaultVariant()
+	}
+	return C.da3_precision_ok(C.int(v), C.int(p)) != 0
+}
+
+// Calls counts the kernel calls (one per thread and node) that variant v
+// has run in precision p since the process started: which kernels actually
+// ran, for tests and diagnostics.
+func Calls(v Variant, p Precision) uint64 { return uint64(C.da3_variant_calls(C.int(v), C.int(p))) }
+
+// CPUFeatures lists the CPU features the kernel variants use that this CPU
+// has (avx2 stands for AVX2 with FMA and F16C, avx512 for F, BW, DQ and VL).
+func CPUFeatures() []string {
+	f := int(C.da3_cpu_features())
+	var out []string
+	for _, x := range []struct {
+		bit  int
+		name string
+	}{{C.DA3_CPU_AVX2, "avx2"}, {C.DA3_CPU_AVX512, "avx512"}, {C.DA3_CPU_AVX512BF16, "avx512_bf16"}, {C.DA3_CPU_AVX512VNNI, "avx512_vnni"}} {
+		if f&x.bit != 0 {
+			out = append(out, x.name)
+		}
+	}
+	return out
+}
+
+// Describe says which kernels a graph with policy p runs, e.g. "avx512
+// (bf16)" or "off (ggml's ops)".
+func Describe(p Policy) string {
+	p = p.Mask()
+	if !p.GEMM && !p.Attention {
+		return "off (ggml's ops)"
+	}
+	return fmt.Sprintf("%s (%s)", p.Variant, p.Precision)
+}
 
 // Policy is the kernel policy of a graph: which of the fused paths the
 // layers of model/nn take. The zero value uses ggml's own ops only.
 type Policy struct {
 	// GEMM computes linear layers and convolutions with GEMM and Conv2D
-	// (bias and activation fused). AVX-512 builds.
+	// (bias and activation fused).
 	GEMM bool
-	// Attention computes attention with the fused kernel. AVX-512 builds.
+	// Attention computes attention with the fused kernel.
 	Attention bool
 	// Resize computes bilinear resizes with Bilinear. Any build.
 	Resize bool
@@ -46,35 +213,86 @@ type Policy struct {
 	// ScoreBytes bounds one chunk of attention scores when they are
 	// materialised (0 means 256 MiB); smaller values trade speed for memory.
 	ScoreBytes int64
+	// Variant is the instruction-set variant of GEMM, Conv2D and Attention
+	// (VariantAuto: DefaultVariant; VariantOff turns them off).
+	Variant Variant
+	// Precision is the arithmetic of GEMM and Conv2D (default f32).
+	Precision Precision
 }
 
-// Available is what this binary can run: GEMM and Attention need a build
-// with AVX-512 (CGO_CFLAGS with -march=native on an AVX-512 CPU, or
-// -mavx512f); the others are portable.
+// Available is what this binary can run on this CPU with the process's
+// variant (DefaultVariant): GEMM and Attention unless DA3_KERNELS=off;
+// Resize always.
 func Available() Policy {
-	avx512 := C.da3_gemm_available() != 0
-	return Policy{GEMM: avx512, Attention: avx512, Resize: true, Flash: true}
+	v := DefaultVariant()
+	on := v != VariantOff
+	return Policy{GEMM: on, Attention: on, Resize: true, Flash: true, Variant: v}
 }
 
 // Default is the fastest policy for graphs that run on the CPU (cpu) or on
 // another device: every kernel of this build on the CPU, ggml's flash
 // attention elsewhere (the custom ops run on the CPU backend only).
+// DA3_KERNELS=off turns the CPU kernels off, Resize included.
 func Default(cpu bool) Policy {
 	if !cpu {
 		return Policy{Flash: true}
 	}
 	p := Available()
 	p.Flash = false // two products and a softmax are faster than ggml's CPU flash attention
+	if p.Variant == VariantOff {
+		p.Resize = false
+	}
 	return p
 }
 
-// Mask returns p without the kernels this binary lacks.
+// Mask returns p without the kernels this binary and CPU lack, with
+// VariantAuto resolved to DefaultVariant. A variant that cannot run here
+// turns GEMM and Attention off; a precision the variant cannot compute
+// falls back to f32 (Check reports both).
 func (p Policy) Mask() Policy {
-	a := Available()
-	p.GEMM = p.GEMM && a.GEMM
-	p.Attention = p.Attention && a.Attention
-	p.Resize = p.Resize && a.Resize
+	if p.Variant == VariantAuto {
+		p.Variant = DefaultVariant()
+	}
+	if p.Variant == VariantOff || !p.Variant.Runs() {
+		p.GEMM, p.Attention = false, false
+	}
+	if p.Precision != PrecisionF32 && !PrecisionRuns(p.Variant, p.Precision) {
+		p.Precision = PrecisionF32
+	}
 	return p
+}
+
+// Check reports a variant or precision in p that cannot run on this CPU
+// (the errors wrap ErrPrecision for precisions).
+func (p Policy) Check() error {
+	v := p.Variant
+	if v == VariantAuto {
+		v = DefaultVariant()
+	}
+	if !v.Runs() {
+		return fmt.Errorf("kernel variant %s: not runnable on this CPU (features: %s)", v, strings.Join(CPUFeatures(), " "))
+	}
+	if p.Precision != PrecisionF32 && (v == VariantOff || !p.GEMM || !PrecisionRuns(v, p.Precision)) {
+		need := map[Precision]string{PrecisionBF16: "the avx512 kernels and AVX512_BF16", PrecisionInt8: "the avx512 kernels and AVX512_VNNI"}[p.Precision]
+		return fmt.Errorf("%w: %s needs %s (kernels %s, CPU features: %s)", ErrPrecision, p.Precision, need, v, strings.Join(CPUFeatures(), " "))
+	}
+	return nil
+}
+
+// nodePrecision is the precision of a product with weight type w under p:
+// int8 only for q8_0 weights, the others bf16 where the CPU has it.
+func (p Policy) nodePrecision(w ggml.Type) Precision {
+	switch p.Precision {
+	case PrecisionInt8:
+		if w == ggml.TypeQ8_0 {
+			return PrecisionInt8
+		}
+		if PrecisionRuns(p.Variant, PrecisionBF16) {
+			return PrecisionBF16
+		}
+		return PrecisionF32
+	}
+	return p.Precision
 }
 
 type policyKey struct{}

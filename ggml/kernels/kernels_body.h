@@ -1,0 +1,628 @@
+// The CPU kernels' algorithms, written once over the vector operations of a
+// simd_*.h header and compiled once per instruction set by the variant_*.c
+// files (each sets the target, the register tiles and block sizes, includes
+// its simd header, then this file). Only the op entry points leave a
+// translation unit: ISA_FN(name) appends the variant's suffix.
+//
+// GEMM: dst[m][n] = Σ_k A[m][k]·B[n][k] with A = src[1] (activations: M rows
+// of K) and B = src[0] (weights: N rows of K), which is ggml_mul_mat(src0,
+// src1), in the GotoBLAS/BLIS scheme: packed panels sized for L1/L2 and an
+// MR×NR register tile (NR = NV vectors). ggml's own F32 path (llamafile's
+// tinyBLAS) reaches about 40 % of the AVX-512 FMA peak of the CPUs this
+// project runs on; the AVX-512 variant reaches 65–80 %.
+//
+// A variant file defines: ISA_FN, NV, MR_BIG and MR_SMALL (two tile heights:
+// the small one where the big one would compute many padding rows, e.g. 32
+// output channels), SMALL_TILE_SPEED (the small tile's measured speed
+// relative to the big one), KC, MC, NC (block sizes), and optionally
+// ISA_BF16 / ISA_INT8 (function attributes enabling the bf16 and int8
+// products, kernels_bf16.h and kernels_int8.h).
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NR (NV * VL) // columns of B per register tile
+#define KCQ 256      // the packed depth for weights in 256-value blocks (k-quants)
+
+// ---- vector math for the fused epilogues and the softmax ----
+
+// vexp is e^x to about 1 ulp (Cephes' expf: x = n·ln2 + r, |r| ≤ ln2/2, a
+// degree-6 polynomial in r, then the exact scaling by 2^n).
+static inline vf vexp(vf x) {
+    x = v_min(v_max(x, v_set1(-104.0f)), v_set1(89.0f));
+    const vf n = v_round(v_mul(x, v_set1(1.44269504088896341f)));
+    vf r = v_fnma(n, v_set1(0.693359375f), x);
+    r = v_fnma(n, v_set1(-2.12194440e-4f), r);
+    vf p = v_set1(1.9875691500e-4f);
+    p = v_fma(p, r, v_set1(1.3981999507e-3f));
+    p = v_fma(p, r, v_set1(8.3334519073e-3f));
+    p = v_fma(p, r, v_set1(4.1665795894e-2f));
+    p = v_fma(p, r, v_set1(1.6666665459e-1f));
+    p = v_fma(p, r, v_set1(5.0000001201e-1f));
+    p = v_fma(v_mul(p, r), r, v_add(r, v_set1(1.0f)));
+    return v_ldexp(p, n);
+}
+
+// vgelu is x·Φ(x), the exact (erf) GELU of torch's nn.GELU(), with erf from
+// Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7, the approximation
+// oneDNN's GELU uses). For x < 0, Φ is computed as the small term itself, so
+// there is no cancellation in the negative tail.
+static inline vf vgelu(vf x) {
+    const vf one = v_set1(1.0f);
+    const vf z = v_mul(v_abs(x), v_set1(0.70710678118654752f));
+    const vf t = v_div(one, v_fma(v_set1(0.3275911f), z, one));
+    vf p = v_set1(1.061405429f);
+    p = v_fma(p, t, v_set1(-1.453152027f));
+    p = v_fma(p, t, v_set1(1.421413741f));
+    p = v_fma(p, t, v_set1(-0.284496736f));
+    p = v_fma(p, t, v_set1(0.254829592f));
+    p = v_mul(p, t);
+    const vf tail = v_mul(v_mul(p, vexp(v_mul(v_sub(v_zero(), z), z))), v_set1(0.5f)); // (1 − erf(z))/2 = Φ(−|x|)
+    const vf phi = v_blend(m_lt(x, v_zero()), v_sub(one, tail), tail);
+    return v_mul(x, phi);
+}
+
+// An epilogue applied to the finished tiles of a product: a bias, per
+// column (a linear layer's output features) or per row (a convolution's
+// output channels), then an activation.
+struct epi {
+    const float * bias; // NULL: no bias
+    int per_row;        // bias[m] instead of bias[n]
+    int act;
+};
+
+static inline vf activate(vf v, int act) {
+    switch (act) {
+    case DA3_ACT_RELU: return v_max(v, v_zero());
+    case DA3_ACT_GELU: return vgelu(v);
+    }
+    return v;
+}
+
+// ---- packing ----
+
+// bsrc describes B: either rows of K values (a matrix) or the implicit
+// im2col matrix of a convolution input, B[n][k] with n = oy·OW + ox and
+// k = (ic·KH + ky)·KW + kx, read from x [W, H, IC] without materialising it.
+struct bsrc {
+    const float * b; int64_t ldb;                          // F32 matrix
+    const char * q; size_t row_bytes; enum ggml_type type; // matrix of another type (q == NULL: F32)
+    float * deq;                                           // scratch for NR dequantized rows of KCQ values
+    const float * x; int64_t W, H, KW, KH, OW, s, pad, d;  // convolution (x == NULL: matrix)
+};
+
+// pack_conv_panel packs one NR-wide panel of the implicit im2col matrix:
+// columns n0 … n0+w−1 over k in [k0, k0+kc). A 1×1 unpadded convolution
+// reads its pixels contiguously; with stride 1 and the panel inside one
+// output row, each k is one masked load per vector of a row segment of x;
+// otherwise each k is NV gathers with per-lane bounds masks.
+static void pack_conv_panel(const struct bsrc * src, int64_t n0, int64_t w, int64_t k0, int64_t kc, float * p) {
+    const int64_t oy = n0 / src->OW, ox0 = n0 % src->OW;
+    const int64_t HW = src->H * src->W;
+    if (src->KW == 1 && src->KH == 1 && src->s == 1 && src->pad == 0) {
+        for (int64_t k = 0; k < kc; k++) {
+            const float * row = src->x + (k0 + k) * HW + n0;
+            for (int h = 0; h < NV; h++) {
+                v_store(p + k * NR + h * VL, v_loadu_m(row + h * VL, m_first(w - h * VL)));
+            }
+        }
+        return;
+    }
+    if (src->s == 1 && ox0 + w <= src->OW) {
+        for (int64_t k = 0; k < kc; k++) {
+            const int64_t kk = k0 + k;
+            const int64_t kx = kk % src->KW, ky = (kk / src->KW) % src->KH, ic = kk / (src->KW * src->KH);
+            float * dst = p + k * NR;
+            const int64_t iy = oy + ky * src->d - src->pad;
+            if (iy < 0 || iy >= src->H) {
+                for (int h = 0; h < NV; h++) {
+                    v_store(dst + h * VL, v_zero());
+                }
+                continue;
+            }
+            const int64_t ix0 = ox0 + kx * src->d - src->pad; // x column of lane 0
+            const float * row = src->x + ic * HW + iy * src->W;
+            if (kx == 0) { // the lines the panels after the next will read: the loads below miss otherwise
+                for (int64_t o = 0; o < NR; o += 16) {
+                    v_prefetch(row + ix0 + 2 * NR + o);
+                }
+            }
+            // lanes j < w with 0 <= ix0 + j < W
+            const int64_t lo = ix0 < 0 ? -ix0 : 0;
+            const int64_t hi = src->W - ix0 < w ? src->W - ix0 : w;
+            for (int h = 0; h < NV; h++) {
+                v_store(dst + h * VL, v_loadu_m(row + ix0 + h * VL, m_range(lo - h * VL, hi - h * VL)));
+            }
+        }
+        return;
+    }
+    // The general case: per-lane top-left input coordinates.
+    int32_t iy0[NR], ix0[NR];
+    for (int64_t j = 0; j < NR; j++) {
+        const int64_t n = n0 + (j < w ? j : 0);
+        iy0[j] = (int32_t) ((n / src->OW) * src->s - src->pad);
+        ix0[j] = (int32_t) ((n % src->OW) * src->s - src->pad);
+    }
+    vi vy[NV], vx[NV];
+    vm wm[NV];
+    for (int h = 0; h < NV; h++) {
+        vy[h] = vi_loadu(iy0 + h * VL);
+        vx[h] = vi_loadu(ix0 + h * VL);
+        wm[h] = m_first(w - h * VL);
+    }
+    const vi vW = vi_set1((int32_t) src->W);
+    for (int64_t k = 0; k < kc; k++) {
+        const int64_t kk = k0 + k;
+        const int64_t kx = kk % src->KW, ky = (kk / src->KW) % src->KH, ic = kk / (src->KW * src->KH);
+        const float * plane = src->x + ic * HW;
+        for (int h = 0; h < NV; h++) {
+            const vi iy = vi_add(vy[h], vi_set1((int32_t) (ky * src->d)));
+            const vi ix = vi_add(vx[h], vi_set1((int32_t) (kx * src->d)));
+            const vm m = m_and(wm[h], m_and(m_inside(iy, (int32_t) src->H), m_inside(ix, (int32_t) src->W)));
+            v_store(p + k * NR + h * VL, v_gather_m(plane, vi_add(vi_mul(iy, vW), ix), m));
+        }
+    }
+}
+
+// pack_b_panels packs B rows [n0, n0+nc) over k in [k0, k0+kc) into NR-wide
+// k-major panels; columns past nc are zero.
+static void pack_b_panels(const struct bsrc * src, int64_t n0, int64_t nc, int64_t k0, int64_t kc, float * out) {
+    for (int64_t j0 = 0; j0 < nc; j0 += NR) {
+        const int64_t w = nc - j0 < NR ? nc - j0 : NR;
+        float * p = out + j0 * kc;
+        if (src->x != NULL) {
+            pack_conv_panel(src, n0 + j0, w, k0, kc, p);
+            continue;
+        }
+        if (w < NR) {
+            memset(p, 0, sizeof(float) * kc * NR);
+        }
+        const float * rows = src->b + (n0 + j0) * src->ldb + k0; // the w rows' segments, ld apart
+        int64_t ld = src->ldb;
+        if (src->q != NULL) { // dequantize the rows' segments first
+            const struct ggml_type_traits * tt = ggml_get_type_traits(src->type);
+            const size_t seg = ggml_row_size(src->type, k0); // k0 is a multiple of the block size
+            for (int64_t j = 0; j < w; j++) {
+                tt->to_float(src->q + (n0 + j0 + j) * src->row_bytes + seg, src->deq + j * KCQ, kc);
+            }
+            rows = src->deq;
+            ld = KCQ;
+        }
+        int64_t k = 0;
+        if (w == NR) { // VL×VL blocks transposed in registers
+            for (; k + VL <= kc; k += VL) {
+                for (int h = 0; h < NV; h++) {
+                    v_transpose(rows + h * VL * ld + k, ld, p + k * NR + h * VL, NR);
+                }
+            }
+        }
+        for (int64_t j = 0; j < w; j++) {
+            for (int64_t kk = k; kk < kc; kk++) {
+                p[kk * NR + j] = rows[j * ld + kk];
+            }
+        }
+    }
+}
+
+// pack_a_panels packs A rows [m0, m0+mc) over k in [k0, k0+kc) into mr-tall
+// k-major panels; rows past mc are zero. (Inlined for each tile height, so
+// that the stores' stride is a constant.)
+static inline __attribute__((always_inline)) void pack_a_rows(const float * a, int64_t lda, int64_t m0, int64_t mc,
+                                                              int64_t k0, int64_t kc, const int mr, float * out) {
+    for (int64_t i0 = 0; i0 < mc; i0 += mr) {
+        const int64_t h = mc - i0 < mr ? mc - i0 : mr;
+        float * p = out + i0 * kc;
+        if (h < mr) {
+            memset(p, 0, sizeof(float) * kc * mr);
+        }
+        for (int64_t i = 0; i < h; i++) {
+            const float * src = a + (m0 + i0 + i) * lda + k0;
+            for (int64_t k = 0; k < kc; k++) {
+                p[k * mr + i] = src[k];
+            }
+        }
+    }
+}
+
+static void pack_a_panels(const float * a, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc, int mr,
+                          float * out) {
+    if (mr == MR_BIG) {
+        pack_a_rows(a, lda, m0, mc, k0, kc, MR_BIG, out);
+    } else {
+        pack_a_rows(a, lda, m0, mc, k0, kc, MR_SMALL, out);
+    }
+}
+
+// ---- the register tiles ----
+
+// A tile kernel computes a ROWS×NR tile over kc from packed panels of A
+// (ap[k·ROWS + i]) and B (bp[k·NR + j]). It stores (or adds to) the first mr
+// rows and the first ncols columns of c; e, when not NULL, is applied to the
+// finished values (row0, col0: the tile's position in the whole product,
+// for the bias). The bf16 tiles take panels of pairs of k (see kernels_bf16.h)
+// and kc counts pairs.
+typedef void (*tile_fn)(int64_t kc, const void * ap, const void * bp, float * c, int64_t ldc, int64_t mr,
+                        int64_t ncols, int accumulate, const struct epi * e, int64_t row0, int64_t col0);
+
+// TILE_STORE stores the accumulators acc[ROWS][NV] of a tile kernel.
+#define TILE_STORE(ROWS)                                                                                     \
+    vm cm[NV];                                                                                               \
+    vf bias[NV];                                                                                             \
+    _Pragma("GCC unroll 4") for (int h = 0; h < NV; h++) {                                                   \
+        cm[h] = m_first(ncols - h * VL);                                                                     \
+        bias[h] = e != NULL && e->bias != NULL && !e->per_row ? v_loadu_m(e->bias + col0 + h * VL, cm[h])    \
+                                                              : v_zero();                                    \
+    }                                                                                                        \
+    _Pragma("GCC unroll 16") for (int i = 0; i < ROWS; i++) {                                                \
+        if (i < mr) {                                                                                        \
+            float * cr = c + i * ldc;                                                                        \
+            _Pragma("GCC unroll 4") for (int h = 0; h < NV; h++) {                                           \
+                vf v = acc[i][h];                                                                            \
+                if (accumulate) {                                                                            \
+                    v = v_add(v, v_loadu_m(cr + h * VL, cm[h]));                                             \
+                }                                                                                            \
+                if (e != NULL) {                                                                             \
+                    v = v_add(v, e->bias != NULL && e->per_row ? v_set1(e->bias[row0 + i]) : bias[h]);       \
+                    v = activate(v, e->act);                                                                 \
+                }                                                                                            \
+                v_storeu_m(cr + h * VL, cm[h], v);                                                           \
+            }                                                                                                \
+        }                                                                                                    \
+    }
+
+#define DEFINE_TILE(NAME, ROWS)                                                                              \
+static void NAME(int64_t kc, const void * apv, const void * bpv, float * c, int64_t ldc, int64_t mr,         \
+                 int64_t ncols, int accumulate, const struct epi * e, int64_t row0, int64_t col0) {          \
+    const float * ap = apv, * bp = bpv;                                                                      \
+    vf acc[ROWS][NV];                                                                                        \
+    _Pragma("GCC unroll 16") for (int i = 0; i < ROWS; i++) {                                                \
+        _Pragma("GCC unroll 4") for (int h = 0; h < NV; h++) acc[i][h] = v_zero();                           \
+    }                                                                                                        \
+    for (int64_t k = 0; k < kc; k++) {                                                                       \
+        vf b[NV];                                                                                            \
+        _Pragma("GCC unroll 4") for (int h = 0; h < NV; h++) b[h] = v_load(bp + h * VL);                     \
+        _Pragma("GCC unroll 16") for (int i = 0; i < ROWS; i++) {                                            \
+            const vf a = v_set1(ap[i]);                                                                      \
+            _Pragma("GCC unroll 4") for (int h = 0; h < NV; h++) acc[i][h] = v_fma(a, b[h], acc[i][h]);      \
+        }                                                                                                    \
+        ap += ROWS;                                                                                          \
+        bp += NR;                                                                                            \
+    }                                                                                                        \
+    TILE_STORE(ROWS)                                                                                         \
+}
+
+DEFINE_TILE(tile_big, MR_BIG)
+DEFINE_TILE(tile_small, MR_SMALL)
+
+// tile_for is the kernel of mr rows (MR_BIG or MR_SMALL).
+static tile_fn tile_for(int mr) { return mr == MR_BIG ? tile_big : tile_small; }
+
+#if defined(ISA_BF16)
+#include "kernels_bf16.h"
+#endif
+#if defined(ISA_INT8)
+#include "kernels_int8.h"
+#endif
+
+// choose_mr picks the tile height for m rows: the small tile when the big
+// one would compute more padding rows than its speed advantage is worth
+// (e.g. 32 output channels: three 14-row tiles compute 42 rows, four 8-row
+// tiles exactly 32).
+static int choose_mr(int64_t m) {
+    const int64_t big = (m + MR_BIG - 1) / MR_BIG * MR_BIG, small = (m + MR_SMALL - 1) / MR_SMALL * MR_SMALL;
+    return (double) big * SMALL_TILE_SPEED < (double) small ? MR_BIG : MR_SMALL;
+}
+
+// ---- the product ----
+
+// gemm computes C[m][n] = Σ_k A[m][k]·B[n][k] for m in [m0, m1), n in
+// [n0, n1) with mr-tall tiles, then applies the epilogue ep (may be NULL).
+// sc holds the packing buffers (gemm_scratch). prec DA3_PREC_BF16 rounds the
+// packed panels to bf16 and multiplies them with bf16 products summed in
+// f32 (where the variant has them).
+struct gemm_scratch { float * pa, * pb; void * pah, * pbh; };
+
+static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c, int64_t ldc, int64_t K,
+                 int64_t m0, int64_t m1, int64_t n0, int64_t n1, int mr, const struct epi * ep,
+                 const struct gemm_scratch * sc, int prec) {
+    int64_t kb = b->q != NULL && ggml_blck_size(b->type) > KC ? KCQ : KC;
+    tile_fn tile = tile_for(mr);
+#if defined(ISA_BF16)
+    if (prec == DA3_PREC_BF16) {
+        kb = KCQ;
+        tile = tile_bf16_for(mr);
+    }
+#endif
+#if defined(ISA_INT8)
+    const int q8 = prec == DA3_PREC_INT8 && b->q != NULL && b->type == GGML_TYPE_Q8_0;
+    if (q8) {
+        kb = KCQ;
+        tile = tile_int8;
+    }
+#endif
+    const int64_t mcb = MC / mr * mr; // rows per packed block: whole tiles
+    for (int64_t jc = n0; jc < n1; jc += NC) {
+        const int64_t nc = n1 - jc < NC ? n1 - jc : NC;
+        for (int64_t pc = 0; pc < K; pc += kb) {
+            const int64_t kc = K - pc < kb ? K - pc : kb;
+            const struct epi * e = pc + kc == K ? ep : NULL;
+            // Each tile reads kt steps; panels hold sa words per row of A and sb per column of B.
+            const void * pb = sc->pb;
+            int64_t kt = kc, sa = kc, sb = kc;
+#if defined(ISA_INT8)
+            if (q8) {
+                pack_b_q8(b->q, b->row_bytes, jc, nc, pc, kc, sc->pbh);
+                pb = sc->pbh;
+                sa = panel_words(kc, MR_INT8, 0) / MR_INT8;
+                sb = panel_words(kc, NR, 1) / NR;
+            } else
+#endif
+            pack_b_panels(b, jc, nc, pc, kc, sc->pb);
+#if defined(ISA_BF16)
+            if (prec == DA3_PREC_BF16) {
+                pairs_panels(sc->pb, nc, NR, kc, sc->pbh);
+                pb = sc->pbh;
+                kt = sa = sb = (kc + 1) / 2;
+            }
+#endif
+            for (int64_t ic = m0; ic < m1; ic += mcb) {
+                const int64_t mc = m1 - ic < mcb ? m1 - ic : mcb;
+                const void * pa = sc->pa;
+#if defined(ISA_INT8)
+                if (q8) {
+                    pack_a_q8(a, lda, ic, mc, pc, kc, sc->pah);
+                    pa = sc->pah;
+                } else
+#endif
+                pack_a_panels(a, lda, ic, mc, pc, kc, mr, sc->pa);
+#if defined(ISA_BF16)
+                if (prec == DA3_PREC_BF16) {
+                    pairs_panels(sc->pa, mc, mr, kc, sc->pah);
+                    pa = sc->pah;
+                }
+#endif
+                for (int64_t jr = 0; jr < nc; jr += NR) {
+                    for (int64_t ir = 0; ir < mc; ir += mr) {
+                        const int64_t rows = mc - ir < mr ? mc - ir : mr;
+                        tile(kt, (const uint32_t *) pa + ir * sa, (const uint32_t *) pb + jr * sb,
+                             c + (ic + ir) * ldc + jc + jr, ldc, rows, nc - jr, pc > 0, e, ic + ir, jc + jr);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// get_scratch gives the calling thread's packing buffers for gemm; it
+// returns 0 when out of memory.
+static int get_scratch(struct gemm_scratch * sc, int prec) {
+    sc->pa = da3_scratch(DA3_BUF_A, (size_t) KCQ * MC);
+    sc->pb = da3_scratch(DA3_BUF_B, (size_t) KCQ * NC);
+    sc->pah = sc->pbh = NULL;
+    if (prec != DA3_PREC_F32) { // pairs of bf16 (32 bits per two k), or q8 panels (fewer words)
+        sc->pah = da3_scratch(DA3_BUF_AH, (size_t) KCQ / 2 * MC);
+        sc->pbh = da3_scratch(DA3_BUF_BH, (size_t) KCQ / 2 * NC);
+        if (sc->pah == NULL || sc->pbh == NULL) {
+            return 0;
+        }
+    }
+    return sc->pa != NULL && sc->pb != NULL;
+}
+
+// split gives thread ith its share of an M×N product: NR-wide column
+// stripes when there are enough of them, else mr-tall row blocks. It
+// returns 0 when the share is empty.
+static int split(int64_t M, int64_t N, int mr, int ith, int nth, int64_t * m0, int64_t * m1, int64_t * n0, int64_t * n1) {
+    const int64_t stripes = (N + NR - 1) / NR;
+    *m0 = 0; *m1 = M; *n0 = 0; *n1 = N;
+    if (stripes >= 4 * nth || M < (int64_t) nth * mr) {
+        const int64_t per = (stripes + nth - 1) / nth;
+        *n0 = per * ith * NR;
+        *n1 = *n0 + per * NR < N ? *n0 + per * NR : N;
+    } else {
+        const int64_t per = ((M + nth - 1) / nth + mr - 1) / mr * mr;
+        *m0 = per * ith;
+        *m1 = *m0 + per < M ? *m0 + per : M;
+    }
+    return *m0 < *m1 && *n0 < *n1;
+}
+
+// ---- ops ----
+
+// da3_op_gemm: dst = mul_mat(src0, src1) for contiguous F32 src0 [K, N, B2,
+// B3] and src1 [K, M, B2, B3] (one product per batch, no broadcasting); dst
+// [N, M, B2, B3]. A 2-D src0 may also be f16 or block-quantized (blocks
+// dividing 256): its rows are dequantized as they are packed, so the product
+// runs at the F32 rate while the weights stay small. An optional src2 [N]
+// is added to every row, then the activation in userdata (DA3_ACT_*)
+// applied. The caller (dispatch.c) has checked the operands and that this
+// variant computes the precision in userdata on this CPU.
+void ISA_FN(da3_gemm)(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const struct ggml_tensor * w = dst->src[0];
+    const struct ggml_tensor * x = dst->src[1];
+    const struct ggml_tensor * bias = dst->src[2];
+    const int64_t K = w->ne[0], N = w->ne[1];
+    const int64_t M = w->ne[2] * w->ne[3] == 1 ? ggml_nrows(x) : x->ne[1];
+    const int64_t batches = w->ne[2] * w->ne[3];
+    const int act = (int) ((intptr_t) userdata & 0xff), prec = (int) (((intptr_t) userdata >> 8) & 0xff);
+    const struct epi ep = { .bias = bias != NULL ? (const float *) bias->data : NULL, .act = act };
+    const struct epi * e = ep.bias != NULL || ep.act != DA3_ACT_NONE ? &ep : NULL;
+#if defined(ISA_INT8)
+    const int mr = prec == DA3_PREC_INT8 && w->type == GGML_TYPE_Q8_0 ? MR_INT8 : choose_mr(M);
+#else
+    const int mr = choose_mr(M);
+#endif
+    int64_t m0, m1, n0, n1;
+    if (!split(M, N, mr, ith, nth, &m0, &m1, &n0, &n1)) {
+        return;
+    }
+    struct gemm_scratch sc;
+    float * deq = w->type != GGML_TYPE_F32 ? da3_scratch(DA3_BUF_DEQ, (size_t) NR * KCQ) : NULL;
+    if (!get_scratch(&sc, prec) || (w->type != GGML_TYPE_F32 && deq == NULL)) {
+        da3_fault(DA3_FAULT_NOMEM);
+        return;
+    }
+    if (w->type != GGML_TYPE_F32) { // a 2-D quantized or f16 matrix, dequantized while packing
+        const struct bsrc b = { .q = (const char *) w->data, .row_bytes = w->nb[1], .type = w->type, .deq = deq };
+        gemm((const float *) x->data, K, &b, (float *) dst->data, N, K, m0, m1, n0, n1, mr, e, &sc, prec);
+        return;
+    }
+    for (int64_t i = 0; i < batches; i++) {
+        const struct bsrc b = { .b = (const float *) w->data + i * K * N, .ldb = K };
+        gemm((const float *) x->data + i * K * M, K, &b, (float *) dst->data + i * N * M, N, K, m0, m1, n0, n1, mr, e,
+             &sc, prec);
+    }
+}
+
+// da3_op_conv2d: a 2-D convolution as an implicit-im2col GEMM. src0 is the
+// F32 kernel [KW, KH, IC, OC] and src1 the F32 input [W, H, IC, N], both
+// contiguous; dst [OW, OH, OC, N]; an optional src2 [OC] is the bias.
+// userdata packs stride | pad<<8 | dil<<16 | act<<24 | prec<<26 (custom.h).
+void ISA_FN(da3_conv2d)(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const intptr_t prm = (intptr_t) userdata;
+    const struct ggml_tensor * w = dst->src[0];
+    const struct ggml_tensor * x = dst->src[1];
+    const struct ggml_tensor * bias = dst->src[2];
+    const int64_t KW = w->ne[0], KH = w->ne[1], IC = w->ne[2], OC = w->ne[3];
+    const int64_t OW = dst->ne[0], OH = dst->ne[1];
+    const int64_t K = KW * KH * IC, P = OW * OH;
+    const struct epi ep = { .bias = bias != NULL ? (const float *) bias->data : NULL, .per_row = 1, .act = (int) ((prm >> 24) & 0x3) };
+    const struct epi * e = ep.bias != NULL || ep.act != DA3_ACT_NONE ? &ep : NULL;
+    const int prec = (int) ((prm >> 26) & 0x3);
+    const int mr = choose_mr(OC);
+    int64_t m0, m1, n0, n1;
+    if (!split(OC, P, mr, ith, nth, &m0, &m1, &n0, &n1)) {
+        return;
+    }
+    struct gemm_scratch sc;
+    if (!get_scratch(&sc, prec)) {
+        da3_fault(DA3_FAULT_NOMEM);
+        return;
+    }
+    for (int64_t n = 0; n < x->ne[3]; n++) {
+        const struct bsrc b = {
+            .x = (const float *) x->data + n * x->ne[0] * x->ne[1] * x->ne[2],
+            .W = x->ne[0], .H = x->ne[1], .KW = KW, .KH = KH, .OW = OW,
+            .s = prm & 0xff, .pad = (prm >> 8) & 0xff, .d = (prm >> 16) & 0xff,
+        };
+        gemm((const float *) w->data, K, &b, (float *) dst->data + n * OC * P, P, K, m0, m1, n0, n1, mr, e, &sc, prec);
+    }
+}
+
+// ---- fused attention ----
+
+// da3_op_attention: dst = softmax(q·kᵀ·scale)·v per head, for F32 q [hd, H,
+// n, B], k and v [hd, H, nk, B] with contiguous rows of hd (any strides
+// above) and hd ≤ 256; dst [hd, H, n, B] contiguous. userdata holds the
+// scale's float bits.
+//
+// Threads take (batch, head, NR-query block) items in order. Everything runs
+// on the packed register tiles, transposed so that the softmax is along
+// rows of memory: for each head a thread packs k and vᵀ once into tall
+// panels; for a block of NR queries it computes the scores sᵀ [nk][NR] =
+// k·qᵀ, turns each column into probabilities (vector max, vexp, sum: NR
+// queries at once), computes oᵀ [hd][NR] = vᵀ·sᵀ (sᵀ already is a packed B
+// panel) and writes oᵀ transposed into dst. No score matrix, permutation or
+// copy of q, k, v or the output appears in the graph.
+void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const struct ggml_tensor * q = dst->src[0];
+    const struct ggml_tensor * k = dst->src[1];
+    const struct ggml_tensor * v = dst->src[2];
+    union { int32_t i; float f; } sc = { .i = (int32_t) (intptr_t) userdata };
+    const float scale = sc.f;
+    const int64_t hd = q->ne[0], H = q->ne[1], n = q->ne[2], B = q->ne[3];
+    const int64_t nk = k->ne[2];
+    const int mk = MR_BIG, md = choose_mr(hd);
+    const int64_t nkp = (nk + mk - 1) / mk * mk; // keys, padded to whole panels
+    const int64_t hdp = (hd + md - 1) / md * md; // head dims, likewise
+    const int64_t nqb = (n + NR - 1) / NR;
+    const int64_t items = B * H * nqb;
+    const int64_t i0 = items * ith / nth, i1 = items * (ith + 1) / nth;
+    if (i0 >= i1) {
+        return;
+    }
+    float * kp = da3_scratch(DA3_BUF_K, (size_t) nkp * hd);           // k panels: [key/mk][d][key%mk]
+    float * vp = da3_scratch(DA3_BUF_V, (size_t) hdp * nk);           // vᵀ panels: [d/md][key][d%md]
+    float * st = da3_scratch(DA3_BUF_S, (size_t) nk * NR + hd * NR); // sᵀ [key][NR], then qᵀ [d][NR]
+    float * ot = da3_scratch(DA3_BUF_O, (size_t) hdp * NR);          // oᵀ [d][NR]
+    if (kp == NULL || vp == NULL || st == NULL || ot == NULL) {
+        da3_fault(DA3_FAULT_NOMEM);
+        return;
+    }
+    float * qp = st + nk * NR;
+    const tile_fn tk = tile_for(mk), td = tile_for(md);
+    const int64_t dld = H * hd; // dst row stride (one query token)
+    int64_t packed = -1;
+    for (int64_t it = i0; it < i1; it++) {
+        const int64_t bh = it / nqb, qb = it % nqb;
+        const int64_t b = bh / H, h = bh % H;
+        if (bh != packed) {
+            const char * kb = (const char *) k->data + b * k->nb[3] + h * k->nb[1];
+            const char * vb = (const char *) v->data + b * v->nb[3] + h * v->nb[1];
+            memset(kp + (nkp - mk) * hd, 0, sizeof(float) * mk * hd); // the padding keys of the last panel
+            memset(vp + (hdp - md) * nk, 0, sizeof(float) * md * nk); // the padding dims of the last panel
+            for (int64_t j = 0; j < nk; j++) {
+                const float * kr = (const float *) (kb + j * k->nb[2]);
+                const float * vr = (const float *) (vb + j * v->nb[2]);
+                float * kd = kp + (j / mk) * mk * hd + j % mk;
+                for (int64_t d = 0; d < hd; d++) {
+                    kd[d * mk] = kr[d];
+                    vp[(d / md) * nk * md + j * md + d % md] = vr[d];
+                }
+            }
+            packed = bh;
+        }
+        const int64_t t0 = qb * NR;
+        const int64_t w = n - t0 < NR ? n - t0 : NR;
+        const char * qb0 = (const char *) q->data + b * q->nb[3] + h * q->nb[1] + t0 * q->nb[2];
+        if (w < NR) {
+            memset(qp, 0, sizeof(float) * hd * NR);
+        }
+        for (int64_t j = 0; j < w; j++) {
+            const float * qr = (const float *) (qb0 + j * q->nb[2]);
+            for (int64_t d = 0; d < hd; d++) {
+                qp[d * NR + j] = qr[d];
+            }
+        }
+        // scores sᵀ = k·qᵀ
+        for (int64_t j = 0; j < nk; j += mk) {
+            const int64_t mr = nk - j < mk ? nk - j : mk;
+            tk(hd, kp + j * hd, qp, st + j * NR, NR, mr, NR, 0, NULL, 0, 0);
+        }
+        // probabilities, as torch: exp(x·scale − max(x·scale)) / Σ, per column
+        const vf vs = v_set1(scale);
+        for (int part = 0; part < NV; part++) {
+            float * c = st + VL * part;
+            vf mx = v_set1(-INFINITY);
+            for (int64_t j = 0; j < nk; j++) {
+                mx = v_max(mx, v_load(c + j * NR));
+            }
+            const vf m = v_mul(mx, vs);
+            vf sum = v_zero();
+            for (int64_t j = 0; j < nk; j++) {
+                const vf ex = vexp(v_fms(v_load(c + j * NR), vs, m));
+                v_store(c + j * NR, ex);
+                sum = v_add(sum, ex);
+            }
+            const vf inv = v_div(v_set1(1.0f), sum);
+            for (int64_t j = 0; j < nk; j++) {
+                v_store(c + j * NR, v_mul(v_load(c + j * NR), inv));
+            }
+        }
+        // oᵀ = vᵀ·sᵀ
+        for (int64_t d = 0; d < hd; d += md) {
+            const int64_t mr = hd - d < md ? hd - d : md;
+            for (int64_t pc = 0; pc < nk; pc += KC) {
+                const int64_t kc = nk - pc < KC ? nk - pc : KC;
+                td(kc, vp + d * nk + pc * md, st + pc * NR, ot + d * NR, NR, mr, NR, pc > 0, NULL, 0, 0);
+            }
+        }
+        float * o = (float *) dst->data + ((b * n + t0) * H + h) * hd;
+        for (int64_t j = 0; j < w; j++) {
+            for (int64_t d = 0; d < hd; d++) {
+                o[j * dld + d] = ot[d * NR + j];
+            }
+        }
+    }
+}
