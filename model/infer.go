@@ -218,9 +218,14 @@ var ErrNoCamera = errors.New("model has no camera head")
 // of different sizes are centre-cropped to the smallest, as the reference
 // does. Other models run each image independently. Results are in input order.
 func (m *Model) MultiView(ctx context.Context, imgs []Image, opt RunOptions) ([]Result, error) {
-	if err := m.live(); err != nil {
+	if err := m.begin(); err != nil {
 		return nil, err
 	}
+	defer m.runs.Done()
+	return m.multiView(ctx, imgs, opt)
+}
+
+func (m *Model) multiView(ctx context.Context, imgs []Image, opt RunOptions) ([]Result, error) {
 	if len(imgs) == 0 {
 		return nil, errors.New("no images")
 	}
@@ -233,7 +238,7 @@ func (m *Model) MultiView(ctx context.Context, imgs []Image, opt RunOptions) ([]
 	if m.cfg.Arch != DA3 && len(imgs) > 1 {
 		out := make([]Result, 0, len(imgs))
 		for _, im := range imgs {
-			r, err := m.MultiView(ctx, []Image{im}, opt)
+			r, err := m.multiView(ctx, []Image{im}, opt)
 			if err != nil {
 				return nil, err
 			}
@@ -303,6 +308,28 @@ func (m *Model) preprocess(imgs []Image, opt RunOptions) ([]*Processed, error) {
 		CropViewsToSmallest(views)
 	}
 	return views, nil
+}
+
+// Pixels are preprocessed views, what the network takes: Views × 3 ×
+// Height × Width normalised floats (CHW per view, views consecutive).
+type Pixels struct {
+	Data                 []float32
+	Width, Height, Views int
+}
+
+// Preprocess resizes and normalises images as Depth and MultiView do before
+// the network (for DA3 models the images are views of one scene: views of
+// different sizes are centre-cropped to the smallest). Feed the result to a
+// graph of Run, or to Forward.
+func (m *Model) Preprocess(imgs []Image, opt RunOptions) (Pixels, error) {
+	if len(imgs) == 0 {
+		return Pixels{}, errors.New("no images")
+	}
+	views, err := m.preprocess(imgs, opt)
+	if err != nil {
+		return Pixels{}, err
+	}
+	return Pixels{Data: stackPixels(views), Width: views[0].Width, Height: views[0].Height, Views: len(views)}, nil
 }
 
 func stackPixels(views []*Processed) []float32 {
@@ -482,8 +509,9 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions, e
 			x, gr := m.vit.Embed(g, b, px)
 			grid = gr
 			b.Tap("vit.embed", x)
-			for i := 0; i < stop; i++ {
-				x = m.vit.Block(g, b, i, x, gr)
+			p := &vit.Pass{B: b, Grid: gr}
+			for _, blk := range m.vit.Blocks[:stop] {
+				x = blk.Forward(g, x, p)
 			}
 			b.Output("x", x)
 			return nil
@@ -754,9 +782,10 @@ func SelectReference(x []float32, c, t, s int) int {
 // feed their own preprocessing; the parity tests use it to feed the
 // reference's input tensor.
 func (m *Model) Forward(ctx context.Context, pixels []float32, w, h, views int, opt RunOptions) ([]Result, error) {
-	if err := m.live(); err != nil {
+	if err := m.begin(); err != nil {
 		return nil, err
 	}
+	defer m.runs.Done()
 	if views < 1 || w < 1 || h < 1 || len(pixels) != 3*w*h*views {
 		return nil, fmt.Errorf("forward: %d values are not %d views of 3×%d×%d", len(pixels), views, h, w)
 	}

@@ -46,8 +46,15 @@ type Options struct {
 // ErrClosed reports use of a Model after Close.
 var ErrClosed = errors.New("model is closed")
 
-// Model is a loaded Depth Anything network. Its methods are safe for
-// concurrent use; computations are serialised.
+// Model is a loaded Depth Anything network: its parts (Backbone, Head,
+// Camera) with their weights on a device, and the runtime that computes
+// their graphs.
+//
+// Concurrency: the methods are safe for concurrent use. Runs (Depth,
+// MultiView, Forward, Run) are computed one at a time; Close waits for the
+// runs in flight to end, and runs started after Close return ErrClosed. The
+// parts may be changed (a block replaced, say) only while no run is in
+// flight.
 type Model struct {
 	cfg  Config
 	rt   *backend.Runtime
@@ -63,6 +70,9 @@ type Model struct {
 
 	mu     sync.Mutex
 	closed bool
+	runs   sync.WaitGroup // runs in flight
+	done   chan struct{}  // closed when Close has freed everything
+	err    error          // Close's result
 }
 
 // Load opens a Depth Anything GGUF, reads its config from the metadata,
@@ -102,7 +112,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 			rt.Close()
 		}
 	}()
-	m = &Model{cfg: cfg, rt: rt, log: log}
+	m = &Model{cfg: cfg, rt: rt, log: log, done: make(chan struct{})}
 	vitRoot, headRoot := "vit", "head"
 	if cfg.NestedMetric {
 		vitRoot, headRoot = "m_vit", "m_head"
@@ -194,32 +204,69 @@ func (m *Model) Config() Config { return m.cfg }
 // Device is the name of the device the model runs on.
 func (m *Model) Device() string { return m.rt.Device().Name() }
 
-// Runtime exposes the backend runtime (stats, device).
-func (m *Model) Runtime() *backend.Runtime { return m.rt }
+// Stats describes the last graph the model computed (nodes, compute
+// buffers, ops that fell back to the CPU).
+func (m *Model) Stats() backend.Stats { return m.rt.LastStats() }
 
 // WeightBytes is the size of the uploaded weights.
 func (m *Model) WeightBytes() uint64 { return m.w.Bytes() }
 
-// Close frees the weights and the runtime. Idempotent.
+// Backbone is the model's ViT backbone, bound to its weights: run it on a
+// graph of Run, or change it (replace or wrap blocks) between runs.
+func (m *Model) Backbone() *vit.Model { return m.vit }
+
+// Head is the model's dense prediction head (DA3's DualDPT, the mono DPT
+// with its sky branch, or DA2's DPT), bound to its weights.
+func (m *Model) Head() *dpt.Head { return m.head }
+
+// Camera is the camera decoder of DA3 any-view models, bound to its
+// weights; nil for other models.
+func (m *Model) Camera() *camera.Decoder { return m.cam }
+
+// Run builds a graph with build and computes it on the model's device, as
+// the model's own runs do (backend.Runtime.Run: host inputs and outputs by
+// name, the kernel policy, taps): the way to run the parts alone, or
+// together in one graph, or a variant of them. Like the other runs it holds
+// Close back until it returns.
+func (m *Model) Run(ctx context.Context, opts backend.RunOptions, build func(b *backend.Builder) error) (map[string]backend.Tensor, error) {
+	if err := m.begin(); err != nil {
+		return nil, err
+	}
+	defer m.runs.Done()
+	return m.rt.Run(ctx, opts, build)
+}
+
+// Close waits for the runs in flight, then frees the runtime and the
+// weights. Runs started after Close return ErrClosed. It is idempotent and
+// safe to call concurrently with runs and with itself: every call returns
+// when everything is freed.
 func (m *Model) Close() error {
 	if m == nil {
 		return nil
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closed {
-		return nil
+		m.mu.Unlock()
+		<-m.done
+		return m.err
 	}
 	m.closed = true
-	return errors.Join(m.w.Close(), m.rt.Close())
+	m.mu.Unlock()
+	m.runs.Wait()
+	m.err = errors.Join(m.rt.Close(), m.w.Close())
+	close(m.done)
+	return m.err
 }
 
-func (m *Model) live() error {
+// begin registers a run, or returns ErrClosed after Close; the caller
+// calls m.runs.Done when the run ends.
+func (m *Model) begin() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return ErrClosed
 	}
+	m.runs.Add(1)
 	return nil
 }
 

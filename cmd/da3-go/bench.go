@@ -265,7 +265,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		rep.RunsMS = append(rep.RunsMS, millis(d))
 		progress("run %d/%d: %.1f ms", i+1, *repeat, millis(d))
 	}
-	st := m.Runtime().LastStats()
+	st := m.Stats()
 	rep.Nodes, rep.Splits = st.Nodes, st.Splits
 	rep.ComputeBuffersMiB = map[string]float64{}
 	for name, b := range st.ComputeBuffers {

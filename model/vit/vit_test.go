@@ -197,21 +197,33 @@ func TestNewShapesBlocks(t *testing.T) {
 	require.Len(t, m.Blocks, 12)
 	assert.Equal(t, 14, m.PatchEmbed.Params.Stride)
 	assert.Equal(t, float32(1e-5), m.Norm.Eps)
-	for i, b := range m.Blocks {
+	for i, l := range m.Blocks {
+		b, ok := l.(*Block)
+		require.True(t, ok, "block %d is a *Block", i)
 		assert.Equal(t, float32(1e-6), b.Norm1.Eps)
 		assert.Equal(t, float32(1e-6), b.Norm2.Eps)
 		assert.IsType(t, &nn.MLP{}, b.FFN)
+		a, ok := b.Attn.(*Attention)
+		require.True(t, ok, "block %d's attention is an *Attention", i)
+		assert.Equal(t, cfg.Heads, a.Heads)
+		assert.Equal(t, cfg.Global(i), a.Global, "block %d", i)
 		if i >= 4 {
-			require.NotNil(t, b.Attn.QNorm, "block %d", i)
-			require.NotNil(t, b.Attn.KNorm, "block %d", i)
-			assert.Equal(t, float32(1e-5), b.Attn.QNorm.Eps)
+			require.NotNil(t, a.QNorm, "block %d", i)
+			require.NotNil(t, a.KNorm, "block %d", i)
+			assert.Equal(t, float32(1e-5), a.QNorm.Eps)
 		} else {
-			assert.Nil(t, b.Attn.QNorm, "block %d", i)
-			assert.Nil(t, b.Attn.KNorm, "block %d", i)
+			assert.Nil(t, a.QNorm, "block %d", i)
+			assert.Nil(t, a.KNorm, "block %d", i)
+		}
+		if cfg.RoPE(i) {
+			require.NotNil(t, a.RoPE, "block %d", i)
+			assert.Equal(t, cfg.RoPEFreq, a.RoPE.Base)
+		} else {
+			assert.Nil(t, a.RoPE, "block %d", i)
 		}
 	}
 	cfg.SwiGLU = true
-	assert.IsType(t, &nn.SwiGLU{}, New(cfg).Blocks[0].FFN)
+	assert.IsType(t, &nn.SwiGLU{}, New(cfg).Blocks[0].(*Block).FFN)
 }
 
 func TestGridKey(t *testing.T) {

@@ -1,0 +1,148 @@
+package vit
+
+import (
+	"math"
+
+	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/model/nn"
+)
+
+// Pass is what the blocks of one backbone pass share besides their input:
+// the graph's builder (host inputs such as the RoPE positions, taps) and the
+// views' patch grid.
+type Pass struct {
+	B    nn.Builder
+	Grid Grid
+}
+
+// Layer maps tokens x [C, T, S] (T = 1 + Np tokens per view, S views) to
+// tokens of the same shape in a graph. A Block is one, and so is its
+// attention; a user may replace or wrap either with any Layer (Model.Blocks,
+// Block.Attn) to build a variant of the network without copying it.
+type Layer interface {
+	Forward(g *ggml.Context, x *ggml.Tensor, p *Pass) *ggml.Tensor
+}
+
+// Block is a pre-norm transformer block (DINOv2's Block with LayerScale):
+//
+//	x = x + ls1 ⊙ attn(norm1(x));  x = x + ls2 ⊙ ffn(norm2(x))
+//
+// Tensor names: <root>.blk.<i>.{norm1,attn_qkv,attn_qnorm,attn_knorm,
+// attn_proj,ls1,norm2,mlp_*,ls2}.
+type Block struct {
+	Norm1 nn.LayerNorm  `gguf:"norm1"`
+	Attn  Layer         // *Attention unless replaced; untagged: its weights are named attn_*
+	LS1   nn.LayerScale `gguf:"ls1"`
+	Norm2 nn.LayerNorm  `gguf:"norm2"`
+	FFN   nn.FFN        // *nn.MLP, or *nn.SwiGLU for ViT-g
+	LS2   nn.LayerScale `gguf:"ls2"`
+}
+
+// NewBlock returns block i of a backbone shaped by cfg, unbound: its norms'
+// eps, its FFN type, and its attention's heads, QK-norm, RoPE and global
+// attention as cfg says for block i.
+func NewBlock(cfg Config, i int) *Block {
+	b := &Block{FFN: &nn.MLP{}}
+	b.Norm1.Eps, b.Norm2.Eps = cfg.LNEps, cfg.LNEps
+	if cfg.SwiGLU {
+		b.FFN = &nn.SwiGLU{}
+	}
+	a := &Attention{Heads: cfg.Heads, Global: cfg.Global(i)}
+	if cfg.QKNorm(i) {
+		a.QNorm = &nn.LayerNorm{Eps: cfg.QKNormEps}
+		a.KNorm = &nn.LayerNorm{Eps: cfg.QKNormEps}
+	}
+	if cfg.RoPE(i) {
+		a.RoPE = &RoPE2D{Base: cfg.RoPEFreq}
+	}
+	b.Attn = a
+	return b
+}
+
+// Forward applies the block to x [C, T, S].
+func (b *Block) Forward(g *ggml.Context, x *ggml.Tensor, p *Pass) *ggml.Tensor {
+	x = x.Add(g, b.LS1.Forward(g, b.Attn.Forward(g, b.Norm1.Forward(g, x), p)))
+	return x.Add(g, b.LS2.Forward(g, b.FFN.Forward(g, b.Norm2.Forward(g, x))))
+}
+
+// Attention is multi-head self-attention with a fused QKV projection; for
+// DA3 blocks at or after qknorm_start, LayerNorm on q and k (eps 1e-5, one
+// weight for all heads); from rope_start on, 2-D RoPE on q and k. Global
+// attention (DA3's odd blocks from alt_start on) attends over the tokens of
+// all views jointly, local attention within each view.
+type Attention struct {
+	QKV   nn.Linear     `gguf:"attn_qkv"`
+	QNorm *nn.LayerNorm `gguf:"attn_qnorm"`
+	KNorm *nn.LayerNorm `gguf:"attn_knorm"`
+	Proj  nn.Linear     `gguf:"attn_proj"`
+
+	Heads  int
+	Global bool
+	RoPE   *RoPE2D // nil: no rotary embedding
+}
+
+// Forward applies the attention to x [C, T, S]. The product of the
+// probabilities and v is nn.Attention (so the graph's kernel policy chooses
+// how it is computed).
+func (a *Attention) Forward(g *ggml.Context, x *ggml.Tensor, p *Pass) *ggml.Tensor {
+	C, T, S := x.Dim(0), x.Dim(1), x.Dim(2)
+	H := a.Heads
+	hd := C / H
+	qkv := a.QKV.Forward(g, x) // [3C, T, S]
+	nb := []int{hd * qkv.Stride(0), qkv.Stride(1), qkv.Stride(2)}
+	shape := []int{hd, H, T, S}
+	q := qkv.View(g, 0, shape, nb)
+	k := qkv.View(g, C*qkv.Stride(0), shape, nb)
+	v := qkv.View(g, 2*C*qkv.Stride(0), shape, nb)
+	if a.QNorm != nil {
+		q = a.QNorm.Forward(g, q)
+		k = a.KNorm.Forward(g, k)
+	}
+	if a.RoPE != nil {
+		q = a.RoPE.Forward(g, q, p, a.Global)
+		k = a.RoPE.Forward(g, k, p, a.Global)
+	}
+	if a.Global && S > 1 { // all views' tokens attend jointly
+		q, k, v = joinViews(g, q), joinViews(g, k), joinViews(g, v)
+	}
+	o := nn.Attention(g, q, k, v, float32(1/math.Sqrt(float64(hd)))) // [hd, H, n, batch], contiguous
+	return a.Proj.Forward(g, o.Reshape(g, C, T, S))
+}
+
+// joinViews views x [hd, H, T, S] as [hd, H, T·S, 1] (the tokens of all
+// views in one sequence): a view when the views follow each other in memory
+// (a projection's output), else a copy.
+func joinViews(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
+	hd, H, T, S := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
+	if x.Stride(3) == T*x.Stride(2) {
+		return x.View(g, 0, []int{hd, H, T * S, 1}, []int{x.Stride(1), x.Stride(2), T * S * x.Stride(2)})
+	}
+	return x.Cont(g).Reshape(g, hd, H, T*S, 1)
+}
+
+// RoPE2D is DA3's RotaryPositionEmbedding2D: the first half of each head's
+// dims rotates by the token's y position, the second half by its x, each as
+// NeoX pairs (k, k+hd/4) with θ_k = pos·Base^(−4k/hd).
+type RoPE2D struct {
+	Base float32
+}
+
+// Forward rotates x [hd, H, T, S] (T = 1 + Np tokens of p.Grid). In global
+// blocks all patches sit at (1, 1) ("pos_nodiff"); in local blocks patch
+// (row, col) is at (row+1, col+1); token 0 is at (0, 0).
+func (r *RoPE2D) Forward(g *ggml.Context, x *ggml.Tensor, p *Pass, global bool) *ggml.Tensor {
+	hd, H, T, S := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
+	half := hd / 2
+	key := "local"
+	if global {
+		key = "global"
+	}
+	py, px := ropePositions(p.Grid, global)
+	posY := p.B.InputI32("vit.rope_y."+key+"."+gridKey(p.Grid), py, T)
+	posX := p.B.InputI32("vit.rope_x."+key+"."+gridKey(p.Grid), px, T)
+	nb := []int{x.Stride(1), x.Stride(2), x.Stride(3)}
+	xy := x.View(g, 0, []int{half, H, T, S}, nb)
+	xx := x.View(g, half*x.Stride(0), []int{half, H, T, S}, nb)
+	rp := ggml.RoPEParams{Dims: half, Mode: ggml.RoPENeoX, Base: r.Base}
+	return xy.RoPEExt(g, posY, rp).Concat(g, xx.RoPEExt(g, posX, rp), 0)
+}
