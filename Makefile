@@ -30,7 +30,7 @@ export CGO_CXXFLAGS := -O3 $(ARCH_FLAGS)
 VENDOR := ggml/vendor/include/da3_ggml_version.h
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build generate test test-short bench bench-compare fuzz fuzz-models fuzz-serve hostile-subprocess vet clean cuda cpu-dl ggml-src oracle flags web viewer capi
+.PHONY: all build generate test test-race test-short bench bench-compare fuzz fuzz-models fuzz-serve hostile-subprocess vet clean cuda cpu-dl ggml-src oracle flags web viewer capi
 
 all: build
 
@@ -73,6 +73,11 @@ viewer:
 # The C ABI: bin/libda3go.so and bin/libda3go.h (see capi/).
 capi: generate
 	$(GO) build -trimpath -buildmode=c-shared -o bin/libda3go.so ./capi
+
+# The concurrency tests under the race detector (Close during runs, #17.3).
+# The first run compiles ggml again with -race (several minutes).
+test-race: generate
+	$(GO) test -race -run 'Close|Concurrent' ./model ./backend
 
 test-short: generate
 	$(GO) test -short ./...
