@@ -204,6 +204,10 @@ func (m *Model) Config() Config { return m.cfg }
 // Device is the name of the device the model runs on.
 func (m *Model) Device() string { return m.rt.Device().Name() }
 
+// Kernels is the kernel policy of the model's graphs (which CPU kernels the
+// layers use, in which variant and precision).
+func (m *Model) Kernels() kernels.Policy { return m.rt.Kernels() }
+
 // Stats describes the last graph the model computed (nodes, compute
 // buffers, ops that fell back to the CPU).
 func (m *Model) Stats() backend.Stats { return m.rt.LastStats() }

@@ -30,7 +30,7 @@ func runPrecision(t *testing.T, path string, p kernels.Precision, img model.Imag
 	m, err := model.Load(context.Background(), path, model.Options{Device: "cpu", Precision: p})
 	require.NoError(t, err, "load %s in %s", path, p)
 	defer m.Close()
-	require.Equal(t, p, m.Runtime().Kernels().Precision)
+	require.Equal(t, p, m.Kernels().Precision)
 	r, err := m.Depth(context.Background(), img, opts)
 	require.NoError(t, err)
 	return r

@@ -229,7 +229,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer m.Close()
 	cfg := m.Config()
 	rep.Arch, rep.Name, rep.Device = cfg.Arch.String(), cfg.Name, m.Device()
-	rep.CPUKernels, rep.Precision = kernels.Describe(m.Runtime().Kernels()), prec.String()
+	rep.CPUKernels, rep.Precision = kernels.Describe(m.Kernels()), prec.String()
 	rep.LoadMS = millis(load)
 	rep.WeightsMiB = float64(m.WeightBytes()) / (1 << 20)
 	rep.LoadRSSMiB = procStatusMiB("VmRSS")
