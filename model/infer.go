@@ -168,6 +168,11 @@ type Result struct {
 	// AlignScale is the scale the depth was divided by to bring it to the
 	// given cameras' scale (RunOptions.Extrinsics), else 0.
 	AlignScale float64
+	// Position is the view's place in the order the network processed the
+	// scene: DA3 any-view models put the reference view first (RefView) and
+	// the others after it; the intermediate tensors of Taps are in that
+	// order. 0 for single views.
+	Position int
 
 	// rayRaw, gsRaw are the raw ray and Gaussian head outputs of the view,
 	// depthProc its depth at the processed size, until finishExtras.
@@ -257,12 +262,7 @@ func (m *Model) multiView(ctx context.Context, imgs []Image, opt RunOptions) ([]
 // pipeline otherwise) and checks that the outputs are finite.
 func (m *Model) run(ctx context.Context, views []*Processed, opt RunOptions) ([]Result, error) {
 	ex := m.prepareExtras(views, opt)
-	exec := func(o RunOptions) ([]Result, error) {
-		if len(views) == 1 {
-			return m.single(ctx, views[0], o, ex)
-		}
-		return m.multi(ctx, views, o, ex)
-	}
+	exec := func(o RunOptions) ([]Result, error) { return m.compute(ctx, views, o, ex) }
 	res, err := exec(opt)
 	if err != nil {
 		return nil, err
@@ -344,48 +344,6 @@ func stackPixels(views []*Processed) []float32 {
 // nodeBudget estimates the ggml graph size for a run.
 func (m *Model) nodeBudget(views int) int {
 	return 4096 + m.cfg.ViT.Depth*(120+8*views) + 2048
-}
-
-// single runs backbone, head and camera decoder as one fused graph: the
-// features never leave the device.
-func (m *Model) single(ctx context.Context, v *Processed, opt RunOptions, ex *extras) ([]Result, error) {
-	W, H := v.Width, v.Height
-	out, err := m.rt.Run(ctx, backend.RunOptions{MaxNodes: m.nodeBudget(1), Taps: opt.Taps}, func(b *backend.Builder) error {
-		g := b.G
-		px := b.Input("pixels", v.Pixels, W, H, 3, 1)
-		x, grid := m.vit.Embed(g, b, px)
-		b.Tap("vit.embed", x)
-		f := m.vit.ForwardWith(g, b, x, grid, 0, m.givenTokens(b, ex))
-		for k, ft := range f.Feats {
-			b.Check(probeNames[k], ft)
-		}
-		hout := m.head.Forward(g, b, f.Feats, grid.PH, grid.PW)
-		b.Output("depth", hout.Depth)
-		if hout.Conf != nil {
-			b.Output("conf", hout.Conf)
-		}
-		if hout.Sky != nil {
-			b.Output("sky", hout.Sky)
-		}
-		if m.cam != nil {
-			b.Output("pose_enc", m.cam.Forward(g, f.CamTokens[3]))
-		}
-		m.extraHeads(b, ex, hout, f.Feats, px, grid)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	r := m.result(out, v, 0, 1, opt)
-	ex.result(&r, out, 0, 1)
-	r.probe = firstProbe(out)
-	r.Taps = map[string]backend.Tensor{}
-	for name, t := range out {
-		if opt.Taps != nil && opt.Taps(name) {
-			r.Taps[name] = t
-		}
-	}
-	return []Result{r}, nil
 }
 
 // result extracts view i of S from the graph outputs.
@@ -480,38 +438,65 @@ func (m *Model) checkIntrinsics(k *Intrinsics) error {
 	return nil
 }
 
-// multi runs S ≥ 2 views: the backbone over all views (in two graphs when a
-// reference view must be selected), then the head in chunks of views so that
-// memory stays bounded as the number of views grows.
-func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions, ex *extras) ([]Result, error) {
+// headOutputs are the outputs of the head graphs, one slice per view in
+// position order: named once, in heads.
+var headOutputs = []string{"depth", "conf", "sky", "aux", "gs"}
+
+// heads adds the head (and the ray and Gaussian heads the run asks for) on
+// the features fs of the graph's views and names its outputs.
+func (m *Model) heads(b *backend.Builder, ex *extras, fs [4]*ggml.Tensor, px *ggml.Tensor, grid vit.Grid) {
+	h := m.head.Forward(b.G, b, fs, grid.PH, grid.PW)
+	b.Output("depth", h.Depth)
+	if h.Conf != nil {
+		b.Output("conf", h.Conf)
+	}
+	if h.Sky != nil {
+		b.Output("sky", h.Sky)
+	}
+	m.extraHeads(b, ex, h, fs, px, grid)
+}
+
+// compute runs the network on the views (input order). For three or more
+// views of a DA3 any-view model the blocks before alt_start−1 run first, in
+// a graph of their own, to choose the reference view, which then comes
+// first (Result.Position). The backbone and the camera decoder then run
+// over all views, and the head in chunks of ChunkSize views so that memory
+// stays bounded as the number of views grows; when all views fit one chunk
+// backbone, camera decoder and head are one graph and the features never
+// leave the device.
+func (m *Model) compute(ctx context.Context, views []*Processed, opt RunOptions, ex *extras) ([]Result, error) {
 	S := len(views)
 	W, H := views[0].Width, views[0].Height
 	cfg := m.cfg.ViT
-	order := make([]int, S) // order[p] = original index of the view at position p
+	runOpts := backend.RunOptions{MaxNodes: m.nodeBudget(S), Taps: opt.Taps}
+	taps := map[string]backend.Tensor{}
+	keepTaps := func(out map[string]backend.Tensor) {
+		for name, t := range out {
+			if opt.Taps != nil && opt.Taps(name) {
+				taps[name] = t
+			}
+		}
+	}
+	order := make([]int, S) // order[p] = input index of the view at position p
 	for i := range order {
 		order[i] = i
 	}
-	pixels := stackPixels(views)
-	budget := m.nodeBudget(S)
-	from := 0
-	stageA := map[string]backend.Tensor{}
-	var xTokens []float32
+	var tokens []float32 // the tokens entering block `from`, position order; nil: embed the pixels
 	var grid vit.Grid
+	from := 0
 	// Given cameras skip the reference view (as the package does when it is
 	// given camera tokens).
 	if S >= 3 && cfg.AltStart >= 1 && m.vit.CameraToken != nil && !ex.hasGiven {
 		// Blocks before alt_start−1 run per view; the reference view is chosen
 		// on their output (token 0 of each view), then the views are reordered.
 		stop := cfg.AltStart - 1
-		out, err := m.rt.Run(ctx, backend.RunOptions{MaxNodes: budget, Taps: opt.Taps}, func(b *backend.Builder) error {
-			g := b.G
-			px := b.Input("pixels", pixels, W, H, 3, S)
-			x, gr := m.vit.Embed(g, b, px)
+		out, err := m.rt.Run(ctx, runOpts, func(b *backend.Builder) error {
+			x, gr := m.vit.Embed(b.G, b, b.Input("pixels", stackPixels(views), W, H, 3, S))
 			grid = gr
 			b.Tap("vit.embed", x)
 			p := &vit.Pass{B: b, Grid: gr}
 			for _, blk := range m.vit.Blocks[:stop] {
-				x = blk.Forward(g, x, p)
+				x = blk.Forward(b.G, x, p)
 			}
 			b.Output("x", x)
 			return nil
@@ -519,18 +504,15 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions, e
 		if err != nil {
 			return nil, err
 		}
-		xTokens = out["x"].Data
-		for k, t := range out {
-			if k != "x" {
-				stageA[k] = t
-			}
-		}
+		keepTaps(out)
+		x := out["x"].Data
+		T := 1 + grid.PH*grid.PW
 		ref := 0
 		switch opt.RefView {
 		case "", RefSaddleBalanced:
-			ref = SelectReference(xTokens, cfg.EmbedDim, 1+grid.PH*grid.PW, S)
+			ref = SelectReference(x, cfg.EmbedDim, T, S)
 		case RefSaddleSimRange:
-			ref = SelectReferenceSimRange(xTokens, cfg.EmbedDim, 1+grid.PH*grid.PW, S)
+			ref = SelectReferenceSimRange(x, cfg.EmbedDim, T, S)
 		case RefFirst:
 		case RefMiddle:
 			ref = S / 2
@@ -542,134 +524,113 @@ func (m *Model) multi(ctx context.Context, views []*Processed, opt RunOptions, e
 		for p := 1; p <= ref; p++ {
 			order[p] = p - 1
 		}
-		per := cfg.EmbedDim * (1 + grid.PH*grid.PW)
-		re := make([]float32, len(xTokens))
-		for p, src := range order {
-			copy(re[p*per:(p+1)*per], xTokens[src*per:(src+1)*per])
-		}
-		xTokens = re
+		tokens = reorder(x, order, cfg.EmbedDim*T)
 		from = stop
+	}
+	pixels := make([]*Processed, S) // position order
+	for p, src := range order {
+		pixels[p] = views[src]
 	}
 	chunk := opt.ChunkSize
 	if chunk <= 0 {
 		chunk = 8
 	}
-	// Backbone (from block `from`) and camera decoder over all views.
-	var feats [4][]float32
-	var fdim []int
-	var poseEnc []float32
-	out, err := m.rt.Run(ctx, backend.RunOptions{MaxNodes: budget, Taps: opt.Taps}, func(b *backend.Builder) error {
-		g := b.G
-		var x *ggml.Tensor
-		if xTokens == nil {
-			px := b.Input("pixels", pixels, W, H, 3, S)
-			x, grid = m.vit.Embed(g, b, px)
+	fused := S <= chunk
+	out, err := m.rt.Run(ctx, runOpts, func(b *backend.Builder) error {
+		var x, px *ggml.Tensor
+		if tokens == nil || (fused && ex.gs) {
+			px = b.Input("pixels", stackPixels(pixels), W, H, 3, S)
+		}
+		if tokens == nil {
+			x, grid = m.vit.Embed(b.G, b, px)
 			b.Tap("vit.embed", x)
 		} else {
-			x = b.Input("tokens", xTokens, cfg.EmbedDim, 1+grid.PH*grid.PW, S)
+			x = b.Input("tokens", tokens, cfg.EmbedDim, 1+grid.PH*grid.PW, S)
 		}
-		f := m.vit.ForwardWith(g, b, x, grid, from, m.givenTokens(b, ex))
-		for k := 0; k < 4; k++ {
-			b.Output(fmt.Sprintf("feat.%d", k), f.Feats[k])
-		}
+		f := m.vit.ForwardWith(b.G, b, x, grid, from, m.givenTokens(b, ex))
 		if m.cam != nil {
-			b.Output("pose_enc", m.cam.Forward(g, f.CamTokens[3]))
+			b.Output("pose_enc", m.cam.Forward(b.G, f.CamTokens[3]))
 		}
+		if !fused {
+			for k, ft := range f.Feats {
+				b.Output(fmt.Sprintf("feat.%d", k), ft)
+			}
+			return nil
+		}
+		for k, ft := range f.Feats {
+			b.Check(probeNames[k], ft)
+		}
+		m.heads(b, ex, f.Feats, px, grid)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	probe := ""
-	for k := 0; k < 4; k++ {
-		t := out[fmt.Sprintf("feat.%d", k)]
-		feats[k] = t.Data
-		fdim = t.Shape
-		if probe == "" && nonFinite(t.Data) {
-			probe = probeNames[k]
+	keepTaps(out)
+	probe := firstProbe(out)
+	all := out
+	if !fused {
+		all = map[string]backend.Tensor{}
+		if pe, ok := out["pose_enc"]; ok {
+			all["pose_enc"] = pe
 		}
-	}
-	if pe, ok := out["pose_enc"]; ok {
-		poseEnc = pe.Data
-	}
-	D, np := fdim[0], fdim[1]
-	// Heads in chunks of views, in position order.
-	headOut := map[string][]float32{}
-	for a := 0; a < S; a += chunk {
-		e := min(a+chunk, S)
-		n := e - a
-		ho, err := m.rt.Run(ctx, backend.RunOptions{MaxNodes: budget, Taps: opt.Taps}, func(b *backend.Builder) error {
-			g := b.G
-			var fs [4]*ggml.Tensor
-			for k := 0; k < 4; k++ {
-				fs[k] = b.Input(fmt.Sprintf("feat.%d", k), feats[k][a*D*np:e*D*np], D, np, n)
-			}
-			h := m.head.Forward(g, b, fs, grid.PH, grid.PW)
-			b.Output("depth", h.Depth)
-			if h.Conf != nil {
-				b.Output("conf", h.Conf)
-			}
-			if h.Sky != nil {
-				b.Output("sky", h.Sky)
-			}
-			var px *ggml.Tensor
-			if ex.gs {
-				per := 3 * W * H
-				px = b.Input("pixels", pixels[a*per:e*per], W, H, 3, n)
-			}
-			m.extraHeads(b, ex, h, fs, px, grid)
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		if p := firstProbe(ho); probe == "" && p != "" {
-			probe = p
-		}
-		for k, t := range ho {
-			if k == "depth" || k == "conf" || k == "sky" || k == "aux" || k == "gs" {
-				headOut[k] = append(headOut[k], t.Data...)
-			} else if opt.Taps != nil && a == 0 && e == S {
-				out[k] = t // taps of the (only) head chunk
+		var feats [4]backend.Tensor
+		for k := range feats {
+			feats[k] = out[fmt.Sprintf("feat.%d", k)]
+			if probe == "" && nonFinite(feats[k].Data) {
+				probe = probeNames[k]
 			}
 		}
-	}
-	all := map[string]backend.Tensor{}
-	for k, d := range headOut {
-		all[k] = backend.Tensor{Data: d}
-	}
-	if poseEnc != nil {
-		all["pose_enc"] = backend.Tensor{Data: poseEnc}
+		D, np := feats[0].Shape[0], feats[0].Shape[1]
+		per, stacked := 3*W*H, stackPixels(pixels)
+		for a := 0; a < S; a += chunk {
+			e := min(a+chunk, S)
+			ho, err := m.rt.Run(ctx, runOpts, func(b *backend.Builder) error {
+				var fs [4]*ggml.Tensor
+				for k := range fs {
+					fs[k] = b.Input(fmt.Sprintf("feat.%d", k), feats[k].Data[a*D*np:e*D*np], D, np, e-a)
+				}
+				var px *ggml.Tensor
+				if ex.gs {
+					px = b.Input("pixels", stacked[a*per:e*per], W, H, 3, e-a)
+				}
+				m.heads(b, ex, fs, px, grid)
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			if p := firstProbe(ho); probe == "" {
+				probe = p
+			}
+			for _, k := range headOutputs {
+				if t, ok := ho[k]; ok {
+					all[k] = backend.Tensor{Data: append(all[k].Data, t.Data...)}
+				}
+			}
+		}
 	}
 	res := make([]Result, S)
 	for p, src := range order {
-		res[src] = m.result(all, views[src], p, S, opt)
-		res[src].probe = probe
-		ex.result(&res[src], all, p, S)
+		r := &res[src]
+		*r = m.result(all, views[src], p, S, opt)
+		r.Position, r.probe = p, probe
+		ex.result(r, all, p, S)
 	}
 	if opt.Taps != nil {
-		res[0].Taps = map[string]backend.Tensor{}
-		for name, t := range out {
-			if opt.Taps(name) {
-				res[0].Taps[name] = t
-			}
-		}
-		for name, t := range stageA {
-			res[0].Taps[name] = t
-		}
-		res[0].Taps["order"] = backend.Tensor{Data: intsToFloats(order), Shape: []int{S}}
+		res[0].Taps = taps
 	}
 	return res, nil
 }
 
-func intsToFloats(v []int) []float32 {
-	out := make([]float32, len(v))
-	for i, x := range v {
-		out[i] = float32(x)
+// reorder returns the views of x (per values each) in the order order.
+func reorder(x []float32, order []int, per int) []float32 {
+	out := make([]float32, len(x))
+	for p, src := range order {
+		copy(out[p*per:(p+1)*per], x[src*per:(src+1)*per])
 	}
 	return out
 }
-
 // classTokens returns each view's token 0 of x ([C, T, S] tokens) in float64,
 // divided by its norm, and the norms.
 func classTokens(x []float32, c, t, s int) (unit [][]float64, norms []float64) {

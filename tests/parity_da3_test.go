@@ -86,15 +86,7 @@ func compareDA3Stages(t *testing.T, ref map[string]refTensor, prefix string, res
 	t.Helper()
 	S := len(res)
 	taps := res[0].Taps
-	order := make([]int, S)
-	for i := range order {
-		order[i] = i
-	}
-	if o, ok := taps["order"]; ok {
-		for i, v := range o.Data {
-			order[i] = int(v)
-		}
-	}
+	order := viewOrder(res)
 	if refView >= 0 && S >= 3 {
 		assert.Equal(t, refView, order[0], "reference view choice")
 		t.Logf("reference view: %d (reference %d)", order[0], refView)

@@ -128,7 +128,7 @@ func TestParityGaussians(t *testing.T) {
 			}
 			res, err := m.Forward(context.Background(), in.Data, w, h, S, opt)
 			require.NoError(t, err)
-			order := viewOrder(res[0].Taps, S)
+			order := viewOrder(res)
 			for k := 0; k < 4; k++ {
 				stageGate(t, ref, res[0].Taps, order, fmt.Sprintf("feat.%d", k), fmt.Sprintf("vit.feat.%d", k))
 			}

@@ -255,9 +255,12 @@ func TestParitySimRange(t *testing.T) {
 	t.Cleanup(func() { m.Close() })
 	in := ref["input"]
 	S, h, w := in.Shape[1], in.Shape[3], in.Shape[4]
-	res, err := m.Forward(context.Background(), in.Data, w, h, S, model.RunOptions{RefView: model.RefSaddleSimRange, Taps: func(n string) bool { return n == "order" }})
+	res, err := m.Forward(context.Background(), in.Data, w, h, S, model.RunOptions{RefView: model.RefSaddleSimRange})
 	require.NoError(t, err)
-	order := res[0].Taps["order"].Data
+	var order []float32
+	for _, i := range viewOrder(res) {
+		order = append(order, float32(i))
+	}
 	assert.Equal(t, ref["view_order"].Data, order, "view order (reference view first)")
 	var depth, conf, pose []float32
 	for _, r := range res {
@@ -287,15 +290,12 @@ func stageGate(t *testing.T, ref map[string]refTensor, taps map[string]backend.T
 	gate(t, refName, want.Data, data, 0.99999, 1e-4)
 }
 
-func viewOrder(taps map[string]backend.Tensor, S int) []int {
-	order := make([]int, S)
-	for i := range order {
-		order[i] = i
-	}
-	if o, ok := taps["order"]; ok {
-		for i, v := range o.Data {
-			order[i] = int(v)
-		}
+// viewOrder is the order in which the network processed the views:
+// order[position] = input index.
+func viewOrder(res []model.Result) []int {
+	order := make([]int, len(res))
+	for i, r := range res {
+		order[r.Position] = i
 	}
 	return order
 }
@@ -344,7 +344,7 @@ func TestParityRayPose(t *testing.T) {
 			res, err := m.Forward(context.Background(), in.Data, w, h, S, model.RunOptions{RayPose: true,
 				RaySeed: uint64(meta["torch_manual_seed"].(float64)), Taps: func(string) bool { return true }})
 			require.NoError(t, err)
-			order := viewOrder(res[0].Taps, S)
+			order := viewOrder(res)
 			stageGate(t, ref, res[0].Taps, order, "aux.out1", "head.aux.out1")
 			stageGate(t, ref, res[0].Taps, order, "aux.logits", "head.aux.logits")
 			var depth []float32
@@ -378,7 +378,7 @@ func TestParityGivenCameras(t *testing.T) {
 			res, err := m.Forward(context.Background(), in.Data, w, h, S, opt)
 			require.NoError(t, err)
 			taps := res[0].Taps
-			order := viewOrder(taps, S)
+			order := viewOrder(res)
 			assert.Equal(t, []int{0, 1, 2, 3}[:S], order, "no reference view with given cameras")
 			for _, st := range [][2]string{
 				{"cam_enc.pose_enc", "cam_enc.pose_enc"}, {"cam_enc.branch", "cam_enc.branch"},
