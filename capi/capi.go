@@ -1,0 +1,469 @@
+// Command capi is da3-go's C ABI, built as a shared library:
+//
+//	go build -buildmode=c-shared -o libda3go.so ./capi    (make capi: bin/libda3go.so, bin/libda3go.h)
+//
+// It offers what the C++ engine's da_capi offers (load a model, depth, dense
+// depth + confidence + cameras, poses, point clouds of one or several views,
+// scene exports) with these rules:
+//
+//   - a model is an opaque handle (da3go_model, an integer, never a pointer:
+//     C holds no Go pointer); a freed or unknown handle is an error, not a
+//     crash;
+//   - every function that can fail returns 0 on success and -1 on failure,
+//     and stores an error message in *err (when err is not NULL) that the
+//     caller frees with da3go_free_string;
+//   - every buffer and string returned is allocated with malloc and owned by
+//     the caller: free it with da3go_free_buffer / da3go_free_string (or
+//     free);
+//   - the library never keeps a pointer the caller passed in.
+//
+// A handle may be used from several threads; runs on one model are
+// serialised. A panic inside the library is returned as an error.
+package main
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+
+// An opaque model handle; 0 is never a valid handle.
+typedef uintptr_t da3go_model;
+
+// Input strings are const char *: the library reads them during the call only.
+typedef const char da3go_cchar;
+
+// Options of a run; pass NULL for the model's defaults.
+typedef struct {
+	int process_res;        // processed resolution; 0: the model's default (504 DA3, 518 DA2)
+	int processed_size;     // non-zero: maps at the processed size instead of the image size
+	const char *method;     // NULL or upper_bound_resize, lower_bound_resize, upper_bound_crop, lower_bound_crop
+	const char *ref_view;   // NULL or saddle_balanced, first, middle (three or more views)
+	int independent;        // non-zero: run each image alone instead of as views of one scene
+} da3go_options;
+
+// One view's outputs; the maps are malloc'd and freed by da3go_free_views.
+typedef struct {
+	int width, height;                     // of the maps
+	int processed_width, processed_height; // network input
+	float *depth;                          // width*height, row-major
+	float *conf;                           // width*height, or NULL (models without confidence)
+	float *sky;                            // width*height, or NULL (models without sky)
+	int unit;                              // DA3GO_UNIT_*
+	int has_camera;                        // the camera fields are set
+	double extrinsics[12];                 // world-to-camera [R|t], 3x4 row-major, OpenCV axes
+	double intrinsics[9];                  // 3x3 row-major, pixels of the processed image
+	double intrinsics_original[9];         // 3x3 row-major, pixels of the input image
+} da3go_view;
+
+// Units of depth.
+enum {
+	DA3GO_UNIT_RELATIVE = 0,         // depth up to scale (DA3 any-view and mono)
+	DA3GO_UNIT_DISPARITY = 1,        // DA2 relative: inverse depth up to scale and shift, larger = nearer
+	DA3GO_UNIT_FOCAL_NORMALISED = 2, // DA3 metric-large: metres = focal * depth / 300
+	DA3GO_UNIT_METRES = 3            // metric models, nested pairs
+};
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"os"
+	"sync"
+	"unsafe"
+
+	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/model"
+)
+
+// abiVersion changes whenever a declaration of the header does.
+const abiVersion = 1
+
+func main() {} // required by -buildmode=c-shared
+
+// handles maps da3go_model values to models. Handles are counted up and
+// never reused, so a stale handle is always an error.
+var handles = struct {
+	sync.Mutex
+	next uint64
+	m    map[uint64]scene
+}{m: map[uint64]scene{}}
+
+func lookup(h C.da3go_model) (scene, error) {
+	handles.Lock()
+	defer handles.Unlock()
+	s, ok := handles.m[uint64(h)]
+	if !ok {
+		return nil, fmt.Errorf("invalid model handle %d (freed, or never returned by da3go_load)", uint64(h))
+	}
+	return s, nil
+}
+
+// guard runs f, turning an error or a panic into -1 and *err.
+func guard(err **C.char, f func() error) (status C.int) {
+	defer func() {
+		if r := recover(); r != nil {
+			status = fail(err, fmt.Errorf("internal error: %v", r))
+		}
+	}()
+	if e := f(); e != nil {
+		return fail(err, e)
+	}
+	if err != nil {
+		*err = nil
+	}
+	return 0
+}
+
+func fail(err **C.char, e error) C.int {
+	if err != nil {
+		*err = C.CString(e.Error())
+	}
+	return -1
+}
+
+//export da3go_abi_version
+func da3go_abi_version() C.int { return abiVersion }
+
+//export da3go_load
+func da3go_load(path, metricPath, device *C.da3go_cchar, threads C.int, out *C.da3go_model, err **C.char) C.int {
+	return guard(err, func() error {
+		if path == nil || out == nil {
+			return errors.New("da3go_load: path and out must not be NULL")
+		}
+		*out = 0
+		var mp, dev string
+		if metricPath != nil {
+			mp = goString(metricPath)
+		}
+		if device != nil {
+			dev = goString(device)
+		}
+		s, e := load(goString(path), mp, dev, int(threads))
+		if e != nil {
+			return e
+		}
+		handles.Lock()
+		handles.next++
+		id := handles.next
+		handles.m[id] = s
+		handles.Unlock()
+		*out = C.da3go_model(id)
+		return nil
+	})
+}
+
+//export da3go_free
+func da3go_free(h C.da3go_model, err **C.char) C.int {
+	return guard(err, func() error {
+		handles.Lock()
+		s, ok := handles.m[uint64(h)]
+		delete(handles.m, uint64(h))
+		handles.Unlock()
+		if !ok {
+			return fmt.Errorf("invalid model handle %d (freed, or never returned by da3go_load)", uint64(h))
+		}
+		return s.Close()
+	})
+}
+
+//export da3go_info_json
+func da3go_info_json(h C.da3go_model, out **C.char, err **C.char) C.int {
+	return guard(err, func() error {
+		s, e := lookup(h)
+		if e != nil {
+			return e
+		}
+		if out == nil {
+			return errors.New("da3go_info_json: out must not be NULL")
+		}
+		b, e := json.Marshal(info(s))
+		if e != nil {
+			return e
+		}
+		*out = C.CString(string(b))
+		return nil
+	})
+}
+
+//export da3go_depth
+func da3go_depth(h C.da3go_model, imagePath *C.da3go_cchar, opt *C.da3go_options, outDepth **C.float, outW, outH *C.int, err **C.char) C.int {
+	return guard(err, func() error {
+		if imagePath == nil {
+			return errors.New("da3go_depth: image_path must not be NULL")
+		}
+		img, e := imgio.Decode(goString(imagePath))
+		if e != nil {
+			return e
+		}
+		return depthOf(h, img, opt, outDepth, outW, outH)
+	})
+}
+
+//export da3go_depth_rgb
+func da3go_depth_rgb(h C.da3go_model, rgb *C.uchar, w, ht C.int, opt *C.da3go_options, outDepth **C.float, outW, outH *C.int, err **C.char) C.int {
+	return guard(err, func() error {
+		if rgb == nil || w <= 0 || ht <= 0 {
+			return fmt.Errorf("da3go_depth_rgb: need RGB pixels and a positive size, got %dx%d", int(w), int(ht))
+		}
+		if e := checkSize(int(w), int(ht)); e != nil {
+			return e
+		}
+		pix := C.GoBytes(unsafe.Pointer(rgb), w*ht*3) // a copy: nothing of the caller's is kept
+		return depthOf(h, rgbImage(pix, int(w), int(ht)), opt, outDepth, outW, outH)
+	})
+}
+
+func depthOf(h C.da3go_model, img image.Image, opt *C.da3go_options, outDepth **C.float, outW, outH *C.int) error {
+	if outDepth == nil || outW == nil || outH == nil {
+		return errors.New("out_depth, out_w and out_h must not be NULL")
+	}
+	s, e := lookup(h)
+	if e != nil {
+		return e
+	}
+	o, e := options(opt)
+	if e != nil {
+		return e
+	}
+	res, e := s.run([]image.Image{img}, o)
+	if e != nil {
+		return e
+	}
+	r := res[0]
+	*outDepth = floats(r.Depth)
+	*outW, *outH = C.int(r.Width), C.int(r.Height)
+	return nil
+}
+
+//export da3go_run
+func da3go_run(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.da3go_options, outViews **C.da3go_view, err **C.char) C.int {
+	return guard(err, func() error {
+		if outViews == nil {
+			return errors.New("da3go_run: out_views must not be NULL")
+		}
+		s, e := lookup(h)
+		if e != nil {
+			return e
+		}
+		o, e := options(opt)
+		if e != nil {
+			return e
+		}
+		imgs, e := decodeAll(imagePaths, n)
+		if e != nil {
+			return e
+		}
+		res, e := s.run(imgs, o)
+		if e != nil {
+			return e
+		}
+		views := (*C.da3go_view)(C.calloc(C.size_t(len(res)), C.size_t(unsafe.Sizeof(C.da3go_view{}))))
+		out := unsafe.Slice(views, len(res))
+		for i, r := range res {
+			v := &out[i]
+			v.width, v.height = C.int(r.Width), C.int(r.Height)
+			v.processed_width, v.processed_height = C.int(r.ProcessedWidth), C.int(r.ProcessedHeight)
+			v.depth, v.conf, v.sky = floats(r.Depth), floats(r.Conf), floats(r.Sky)
+			v.unit = C.int(r.Unit)
+			if c := r.Camera; c != nil {
+				v.has_camera = 1
+				for row := range 3 {
+					for col := range 4 {
+						v.extrinsics[4*row+col] = C.double(c.Extrinsics[row][col])
+					}
+					for col := range 3 {
+						v.intrinsics[3*row+col] = C.double(c.Intrinsics[row][col])
+						v.intrinsics_original[3*row+col] = C.double(c.IntrinsicsOriginal[row][col])
+					}
+				}
+			}
+		}
+		*outViews = views
+		return nil
+	})
+}
+
+//export da3go_free_views
+func da3go_free_views(views *C.da3go_view, n C.int) {
+	if views == nil || n <= 0 {
+		return
+	}
+	for _, v := range unsafe.Slice(views, int(n)) {
+		C.free(unsafe.Pointer(v.depth))
+		C.free(unsafe.Pointer(v.conf))
+		C.free(unsafe.Pointer(v.sky))
+	}
+	C.free(unsafe.Pointer(views))
+}
+
+//export da3go_points
+func da3go_points(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.da3go_options, confThresh C.double,
+	outN *C.int, outXYZ **C.float, outRGB **C.uchar, err **C.char) C.int {
+	return guard(err, func() error {
+		if outN == nil || outXYZ == nil || outRGB == nil {
+			return errors.New("da3go_points: out_n, out_xyz and out_rgb must not be NULL")
+		}
+		views, e := sceneViews(h, imagePaths, n, opt)
+		if e != nil {
+			return e
+		}
+		pc, e := export.NewPointCloud(views, pointOptions(float64(confThresh)))
+		if e != nil {
+			return e
+		}
+		*outN = C.int(pc.Len())
+		*outXYZ = floats(pc.Points)
+		*outRGB = (*C.uchar)(bytesC(pc.Colors))
+		return nil
+	})
+}
+
+//export da3go_export
+func da3go_export(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.da3go_options, format, outPath *C.da3go_cchar, err **C.char) C.int {
+	return guard(err, func() error {
+		if format == nil || outPath == nil {
+			return errors.New("da3go_export: format and out_path must not be NULL")
+		}
+		views, e := sceneViews(h, imagePaths, n, opt)
+		if e != nil {
+			return e
+		}
+		return writeExport(goString(format), goString(outPath), views)
+	})
+}
+
+//export da3go_free_buffer
+func da3go_free_buffer(p unsafe.Pointer) { C.free(p) }
+
+//export da3go_free_string
+func da3go_free_string(s *C.char) { C.free(unsafe.Pointer(s)) }
+
+// options converts the C options (NULL: defaults).
+func options(o *C.da3go_options) (runOptions, error) {
+	var r runOptions
+	if o == nil {
+		return r, nil
+	}
+	r.opt.ProcessRes = int(o.process_res)
+	if r.opt.ProcessRes < 0 || r.opt.ProcessRes > 4096 {
+		return r, fmt.Errorf("process_res %d out of range (0..4096)", r.opt.ProcessRes)
+	}
+	r.opt.ProcessedSize = o.processed_size != 0
+	r.independent = o.independent != 0
+	if o.method != nil {
+		m, err := model.ParseResizeMethod(C.GoString(o.method))
+		if err != nil {
+			return r, err
+		}
+		r.opt.Method = m
+	}
+	if o.ref_view != nil {
+		switch rv := model.RefView(C.GoString(o.ref_view)); rv {
+		case model.RefSaddleBalanced, model.RefFirst, model.RefMiddle:
+			r.opt.RefView = rv
+		default:
+			return r, fmt.Errorf("unknown ref_view %q (saddle_balanced, first, middle)", rv)
+		}
+	}
+	return r, nil
+}
+
+// decodeAll decodes n image files named by a C array of strings.
+func decodeAll(paths **C.da3go_cchar, n C.int) ([]image.Image, error) {
+	if paths == nil || n <= 0 || n > 1024 {
+		return nil, fmt.Errorf("need 1 to 1024 image paths, got %d", int(n))
+	}
+	imgs := make([]image.Image, n)
+	for i, p := range unsafe.Slice(paths, int(n)) {
+		if p == nil {
+			return nil, fmt.Errorf("image path %d is NULL", i)
+		}
+		var err error
+		if imgs[i], err = imgio.Decode(goString(p)); err != nil {
+			return nil, err
+		}
+	}
+	return imgs, nil
+}
+
+// sceneViews runs the images at the processed size and converts the results
+// for package export.
+func sceneViews(h C.da3go_model, paths **C.da3go_cchar, n C.int, opt *C.da3go_options) ([]export.View, error) {
+	s, err := lookup(h)
+	if err != nil {
+		return nil, err
+	}
+	o, err := options(opt)
+	if err != nil {
+		return nil, err
+	}
+	imgs, err := decodeAll(paths, n)
+	if err != nil {
+		return nil, err
+	}
+	o.opt.ProcessedSize = true
+	res, err := s.run(imgs, o)
+	if err != nil {
+		return nil, err
+	}
+	return model.Views(res, nil)
+}
+
+func goString(p *C.da3go_cchar) string { return C.GoString((*C.char)(unsafe.Pointer(p))) }
+
+// floats copies data into a malloc'd C array; nil stays NULL.
+func floats(data []float32) *C.float {
+	if data == nil {
+		return nil
+	}
+	return (*C.float)(bytesC(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(data))), 4*len(data))))
+}
+
+// bytesC copies b into malloc'd memory (at least one byte, so never NULL).
+func bytesC(b []byte) unsafe.Pointer {
+	p := C.malloc(C.size_t(max(len(b), 1)))
+	copy(unsafe.Slice((*byte)(p), len(b)), b)
+	return p
+}
+
+// writeExport writes one scene file (glb, ply, npz, mini_npz) or a COLMAP
+// model (colmap: out is a directory, created if needed).
+func writeExport(format, out string, views []export.View) error {
+	switch format {
+	case "glb", "ply":
+		pc, err := export.NewPointCloud(views, export.DefaultOptions())
+		if err != nil {
+			return err
+		}
+		if format == "glb" {
+			return export.WriteGLB(out, pc, views, export.DefaultGLBOptions())
+		}
+		return export.WritePLY(out, pc.Subsample(1_000_000, 0))
+	case "npz", "mini_npz":
+		return export.WriteNPZ(out, views, format == "mini_npz")
+	case "colmap":
+		pc, err := export.NewPointCloud(views, export.COLMAPOptions())
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return err
+		}
+		return export.WriteCOLMAP(out, pc, views, false)
+	}
+	return fmt.Errorf("unknown export format %q (glb, ply, npz, mini_npz, colmap)", format)
+}
+
+// pointOptions: thresh > 0 keeps the pixels with confidence ≥ thresh
+// (clamped to the confidence's range); otherwise the official exporter's
+// selection.
+func pointOptions(thresh float64) export.Options {
+	o := export.DefaultOptions()
+	if thresh > 0 {
+		o.ConfThreshold, o.ConfPercentile, o.EnsurePercentile = thresh, 0, 100
+	}
+	return o
+}
