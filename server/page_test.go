@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"image"
 	"image/png"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,16 +47,7 @@ func TestPageInChromium(t *testing.T) {
 	}
 	_, ts := newTestServer(t, Options{})
 	shot := filepath.Join(t.TempDir(), "page.png")
-	abs := func(p string) string { a, err := filepath.Abs(p); require.NoError(t, err); return a }
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "pagetest.mjs", ts.URL+"/", shot, abs(view0), abs(view1))
-	cmd.Dir = "web/viewer"
-	cmd.Env = append(os.Environ(), "CHROMIUM="+browser)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "pagetest.mjs: %s", stderr.String())
+	out := runPageTest(t, node, browser, ts.URL, shot, false)
 
 	var seen struct {
 		DepthWidth    int `json:"depth_width"`
@@ -95,6 +87,49 @@ func TestPageInChromium(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(keep, b, 0o644))
 	}
+
+	// The same page from a binary built without npm: depth and downloads,
+	// and a sentence saying the viewer is not bundled.
+	s, err := New(context.Background(), Options{Models: []ModelSpec{{Path: da3Tiny}}, Threads: 1, Logger: quietLog})
+	require.NoError(t, err)
+	defer s.Close()
+	s.noViewer = true
+	s.handler = s.routes()
+	bare := httptest.NewServer(s.Handler())
+	defer bare.Close()
+	out = runPageTest(t, node, browser, bare.URL, shot, true)
+	var fallback struct {
+		Missing      string   `json:"missing"`
+		ViewerHidden bool     `json:"viewer_hidden"`
+		Views        int      `json:"views"`
+		Downloads    []string `json:"downloads"`
+		Errors       []string `json:"errors"`
+	}
+	require.NoError(t, json.Unmarshal(out, &fallback), "%s", out)
+	assert.Contains(t, fallback.Missing, "not bundled")
+	assert.True(t, fallback.ViewerHidden)
+	assert.Equal(t, 2, fallback.Views)
+	assert.Contains(t, fallback.Downloads, "scene.glb", "the exports download without the viewer")
+	assert.Empty(t, fallback.Errors)
+}
+
+// runPageTest runs pagetest.mjs against url and returns its JSON line.
+func runPageTest(t *testing.T, node, browser, url, shot string, noViewer bool) []byte {
+	t.Helper()
+	abs := func(p string) string { a, err := filepath.Abs(p); require.NoError(t, err); return a }
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "pagetest.mjs", url+"/", shot, abs(view0), abs(view1))
+	cmd.Dir = "web/viewer"
+	cmd.Env = append(os.Environ(), "CHROMIUM="+browser)
+	if noViewer {
+		cmd.Env = append(cmd.Env, "EXPECT_NO_VIEWER=1")
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "pagetest.mjs: %s", stderr.String())
+	return out
 }
 
 func distinctColours(img image.Image) int {

@@ -100,6 +100,9 @@ type Server struct {
 	log      *slog.Logger
 	draining atomic.Bool
 	handler  http.Handler
+	// noViewer serves the page as a binary without the viewer bundle would
+	// (tests of the page's fallback).
+	noViewer bool
 }
 
 // New loads every model (Parallel instances each).
@@ -203,7 +206,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", s.handleHealth)
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("GET /openapi.json", handleOpenAPI)
-	mux.Handle("GET /static/", staticHandler())
+	mux.Handle("GET /static/", staticHandler(!s.noViewer))
 	mux.HandleFunc("GET /{$}", handleIndex)
 	return s.instrument(mux)
 }

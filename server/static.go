@@ -28,9 +28,15 @@ func staticFS() fs.FS {
 // shown from blob: and data: URLs made in the page.
 const pageCSP = "default-src 'self'; img-src 'self' data: blob:; connect-src 'self' data: blob:; script-src 'self'; style-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
 
-func staticHandler() http.Handler {
+// staticHandler serves the page's files; without viewer, viewer.js is
+// answered 404 as in a binary built without npm.
+func staticHandler(viewer bool) http.Handler {
 	files := http.StripPrefix("/static/", http.FileServerFS(staticFS()))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !viewer && r.URL.Path == "/static/viewer.js" {
+			http.NotFound(w, r)
+			return
+		}
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Cache-Control", "no-cache")
 		files.ServeHTTP(w, r)

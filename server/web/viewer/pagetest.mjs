@@ -5,7 +5,9 @@
 //
 //   node pagetest.mjs URL SCREENSHOT.png IMAGE...
 //
-// Prints one JSON line with what it saw; exits non-zero on failure.
+// Prints one JSON line with what it saw; exits non-zero on failure. With
+// EXPECT_NO_VIEWER=1 the server does not have the viewer bundle: the page
+// must show the depth and say the viewer is not bundled.
 // CHROMIUM names the browser (default /usr/bin/chromium); playwright-core
 // never downloads one.
 
@@ -42,6 +44,20 @@ try {
     const img = document.querySelector('#views img.depth');
     return img && img.complete && img.naturalWidth > 0;
   }, null, { timeout: 60000 });
+  if (process.env.EXPECT_NO_VIEWER === '1') {
+    await page.waitForSelector('#viewer-missing', { state: 'visible', timeout: 60000 });
+    const seen = await page.evaluate(() => ({
+      missing: document.querySelector('#viewer-missing').textContent,
+      viewer_hidden: document.querySelector('#viewer').hidden,
+      views: document.querySelectorAll('#views .view').length,
+      downloads: [...document.querySelectorAll('#links a')].map((a) => a.download),
+    }));
+    await page.screenshot({ path: shot, fullPage: true });
+    seen.errors = errors.filter((e) => !e.includes('404'));
+    console.log(JSON.stringify(seen));
+    process.exitCode = 0;
+    throw 'done';
+  }
   await page.waitForSelector('#viewer[data-ready="1"] canvas', { timeout: 60000 });
   // Let the canvas settle, then read it back: a drawn scene has many colours.
   await page.waitForTimeout(500);
@@ -72,8 +88,10 @@ try {
   seen.errors = errors;
   console.log(JSON.stringify(seen));
 } catch (e) {
-  console.error(String(e));
-  code = 1;
+  if (e !== 'done') {
+    console.error(String(e));
+    code = 1;
+  }
 } finally {
   await browser.close();
   rmSync(profile, { recursive: true, force: true });
