@@ -216,15 +216,21 @@ func da3go_depth_rgb(h C.da3go_model, rgb *C.uchar, w, ht C.int, opt *C.da3go_op
 	})
 }
 
+// prepare looks up the model and converts the options.
+func prepare(h C.da3go_model, opt *C.da3go_options) (scene, runOptions, error) {
+	s, err := lookup(h)
+	if err != nil {
+		return nil, runOptions{}, err
+	}
+	o, err := options(opt)
+	return s, o, err
+}
+
 func depthOf(h C.da3go_model, img image.Image, opt *C.da3go_options, outDepth **C.float, outW, outH *C.int) error {
 	if outDepth == nil || outW == nil || outH == nil {
 		return errors.New("out_depth, out_w and out_h must not be NULL")
 	}
-	s, e := lookup(h)
-	if e != nil {
-		return e
-	}
-	o, e := options(opt)
+	s, o, e := prepare(h, opt)
 	if e != nil {
 		return e
 	}
@@ -244,11 +250,7 @@ func da3go_run(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.da3g
 		if outViews == nil {
 			return errors.New("da3go_run: out_views must not be NULL")
 		}
-		s, e := lookup(h)
-		if e != nil {
-			return e
-		}
-		o, e := options(opt)
+		s, o, e := prepare(h, opt)
 		if e != nil {
 			return e
 		}
@@ -392,11 +394,7 @@ func decodeAll(paths **C.da3go_cchar, n C.int) ([]image.Image, error) {
 // sceneViews runs the images at the processed size and converts the results
 // for package export.
 func sceneViews(h C.da3go_model, paths **C.da3go_cchar, n C.int, opt *C.da3go_options) ([]export.View, error) {
-	s, err := lookup(h)
-	if err != nil {
-		return nil, err
-	}
-	o, err := options(opt)
+	s, o, err := prepare(h, opt)
 	if err != nil {
 		return nil, err
 	}

@@ -53,9 +53,14 @@ func (s single) run(imgs []image.Image, o runOptions) ([]model.Result, error) {
 	if !o.independent {
 		return s.MultiView(context.Background(), imgs, o.opt)
 	}
-	var out []model.Result
+	return oneByOne(imgs, o.opt, s.Depth)
+}
+
+// oneByOne runs each image alone.
+func oneByOne(imgs []image.Image, opt model.RunOptions, depth func(context.Context, model.Image, model.RunOptions) (*model.Result, error)) ([]model.Result, error) {
+	out := make([]model.Result, 0, len(imgs))
 	for _, im := range imgs {
-		r, err := s.Depth(context.Background(), im, o.opt)
+		r, err := depth(context.Background(), im, opt)
 		if err != nil {
 			return nil, err
 		}
@@ -77,15 +82,7 @@ func (p pair) run(imgs []image.Image, o runOptions) ([]model.Result, error) {
 		}
 		return out.Views, nil
 	}
-	var res []model.Result
-	for _, im := range imgs {
-		r, err := p.Depth(context.Background(), im, o.opt)
-		if err != nil {
-			return nil, err
-		}
-		res = append(res, *r)
-	}
-	return res, nil
+	return oneByOne(imgs, o.opt, p.Depth)
 }
 
 // modelInfo is da3go_info_json's document.
