@@ -249,6 +249,13 @@ func TestServeEndToEnd(t *testing.T) {
 	})
 }
 
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
 func metrics(t *testing.T, url string) string {
 	resp, err := http.Get(url + "/metrics")
 	require.NoError(t, err)
@@ -264,12 +271,28 @@ func metrics(t *testing.T, url string) string {
 // stay flat. One thread: ggml's CPU threads wait for each other spinning, so
 // on a machine shared with other work (as this test's usually is) runs with
 // several threads stall whenever one of them is descheduled.
+//
+// DA3_LOADTEST_MODEL (a GGUF), DA3_LOADTEST_IMAGE, DA3_LOADTEST_REQUESTS,
+// DA3_LOADTEST_CONCURRENCY and DA3_LOADTEST_ARGS (extra serve flags, e.g.
+// "-parallel 2") measure other set-ups; DA3_LOADTEST_OUT writes the figures
+// as JSON.
 func TestServeLoad(t *testing.T) {
-	const total, concurrency, warmup = 200, 8, 40
+	total, concurrency, warmup := envInt("DA3_LOADTEST_REQUESTS", 200), envInt("DA3_LOADTEST_CONCURRENCY", 8), 40
 	dir := fixture(t, "da3-tiny")
-	gguf := convertFixture(t, dir, convert.Options{})
-	s := startServe(t, "-model", gguf, "-quiet", "-threads", "1", "-parallel", "1", "-max-queue", strconv.Itoa(concurrency))
-	body := depthJSON(t, []string{dir + "/one/images/view0.png"}, map[string]any{"process_res": 56})
+	gguf, image, extra := os.Getenv("DA3_LOADTEST_MODEL"), os.Getenv("DA3_LOADTEST_IMAGE"), map[string]any{}
+	if gguf == "" {
+		gguf = convertFixture(t, dir, convert.Options{})
+		extra["process_res"] = 56
+	} else {
+		warmup = concurrency
+	}
+	if image == "" {
+		image = dir + "/one/images/view0.png"
+	}
+	args := append([]string{"-model", gguf, "-quiet", "-threads", "1", "-parallel", "1", "-max-queue", strconv.Itoa(concurrency)},
+		strings.Fields(os.Getenv("DA3_LOADTEST_ARGS"))...)
+	s := startServe(t, args...)
+	body := depthJSON(t, []string{image}, extra)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency}}
 
 	run := func(n int) (lat []time.Duration, elapsed time.Duration, failures []string) {
@@ -312,7 +335,7 @@ func TestServeLoad(t *testing.T) {
 	pct := func(p float64) time.Duration { return lat[int(math.Ceil(p*float64(len(lat))))-1] }
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	rep := map[string]any{
-		"requests": total, "concurrency": concurrency, "cpus": runtime.NumCPU(),
+		"requests": total, "concurrency": concurrency, "cpus": runtime.NumCPU(), "model": filepath.Base(gguf), "serve_args": args[1:],
 		"p50_ms": ms(pct(0.50)), "p90_ms": ms(pct(0.90)), "p99_ms": ms(pct(0.99)), "max_ms": ms(lat[len(lat)-1]),
 		"throughput_rps": float64(total) / elapsed.Seconds(), "elapsed_s": elapsed.Seconds(),
 		"rss_before_mib": float64(before) / 1024, "rss_after_mib": float64(after) / 1024,
