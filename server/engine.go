@@ -47,6 +47,10 @@ type ModelInfo struct {
 	Device      string   `json:"device"`
 	Instances   int      `json:"instances"`
 	Exports     []string `json:"exports"` // scene export names
+	// ExifRotate: JPEGs are turned upright by their Exif orientation unless a
+	// request says otherwise (DA2 models, whose reference reads images with
+	// cv2.imread; DA3's reads them with PIL's Image.open, which does not).
+	ExifRotate bool `json:"exif_rotate"`
 }
 
 // runOptions are the model options of one request.
@@ -159,7 +163,7 @@ func (in *instance) info(spec ModelSpec) ModelInfo {
 		Name: name, File: file, Arch: cfg.Arch.String(), Nested: in.nested, Metric: in.nested || cfg.Metric,
 		Unit: unit.String(), Intrinsics: unit == model.FocalNormalised,
 		Camera: cfg.HasCamera, Confidence: cfg.Arch == model.DA3, Sky: cfg.Arch == model.DA3Mono || in.nested,
-		MultiView: cfg.Arch == model.DA3, WeightBytes: in.weights, Device: in.device,
+		MultiView: cfg.Arch == model.DA3, WeightBytes: in.weights, Device: in.device, ExifRotate: cfg.Arch == model.DA2,
 	}
 }
 

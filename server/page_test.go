@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/da3-go/da3-go/internal/imgio"
 )
 
 // TestPageInChromium opens the page in headless Chromium (Debian's chromium
@@ -65,9 +67,9 @@ func TestPageInChromium(t *testing.T) {
 	t.Logf("page: %s", out)
 	assert.Empty(t, seen.Errors, "no script errors in the page")
 	assert.Equal(t, 2, seen.Views, "one row per view")
-	cfg, _, err := decodeConfig(readFile(t, view0))
+	hd, err := imgio.DecodeHeaderBytes(readFile(t, view0), "view0")
 	require.NoError(t, err)
-	assert.Equal(t, [2]int{cfg.Width, cfg.Height}, [2]int{seen.DepthWidth, seen.DepthHeight}, "depth image at the image size")
+	assert.Equal(t, [2]int{hd.Width, hd.Height}, [2]int{seen.DepthWidth, seen.DepthHeight}, "depth image at the image size")
 	assert.Greater(t, seen.Points, 100, "the GLB's point cloud reached the viewer")
 	assert.Greater(t, seen.CanvasWidth, 200)
 	assert.Greater(t, seen.CanvasColours, 20, "the 3D canvas is drawn, not blank")

@@ -1,12 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"image"
 	"io"
 	"math"
 	"mime"
@@ -47,6 +45,10 @@ type DepthRequest struct {
 	// ProcessedSize returns the maps at the network's processed size instead
 	// of the image size.
 	ProcessedSize bool `json:"processed_size,omitempty"`
+	// ExifRotate turns JPEGs upright by their Exif orientation (phone
+	// photos); unset: as the model's reference pipeline does (GET /v1/models
+	// exif_rotate: DA2 models yes, DA3 no).
+	ExifRotate *bool `json:"exif_rotate,omitempty"`
 	// Intrinsics [fx, fy, cx, cy] of the camera of the input images, in their
 	// pixels: the DA3 metric model (metric-large) then gives metres.
 	Intrinsics []float64 `json:"intrinsics,omitempty"`
@@ -261,6 +263,12 @@ func setFields(req *DepthRequest, fields map[string][]string) *apiError {
 				return badRequest("field %q: %q is not a boolean", name, last)
 			}
 			f.SetBool(b)
+		case reflect.Pointer: // *bool
+			b, err := strconv.ParseBool(last)
+			if err != nil {
+				return badRequest("field %q: %q is not a boolean", name, last)
+			}
+			f.Set(reflect.ValueOf(&b))
 		case reflect.Int:
 			n, err := strconv.Atoi(last)
 			if err != nil {
@@ -375,30 +383,16 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 	}
 	var total int64
 	for i, b := range p.images {
-		cfg, _, err := decodeConfig(b)
+		hd, err := imgio.DecodeHeaderBytes(b, p.names[i])
 		if err != nil {
-			return unprocessable("image %s: %v", p.names[i], err)
+			return unprocessable("%v", err) // names the image
 		}
-		total += int64(cfg.Width) * int64(cfg.Height)
+		total += int64(hd.Width) * int64(hd.Height)
 	}
 	if total > lim.maxPixels {
 		return tooLarge("images of %d pixels in all exceed the limit of %d pixels per request (-max-pixels)", total, lim.maxPixels)
 	}
 	return nil
-}
-
-// decodeConfig reads an image header, never panicking on hostile bytes.
-func decodeConfig(b []byte) (cfg image.Config, format string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("corrupt image header (decoder panic: %v)", r)
-		}
-	}()
-	cfg, format, err = image.DecodeConfig(bytes.NewReader(b))
-	if errors.Is(err, image.ErrFormat) {
-		err = errors.New("unknown image format (want JPEG, PNG, BMP, TIFF, WebP or GIF)")
-	}
-	return cfg, format, err
 }
 
 func (p *parsed) runOptions() runOptions {

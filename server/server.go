@@ -363,7 +363,7 @@ func (s *Server) depth(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		return nil, s.runError(ctx, err)
 	}
 	queued := time.Now()
-	views, sc, decoded, err := s.run(ctx, in, p)
+	views, sc, decoded, err := s.run(ctx, in, p, pl.info)
 	pl.release(in)
 	if err != nil {
 		return nil, s.runError(ctx, err)
@@ -383,12 +383,21 @@ func (s *Server) depth(ctx context.Context, w http.ResponseWriter, r *http.Reque
 }
 
 // run decodes the images and runs the model; decoded is when decoding ended.
-func (s *Server) run(ctx context.Context, in *instance, p *parsed) (views []view, sc *scene, decoded time.Time, err error) {
+func (s *Server) run(ctx context.Context, in *instance, p *parsed, m ModelInfo) (views []view, sc *scene, decoded time.Time, err error) {
+	rotate := m.ExifRotate
+	if p.req.ExifRotate != nil {
+		rotate = *p.req.ExifRotate
+	}
 	imgs := make([]image.Image, len(p.images))
 	for i, b := range p.images {
-		if imgs[i], err = imgio.DecodeBytes(b, p.names[i]); err != nil {
+		img, orient, err := imgio.DecodeBytes(b, p.names[i])
+		if err != nil {
 			return nil, nil, decoded, unprocessable("%v", err)
 		}
+		if rotate {
+			img = imgio.Orient(img, orient)
+		}
+		imgs[i] = img
 	}
 	decoded = time.Now()
 	q := p.req

@@ -218,6 +218,27 @@ func TestDepthIndependentAndModelChoice(t *testing.T) {
 	assert.Nil(t, r.Views[0].Extrinsics)
 }
 
+func TestExifRotate(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	photo := enc64(readFile(t, "../internal/jpeg/testdata/exif_o6.jpg")) // 24×16 stored, upright 16×24
+	size := func(req DepthRequest) [2]int {
+		t.Helper()
+		resp, body := postJSON(t, ts.URL, req)
+		require.Equal(t, http.StatusOK, resp.StatusCode, truncate(body))
+		r := decodeResponse(t, body)
+		return [2]int{r.Width, r.Height}
+	}
+	yes, no := true, false
+	assert.Equal(t, [2]int{24, 16}, size(DepthRequest{Image: photo, ProcessRes: 28}), "DA3: stored pixels, as its reference reads them")
+	assert.Equal(t, [2]int{16, 24}, size(DepthRequest{Image: photo, ProcessRes: 28, ExifRotate: &yes}))
+	assert.Equal(t, [2]int{16, 24}, size(DepthRequest{Model: "da2-tiny", Image: photo, ProcessRes: 28}), "DA2: upright, as cv2.imread reads them")
+	assert.Equal(t, [2]int{24, 16}, size(DepthRequest{Model: "da2-tiny", Image: photo, ProcessRes: 28, ExifRotate: &no}))
+	ct, body := multipartBody(t, map[string][]byte{"p.jpg": readFile(t, "../internal/jpeg/testdata/exif_o6.jpg")}, []string{"p.jpg"}, map[string]string{"exif_rotate": "true", "process_res": "28"})
+	resp, out := post(t, ts.URL+"/v1/depth", ct, body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, truncate(out))
+	assert.Equal(t, 16, decodeResponse(t, out).Width, "exif_rotate as a form field")
+}
+
 // pngOfSize encodes a w×h PNG.
 func pngOfSize(t testing.TB, w, h int) []byte {
 	var buf bytes.Buffer
@@ -259,7 +280,7 @@ func TestDepthErrors(t *testing.T) {
 		{"export", "application/json", `{"image": "` + good + `", "exports": ["obj"]}`, 400, kindBadRequest, "colmap, glb, mini_npz, npz, ply"},
 		{"negative threshold", "application/json", `{"image": "` + good + `", "points_conf_thresh": -1}`, 400, kindBadRequest, "points_conf_thresh"},
 		{"unknown model", "application/json", `{"image": "` + good + `", "model": "nope"}`, 404, kindNotFound, "da3-tiny, da2-tiny"},
-		{"garbage image", "application/json", `{"image": "` + enc64([]byte("not an image at all")) + `"}`, 422, kindUnprocessable, "unknown image format"},
+		{"garbage image", "application/json", `{"image": "` + enc64([]byte("not an image at all")) + `"}`, 422, kindUnprocessable, "image 0: unknown format"},
 		{"truncated image", "application/json", `{"image": "` + enc64(truncated) + `"}`, 422, kindUnprocessable, "image 0"},
 		{"no confidence", "application/json", `{"image": "` + good + `", "model": "da2-tiny", "include_confidence": true}`, 422, kindUnprocessable, "no confidence"},
 		{"intrinsics", "application/json", `{"image": "` + good + `", "intrinsics": [50, 60, 22, 30]}`, 422, kindUnprocessable, "does not use intrinsics"},

@@ -63,13 +63,55 @@ func DecodeWithOrientation(path string) (image.Image, Orientation, error) {
 	return decode(data, path)
 }
 
-// DecodeBytes decodes an image held in memory exactly as Decode decodes a file; name labels errors.
-func DecodeBytes(b []byte, name string) (image.Image, error) {
+// DecodeBytes decodes an image held in memory exactly as DecodeWithOrientation decodes a file; name labels
+// errors.
+func DecodeBytes(b []byte, name string) (image.Image, Orientation, error) {
 	if len(b) == 0 {
-		return nil, fmt.Errorf("image %s: empty", name)
+		return nil, 0, fmt.Errorf("image %s: empty", name)
 	}
-	img, _, err := decode(b, name)
-	return img, err
+	return decode(b, name)
+}
+
+// Header is what an image's header says.
+type Header struct {
+	Width, Height int
+	Format        string      // jpeg, png, bmp, tiff, webp, gif
+	Orientation   Orientation // the JPEG's Exif orientation, 1 otherwise
+}
+
+// DecodeHeaderBytes reads the header of an image held in memory, as the decoders check it (size within
+// imgproc.CheckSize), without decoding any pixel.
+func DecodeHeaderBytes(b []byte, name string) (hd Header, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			hd, err = Header{}, fmt.Errorf("decode image header %s: corrupt data (decoder panic: %v)", name, r)
+		}
+	}()
+	return header(b, name)
+}
+
+func header(data []byte, name string) (Header, error) {
+	hd := Header{Orientation: OrientNormal}
+	if bytes.HasPrefix(data, []byte{0xff, 0xd8}) {
+		h, err := jpeg.DecodeHeaderBytes(data)
+		if err != nil {
+			return Header{}, fmt.Errorf("decode image header %s (jpeg): %w", name, err)
+		}
+		hd = Header{Width: h.Width, Height: h.Height, Format: "jpeg", Orientation: Orientation(max(h.Orientation, 1))}
+	} else {
+		cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
+		if err != nil {
+			if errors.Is(err, image.ErrFormat) {
+				return Header{}, fmt.Errorf("decode image %s: unknown format (want JPEG, PNG, BMP, TIFF, WebP or GIF)", name)
+			}
+			return Header{}, fmt.Errorf("decode image header %s: %w", name, err)
+		}
+		hd.Width, hd.Height, hd.Format = cfg.Width, cfg.Height, format
+	}
+	if err := imgproc.CheckSize(hd.Width, hd.Height); err != nil {
+		return Header{}, fmt.Errorf("image %s (%s): %w", name, hd.Format, err)
+	}
+	return hd, nil
 }
 
 func decode(data []byte, name string) (img image.Image, o Orientation, err error) {
@@ -79,40 +121,22 @@ func decode(data []byte, name string) (img image.Image, o Orientation, err error
 			img, o, err = nil, 0, fmt.Errorf("decode image %s: corrupt data (decoder panic: %v)", name, r)
 		}
 	}()
-	if bytes.HasPrefix(data, []byte{0xff, 0xd8}) {
-		h, err := jpeg.DecodeHeaderBytes(data)
-		if err != nil {
-			return nil, 0, fmt.Errorf("decode image header %s (jpeg): %w", name, err)
-		}
-		if err := imgproc.CheckSize(h.Width, h.Height); err != nil {
-			return nil, 0, fmt.Errorf("image %s (jpeg): %w", name, err)
-		}
-		if img, err = jpeg.DecodeBytes(data); err != nil {
-			return nil, 0, fmt.Errorf("decode image %s (jpeg): %w", name, err)
-		}
-		if err := checkBounds(name, "jpeg", img, h.Width, h.Height); err != nil {
-			return nil, 0, err
-		}
-		return img, Orientation(max(h.Orientation, 1)), nil
-	}
-	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
+	hd, err := header(data, name)
 	if err != nil {
-		if errors.Is(err, image.ErrFormat) {
-			return nil, 0, fmt.Errorf("decode image %s: unknown format (want JPEG, PNG, BMP, TIFF, WebP or GIF)", name)
-		}
-		return nil, 0, fmt.Errorf("decode image header %s: %w", name, err)
-	}
-	if err := imgproc.CheckSize(cfg.Width, cfg.Height); err != nil {
-		return nil, 0, fmt.Errorf("image %s (%s): %w", name, format, err)
-	}
-	img, _, err = image.Decode(bytes.NewReader(data))
-	if err != nil {
-		return nil, 0, fmt.Errorf("decode image %s (%s): %w", name, format, err)
-	}
-	if err := checkBounds(name, format, img, cfg.Width, cfg.Height); err != nil {
 		return nil, 0, err
 	}
-	return img, OrientNormal, nil
+	if hd.Format == "jpeg" {
+		img, err = jpeg.DecodeBytes(data)
+	} else {
+		img, _, err = image.Decode(bytes.NewReader(data))
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("decode image %s (%s): %w", name, hd.Format, err)
+	}
+	if err := checkBounds(name, hd.Format, img, hd.Width, hd.Height); err != nil {
+		return nil, 0, err
+	}
+	return img, hd.Orientation, nil
 }
 
 func checkBounds(name, format string, img image.Image, w, h int) error {

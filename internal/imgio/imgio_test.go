@@ -313,8 +313,12 @@ func TestDecodeFormats(t *testing.T) {
 			require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
 			img, err := Decode(path)
 			require.NoError(t, err)
-			fromBytes, err := DecodeBytes(buf.Bytes(), "upload")
+			fromBytes, o, err := DecodeBytes(buf.Bytes(), "upload")
 			require.NoError(t, err)
+			assert.Equal(t, OrientNormal, o)
+			hd, err := DecodeHeaderBytes(buf.Bytes(), "upload")
+			require.NoError(t, err)
+			assert.Equal(t, [2]int{4, 3}, [2]int{hd.Width, hd.Height})
 			require.Equal(t, img, fromBytes, "DecodeBytes decodes as Decode does")
 			require.Equal(t, image.Rect(0, 0, 4, 3), img.Bounds())
 			for y := range 3 {
@@ -378,10 +382,14 @@ func TestDecodeErrors(t *testing.T) {
 		})
 	}
 	for name, b := range files {
-		img, err := DecodeBytes(b, name)
+		img, _, err := DecodeBytes(b, name)
 		require.Error(t, err, name)
 		assert.Nil(t, img)
 		assert.Contains(t, err.Error(), name, "errors name the upload")
+		if name != "truncated.png" { // its header is intact
+			_, err = DecodeHeaderBytes(b, name)
+			assert.Error(t, err, "%s: the header check refuses it", name)
+		}
 	}
 	_, err := Decode(filepath.Join(dir, "missing.png"))
 	assert.ErrorIs(t, err, os.ErrNotExist)

@@ -51,6 +51,16 @@ func TestExifOrientationMatchesReferences(t *testing.T) {
 			assert.Equal(t, image.Pt(24, 16), img.Bounds().Size(), "Decode returns the pixels as stored")
 			want := readPNGFile(t, filepath.Join(jpegTestdata, fmt.Sprintf("exif_o%d.png", k)))
 			requireSamePixels(t, want, Orient(img, o), "oriented")
+
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			fromBytes, ob, err := DecodeBytes(b, "upload")
+			require.NoError(t, err)
+			assert.Equal(t, o, ob, "DecodeBytes reads the same orientation")
+			assert.Equal(t, img, fromBytes)
+			hd, err := DecodeHeaderBytes(b, "upload")
+			require.NoError(t, err)
+			assert.Equal(t, Header{Width: 24, Height: 16, Format: "jpeg", Orientation: Orientation(k)}, hd)
 		})
 	}
 }
