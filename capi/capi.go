@@ -38,6 +38,13 @@ typedef struct {
 	const char *method;     // NULL or upper_bound_resize, lower_bound_resize, upper_bound_crop, lower_bound_crop
 	const char *ref_view;   // NULL or saddle_balanced, first, middle (three or more views)
 	int independent;        // non-zero: run each image alone instead of as views of one scene
+	int ray_pose;           // non-zero: cameras from the auxiliary ray head (files converted with -with-aux)
+	uint64_t ray_seed;      // seed of the ray solver's RANSAC
+	// Known cameras, one per image, or NULL: 12 doubles per image (world-to-camera [R|t], 3x4 row-major,
+	// OpenCV axes) and 4 per image (fx, fy, cx, cy in pixels of the original image). The DA3 any-view
+	// model is conditioned on them; the results are in their frame and scale.
+	const double *given_extrinsics;
+	const double *given_intrinsics;
 } da3go_options;
 
 // One view's outputs; the maps are malloc'd and freed by da3go_free_views.
@@ -65,17 +72,20 @@ enum {
 import "C"
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
 	"os"
+	"slices"
 	"sync"
 	"unsafe"
 
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
+	"github.com/da3-go/da3-go/model/gs"
 )
 
 // abiVersion changes whenever a declaration of the header does.
@@ -216,13 +226,13 @@ func da3go_depth_rgb(h C.da3go_model, rgb *C.uchar, w, ht C.int, opt *C.da3go_op
 	})
 }
 
-// prepare looks up the model and converts the options.
-func prepare(h C.da3go_model, opt *C.da3go_options) (scene, runOptions, error) {
+// prepare looks up the model and converts the options of a call on n images.
+func prepare(h C.da3go_model, opt *C.da3go_options, n int) (scene, runOptions, error) {
 	s, err := lookup(h)
 	if err != nil {
 		return nil, runOptions{}, err
 	}
-	o, err := options(opt)
+	o, err := options(opt, n)
 	return s, o, err
 }
 
@@ -230,7 +240,7 @@ func depthOf(h C.da3go_model, img image.Image, opt *C.da3go_options, outDepth **
 	if outDepth == nil || outW == nil || outH == nil {
 		return errors.New("out_depth, out_w and out_h must not be NULL")
 	}
-	s, o, e := prepare(h, opt)
+	s, o, e := prepare(h, opt, 1)
 	if e != nil {
 		return e
 	}
@@ -250,11 +260,11 @@ func da3go_run(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.da3g
 		if outViews == nil {
 			return errors.New("da3go_run: out_views must not be NULL")
 		}
-		s, o, e := prepare(h, opt)
+		imgs, e := decodeAll(imagePaths, n)
 		if e != nil {
 			return e
 		}
-		imgs, e := decodeAll(imagePaths, n)
+		s, o, e := prepare(h, opt, len(imgs))
 		if e != nil {
 			return e
 		}
@@ -308,7 +318,11 @@ func da3go_points(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.d
 		if outN == nil || outXYZ == nil || outRGB == nil {
 			return errors.New("da3go_points: out_n, out_xyz and out_rgb must not be NULL")
 		}
-		views, e := sceneViews(h, imagePaths, n, opt)
+		res, e := sceneResults(h, imagePaths, n, opt, false)
+		if e != nil {
+			return e
+		}
+		views, e := model.Views(res, nil)
 		if e != nil {
 			return e
 		}
@@ -329,11 +343,15 @@ func da3go_export(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.d
 		if format == nil || outPath == nil {
 			return errors.New("da3go_export: format and out_path must not be NULL")
 		}
-		views, e := sceneViews(h, imagePaths, n, opt)
+		f := goString(format)
+		if !slices.Contains([]string{"glb", "ply", "npz", "mini_npz", "colmap", "gs_ply"}, f) {
+			return fmt.Errorf("unknown export format %q (glb, ply, npz, mini_npz, colmap, gs_ply)", f)
+		}
+		res, e := sceneResults(h, imagePaths, n, opt, f == "gs_ply")
 		if e != nil {
 			return e
 		}
-		return writeExport(goString(format), goString(outPath), views)
+		return writeExport(f, goString(outPath), res)
 	})
 }
 
@@ -343,8 +361,8 @@ func da3go_free_buffer(p unsafe.Pointer) { C.free(p) }
 //export da3go_free_string
 func da3go_free_string(s *C.char) { C.free(unsafe.Pointer(s)) }
 
-// options converts the C options (NULL: defaults).
-func options(o *C.da3go_options) (runOptions, error) {
+// options converts the C options (NULL: defaults) of a call on n images.
+func options(o *C.da3go_options, n int) (runOptions, error) {
 	var r runOptions
 	if o == nil {
 		return r, nil
@@ -370,6 +388,24 @@ func options(o *C.da3go_options) (runOptions, error) {
 			return r, fmt.Errorf("unknown ref_view %q (saddle_balanced, first, middle)", rv)
 		}
 	}
+	r.opt.RayPose, r.opt.RaySeed = o.ray_pose != 0, uint64(o.ray_seed)
+	switch {
+	case o.given_extrinsics == nil && o.given_intrinsics == nil:
+	case o.given_extrinsics == nil || o.given_intrinsics == nil:
+		return r, errors.New("given cameras need both given_extrinsics and given_intrinsics")
+	default:
+		ext := unsafe.Slice((*float64)(unsafe.Pointer(o.given_extrinsics)), 12*n)
+		ixt := unsafe.Slice((*float64)(unsafe.Pointer(o.given_intrinsics)), 4*n)
+		for i := range n {
+			var e [3][4]float64
+			for j := range 12 {
+				e[j/4][j%4] = ext[12*i+j]
+			}
+			k := ixt[4*i : 4*i+4]
+			r.opt.Extrinsics = append(r.opt.Extrinsics, e)
+			r.opt.ViewIntrinsics = append(r.opt.ViewIntrinsics, model.Intrinsics{Fx: k[0], Fy: k[1], Cx: k[2], Cy: k[3]})
+		}
+	}
 	return r, nil
 }
 
@@ -391,23 +427,18 @@ func decodeAll(paths **C.da3go_cchar, n C.int) ([]image.Image, error) {
 	return imgs, nil
 }
 
-// sceneViews runs the images at the processed size and converts the results
-// for package export.
-func sceneViews(h C.da3go_model, paths **C.da3go_cchar, n C.int, opt *C.da3go_options) ([]export.View, error) {
-	s, o, err := prepare(h, opt)
-	if err != nil {
-		return nil, err
-	}
+// sceneResults runs the images at the processed size.
+func sceneResults(h C.da3go_model, paths **C.da3go_cchar, n C.int, opt *C.da3go_options, gaussians bool) ([]model.Result, error) {
 	imgs, err := decodeAll(paths, n)
 	if err != nil {
 		return nil, err
 	}
-	o.opt.ProcessedSize = true
-	res, err := s.run(imgs, o)
+	s, o, err := prepare(h, opt, len(imgs))
 	if err != nil {
 		return nil, err
 	}
-	return model.Views(res, nil)
+	o.opt.ProcessedSize, o.opt.Gaussians = true, gaussians
+	return s.run(imgs, o)
 }
 
 func goString(p *C.da3go_cchar) string { return C.GoString((*C.char)(unsafe.Pointer(p))) }
@@ -427,9 +458,24 @@ func bytesC(b []byte) unsafe.Pointer {
 	return p
 }
 
-// writeExport writes one scene file (glb, ply, npz, mini_npz) or a COLMAP
-// model (colmap: out is a directory, created if needed).
-func writeExport(format, out string, views []export.View) error {
+// writeExport writes one scene file (glb, ply, npz, mini_npz, gs_ply) or a
+// COLMAP model (colmap: out is a directory, created if needed).
+func writeExport(format, out string, res []model.Result) error {
+	if format == "gs_ply" {
+		parts := make([]*gs.Gaussians, len(res))
+		for i := range res {
+			parts[i] = res[i].Gaussians
+		}
+		var buf bytes.Buffer
+		if err := gs.WritePLY(&buf, gs.Concat(parts...)); err != nil {
+			return err
+		}
+		return imgio.WriteFileAtomic(out, buf.Bytes())
+	}
+	views, err := model.Views(res, nil)
+	if err != nil {
+		return err
+	}
 	switch format {
 	case "glb", "ply":
 		pc, err := export.NewPointCloud(views, export.DefaultOptions())
@@ -452,7 +498,7 @@ func writeExport(format, out string, views []export.View) error {
 		}
 		return export.WriteCOLMAP(out, pc, views, false)
 	}
-	return fmt.Errorf("unknown export format %q (glb, ply, npz, mini_npz, colmap)", format)
+	panic("unreachable: da3go_export checks the format")
 }
 
 // pointOptions: thresh > 0 keeps the pixels with confidence ≥ thresh

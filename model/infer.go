@@ -273,6 +273,14 @@ func (m *Model) run(ctx context.Context, views []*Processed, opt RunOptions) ([]
 	if err := m.finishExtras(res, views, ex); err != nil {
 		return nil, err
 	}
+	// Last, as the reference aligns at the processed size and resizing to
+	// the image size is da3-go's own step: a result asked at the processed
+	// size and resized by ToOriginalSize equals one asked at the image size.
+	if !opt.ProcessedSize {
+		for i := range res {
+			res[i].ToOriginalSize()
+		}
+	}
 	return res, nil
 }
 
@@ -379,9 +387,6 @@ func (m *Model) result(out map[string]backend.Tensor, v *Processed, i, S int, op
 		p := camera.Decode(enc, W, H)
 		r.Camera = &Camera{Extrinsics: p.Extrinsics, Intrinsics: p.Intrinsics, PoseEncoding: enc,
 			IntrinsicsOriginal: camera.ScaleIntrinsics(p.Intrinsics, v.ScaleX, v.ScaleY, v.CropX, v.CropY)}
-	}
-	if !opt.ProcessedSize {
-		r.ToOriginalSize()
 	}
 	return r
 }

@@ -4,6 +4,7 @@ package server
 // capabilities and one run. Everything else works on the plain types below.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/model"
+	"github.com/da3-go/da3-go/model/gs"
 	"github.com/da3-go/da3-go/model/nested"
 )
 
@@ -47,6 +49,10 @@ type ModelInfo struct {
 	Device      string   `json:"device"`
 	Instances   int      `json:"instances"`
 	Exports     []string `json:"exports"` // scene export names
+	// RayPose: poses from the auxiliary ray head on request (ray_pose).
+	RayPose bool `json:"ray_pose"`
+	// Gaussians: DA3-GIANT's 3D Gaussians (the gs_ply export).
+	Gaussians bool `json:"gaussians"`
 	// ExifRotate: JPEGs are turned upright by their Exif orientation unless a
 	// request says otherwise (DA2 models, whose reference reads images with
 	// cv2.imread; DA3's reads them with PIL's Image.open, which does not).
@@ -60,6 +66,10 @@ type runOptions struct {
 	refView       string
 	processedSize bool
 	intrinsics    []float64 // fx, fy, cx, cy of the input images, or nil
+	rayPose       bool
+	raySeed       uint64
+	cameras       []GivenCamera // known cameras, one per image, or nil
+	gaussians     bool
 }
 
 // camera is one view's camera: world-to-camera extrinsics (3×4, OpenCV axes)
@@ -77,6 +87,16 @@ type view struct {
 	ProcessedW, ProcessedH int
 	Unit                   string
 	Camera                 *camera
+	AlignScale             float64 // with given cameras: the depth was divided by it
+}
+
+// output is one run's result.
+type output struct {
+	views []view
+	// scene is the views at the processed size for package export.
+	scene []export.View
+	// gaussians is the 3D Gaussians' PLY (gaussians asked for), else nil.
+	gaussians []byte
 }
 
 // runner is one model or a nested pair.
@@ -164,6 +184,7 @@ func (in *instance) info(spec ModelSpec) ModelInfo {
 		Unit: unit.String(), Intrinsics: unit == model.FocalNormalised,
 		Camera: cfg.HasCamera, Confidence: cfg.Arch == model.DA3, Sky: cfg.Arch == model.DA3Mono || in.nested,
 		MultiView: cfg.Arch == model.DA3, WeightBytes: in.weights, Device: in.device, ExifRotate: cfg.Arch == model.DA2,
+		RayPose: cfg.Arch == model.DA3 && cfg.Head.Aux, Gaussians: cfg.GS != nil,
 	}
 }
 
@@ -191,55 +212,78 @@ func (o runOptions) modelOptions() (model.RunOptions, error) {
 		}
 		opt.Intrinsics = &model.Intrinsics{Fx: k[0], Fy: k[1], Cx: k[2], Cy: k[3]}
 	}
+	opt.RayPose, opt.RaySeed, opt.Gaussians = o.rayPose, o.raySeed, o.gaussians
+	for _, c := range o.cameras {
+		k := c.Intrinsics
+		opt.Extrinsics = append(opt.Extrinsics, c.Extrinsics)
+		opt.ViewIntrinsics = append(opt.ViewIntrinsics, model.Intrinsics{Fx: k[0], Fy: k[1], Cx: k[2], Cy: k[3]})
+	}
 	return opt, nil
 }
 
 // run runs the images as views of one scene (DA3 any-view and nested
 // models), or one by one when independent is set or the model takes one
-// view at a time. It returns the views (maps at the image size unless
-// processedSize) and the same views at the processed size for package
-// export, named by names.
-func (in *instance) run(ctx context.Context, imgs []image.Image, names []string, o runOptions, independent bool) ([]view, []export.View, error) {
+// view at a time. The views' maps are at the image size unless
+// processedSize; the export views, named by names, at the processed size.
+func (in *instance) run(ctx context.Context, imgs []image.Image, names []string, o runOptions, independent bool) (*output, error) {
 	opt, err := o.modelOptions()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var res []model.Result
 	if independent {
-		for _, im := range imgs {
-			r, err := in.r.Depth(ctx, im, opt)
+		for i, im := range imgs {
+			one := opt
+			if opt.Extrinsics != nil {
+				one.Extrinsics, one.ViewIntrinsics = opt.Extrinsics[i:i+1], opt.ViewIntrinsics[i:i+1]
+			}
+			r, err := in.r.Depth(ctx, im, one)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			res = append(res, *r)
 		}
 	} else if res, err = in.r.MultiView(ctx, imgs, opt); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	scene, err := model.Views(res, names)
-	if err != nil {
-		return nil, nil, err
+	out := &output{views: make([]view, len(res))}
+	if out.scene, err = model.Views(res, names); err != nil {
+		return nil, err
 	}
-	out := make([]view, len(res))
+	if o.gaussians {
+		parts := make([]*gs.Gaussians, len(res))
+		for i := range res {
+			if parts[i] = res[i].Gaussians; parts[i] == nil {
+				return nil, fmt.Errorf("view %d has no Gaussians", i)
+			}
+		}
+		var buf bytes.Buffer
+		if err := gs.WritePLY(&buf, gs.Concat(parts...)); err != nil {
+			return nil, err
+		}
+		out.gaussians = buf.Bytes()
+	}
 	for i := range res {
 		r := &res[i]
 		if !o.processedSize {
 			r.ToOriginalSize() // new slices: the export views keep the processed maps
 		}
 		v := view{Depth: r.Depth, Conf: r.Conf, Sky: r.Sky, Width: r.Width, Height: r.Height,
-			ProcessedW: r.ProcessedWidth, ProcessedH: r.ProcessedHeight, Unit: r.Unit.String()}
+			ProcessedW: r.ProcessedWidth, ProcessedH: r.ProcessedHeight, Unit: r.Unit.String(), AlignScale: r.AlignScale}
 		if c := r.Camera; c != nil {
 			v.Camera = &camera{Extrinsics: c.Extrinsics, Intrinsics: c.Intrinsics, IntrinsicsOriginal: c.IntrinsicsOriginal}
 		}
-		out[i] = v
+		out.views[i] = v
 	}
-	return out, scene, nil
+	return out, nil
 }
 
 // isInputError reports errors caused by the request's images or options
 // (answered 422) rather than by the server.
 func isInputError(err error) bool {
-	return errors.Is(err, model.ErrNoCamera) || errors.Is(err, model.ErrNeedsFocal) ||
+	return errors.Is(err, model.ErrNoCamera) || errors.Is(err, model.ErrNeedsFocal) || errors.Is(err, model.ErrNoRayHead) ||
+		errors.Is(err, model.ErrNoCameraEncoder) || errors.Is(err, model.ErrNoGaussianHead) ||
+		strings.Contains(err.Error(), "given camera") ||
 		strings.Contains(err.Error(), "aspect ratio") || strings.Contains(err.Error(), "preprocesses to") ||
 		strings.Contains(err.Error(), "intrinsics")
 }

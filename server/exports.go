@@ -16,6 +16,7 @@ import (
 // point cloud made from them once.
 type scene struct {
 	views      []export.View
+	gaussians  []byte // the gs_ply file, when asked for
 	confThresh float32
 	pc         *export.PointCloud
 }
@@ -75,6 +76,11 @@ var exporters = map[string]exporter{
 		return export.EncodeNPZ(w, sc.views, true)
 	}},
 	"colmap": {"application/zip", "colmap.zip", true, writeCOLMAPZip},
+	// DA3-GIANT's 3D Gaussians as the official gs_ply export writes them.
+	"gs_ply": {"application/octet-stream", "gaussians.ply", true, func(w io.Writer, sc *scene) error {
+		_, err := w.Write(sc.gaussians)
+		return err
+	}},
 }
 
 // writeCOLMAPZip writes the official COLMAP export (binary cameras, images,
@@ -119,16 +125,24 @@ func (e exporter) encode(sc *scene) ([]byte, error) {
 
 func canExport(name string) bool { _, ok := exporters[name]; return ok }
 
-// exportList is the sorted export names; camera: only those that need no
-// camera when false.
-func exportList(camera bool) []string {
+// allExports is every export name, sorted.
+func allExports() []string {
 	names := make([]string, 0, len(exporters))
-	for n, e := range exporters {
-		if camera || !e.camera {
+	for n := range exporters {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// exportsFor lists the exports model m can make.
+func exportsFor(m ModelInfo) []string {
+	var names []string
+	for _, n := range allExports() {
+		if (m.Camera || !exporters[n].camera) && (n != "gs_ply" || m.Gaussians) {
 			names = append(names, n)
 		}
 	}
-	slices.Sort(names)
 	return names
 }
 

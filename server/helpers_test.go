@@ -38,6 +38,29 @@ var (
 	nestedPair [2]string // any-view and metric halves of a nested model
 )
 
+var (
+	headsOnce sync.Once
+	headsErr  error
+	poseTiny  string // da3-tiny-pose with the auxiliary ray head and the camera encoder
+	gsTiny    string // da3-tiny-gs: DA3-GIANT's Gaussian head
+)
+
+// headsFixtures converts the tiny ray-head and Gaussian-head models once.
+func headsFixtures(t testing.TB) (pose, gs string) {
+	t.Helper()
+	fixtures(t)
+	headsOnce.Do(func() {
+		poseTiny = filepath.Join(fixtureDir, "da3-tiny-pose.gguf")
+		if headsErr = convert.Convert(context.Background(), "../tests/fixtures/da3-tiny-pose", poseTiny, convert.Options{WithAux: true}); headsErr != nil {
+			return
+		}
+		gsTiny = filepath.Join(fixtureDir, "da3-tiny-gs.gguf")
+		headsErr = convert.Convert(context.Background(), "../tests/fixtures/da3-tiny-gs", gsTiny, convert.Options{})
+	})
+	require.NoError(t, headsErr, "converting the tiny ray and Gaussian fixtures")
+	return poseTiny, gsTiny
+}
+
 // metricFixtures converts the tiny metric model and nested pair once.
 func metricFixtures(t testing.TB) (metric string, pair [2]string) {
 	t.Helper()
@@ -206,4 +229,9 @@ func httptestRecorder(s *Server, method, target string) *httptest.ResponseRecord
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, httptest.NewRequest(method, target, nil))
 	return rec
+}
+
+func jsonString(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
 }

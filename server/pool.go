@@ -31,7 +31,7 @@ func newPool(info ModelInfo, insts []*instance, maxQueue int) *pool {
 		p.free <- in
 	}
 	p.info.Instances = len(insts)
-	p.info.Exports = exportList(p.info.Camera)
+	p.info.Exports = exportsFor(p.info)
 	return p
 }
 

@@ -78,9 +78,23 @@ type DepthRequest struct {
 	// Colormap of png maps: turbo (default) or gray.
 	Colormap string `json:"colormap,omitempty"`
 
-	// Extension points, reserved for options the library does not have yet:
-	// ray_pose (pose from the ray head) and cameras (known cameras as input)
-	// join here when the model package offers them.
+	// RayPose estimates the cameras from the auxiliary ray head instead of
+	// the camera decoder (models converted with -with-aux; GET /v1/models
+	// ray_pose), RaySeed seeds its RANSAC.
+	RayPose bool   `json:"ray_pose,omitempty"`
+	RaySeed uint64 `json:"ray_seed,omitempty"`
+	// Cameras are known cameras of the images, one per image: the DA3
+	// any-view model is conditioned on them and the results are in their
+	// frame and scale. In a multipart form, a JSON array.
+	Cameras []GivenCamera `json:"cameras,omitempty"`
+}
+
+// GivenCamera is one image's known camera.
+type GivenCamera struct {
+	// Extrinsics: world-to-camera [R | t], 3×4, OpenCV axes.
+	Extrinsics [3][4]float64 `json:"extrinsics"`
+	// Intrinsics [fx, fy, cx, cy] in pixels of the original image.
+	Intrinsics [4]float64 `json:"intrinsics"`
 }
 
 // mapFormats are the accepted map encodings.
@@ -275,13 +289,26 @@ func setFields(req *DepthRequest, fields map[string][]string) *apiError {
 				return badRequest("field %q: %q is not an integer", name, last)
 			}
 			f.SetInt(int64(n))
+		case reflect.Uint64:
+			n, err := strconv.ParseUint(last, 10, 64)
+			if err != nil {
+				return badRequest("field %q: %q is not an unsigned integer", name, last)
+			}
+			f.SetUint(n)
 		case reflect.Float32:
 			x, err := strconv.ParseFloat(last, 32)
 			if err != nil {
 				return badRequest("field %q: %q is not a number", name, last)
 			}
 			f.SetFloat(x)
-		case reflect.Slice: // repeated and/or comma-separated
+		case reflect.Slice:
+			if f.Type().Elem().Kind() == reflect.Struct { // a JSON array
+				if err := json.Unmarshal([]byte(last), f.Addr().Interface()); err != nil {
+					return badRequest("field %q: not a JSON array of %s: %v", name, f.Type().Elem().Name(), err)
+				}
+				continue
+			}
+			// repeated and/or comma-separated
 			var list []string
 			for _, s := range vals {
 				for _, e := range strings.Split(s, ",") {
@@ -346,10 +373,13 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 	}
 	for _, e := range q.Exports {
 		if !canExport(e) {
-			return badRequest("unknown export %q (%s)", e, strings.Join(exportList(true), ", "))
+			return badRequest("unknown export %q (%s)", e, strings.Join(allExports(), ", "))
 		}
 		if exporters[e].camera && !m.Camera {
 			return unprocessable("model %q (%s) has no camera head: the %s export needs a DA3 any-view model", m.Name, m.Arch, e)
+		}
+		if e == "gs_ply" && !m.Gaussians {
+			return unprocessable("model %q (%s) has no Gaussian head: gs_ply needs DA3-GIANT", m.Name, m.Arch)
 		}
 	}
 	if q.PointsConfThresh < 0 || q.PointsConfThresh != q.PointsConfThresh {
@@ -378,6 +408,17 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 	if q.IncludeSky && !m.Sky {
 		return unprocessable("model %q (%s) has no sky output", m.Name, m.Arch)
 	}
+	if q.RayPose && !m.RayPose {
+		return unprocessable("model %q (%s) cannot estimate poses from rays: ray_pose needs a DA3 any-view file converted with `da3-go convert -with-aux`", m.Name, m.Arch)
+	}
+	if q.Cameras != nil {
+		if !m.Camera {
+			return unprocessable("model %q (%s) cannot take given cameras: they need a DA3 any-view model", m.Name, m.Arch)
+		}
+		if len(q.Cameras) != len(p.images) {
+			return badRequest("cameras: %d cameras for %d images (one per image)", len(q.Cameras), len(p.images))
+		}
+	}
 	if (q.IncludePose || q.IncludePoints) && !m.Camera {
 		return unprocessable("model %q (%s) has no camera head: poses and point clouds need a DA3 any-view model", m.Name, m.Arch)
 	}
@@ -397,7 +438,8 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 
 func (p *parsed) runOptions() runOptions {
 	q := p.req
-	return runOptions{processRes: q.ProcessRes, method: q.ProcessResMethod, refView: q.RefView, processedSize: q.ProcessedSize, intrinsics: q.Intrinsics}
+	return runOptions{processRes: q.ProcessRes, method: q.ProcessResMethod, refView: q.RefView, processedSize: q.ProcessedSize,
+		intrinsics: q.Intrinsics, rayPose: q.RayPose, raySeed: q.RaySeed, cameras: q.Cameras, gaussians: slices.Contains(q.Exports, "gs_ply")}
 }
 
 // wants reports which maps and cameras the response carries.

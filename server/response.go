@@ -54,6 +54,9 @@ type View struct {
 	Extrinsics         *[3][4]float64 `json:"extrinsics,omitempty"`
 	Intrinsics         *[3][3]float64 `json:"intrinsics,omitempty"`
 	IntrinsicsOriginal *[3][3]float64 `json:"intrinsics_original,omitempty"`
+	// AlignScale: with given cameras, the depth was divided by this scale to
+	// put it in their frame.
+	AlignScale float64 `json:"align_scale,omitempty"`
 }
 
 // Map is one map in the encodings asked for (base64), row-major, top row

@@ -401,11 +401,11 @@ func (s *Server) run(ctx context.Context, in *instance, p *parsed, m ModelInfo) 
 	}
 	decoded = time.Now()
 	q := p.req
-	views, ev, err := in.run(ctx, imgs, p.names, p.runOptions(), q.Independent)
+	out, err := in.run(ctx, imgs, p.names, p.runOptions(), q.Independent)
 	if err != nil {
 		return nil, nil, decoded, err
 	}
-	return views, &scene{views: ev, confThresh: q.PointsConfThresh}, decoded, nil
+	return out.views, &scene{views: out.scene, gaussians: out.gaussians, confThresh: q.PointsConfThresh}, decoded, nil
 }
 
 // runError maps an error of the queue or the run to the answer.
@@ -440,7 +440,7 @@ func (s *Server) encode(p *parsed, m ModelInfo, views []view, sc *scene) (*Depth
 		return errorf(http.StatusInternalServerError, kindInternal, "encoding the response: %v", err)
 	}
 	for i, v := range views {
-		out := View{Width: v.Width, Height: v.Height, ProcessedWidth: v.ProcessedW, ProcessedHeight: v.ProcessedH}
+		out := View{Width: v.Width, Height: v.Height, ProcessedWidth: v.ProcessedW, ProcessedHeight: v.ProcessedH, AlignScale: v.AlignScale}
 		var err error
 		if want.depth && v.Depth != nil {
 			// Colour maps show near as warm: disparity is already larger when nearer.

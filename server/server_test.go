@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,9 +132,9 @@ func TestDepthMultipartTwoViews(t *testing.T) {
 // TestExports checks every scene export against package export's encoders
 // on the library's results.
 func TestExports(t *testing.T) {
-	_, ts := newTestServer(t, Options{})
+	s, ts := newTestServer(t, Options{})
 	da3, _ := fixtures(t)
-	names := slices.Clone(exportList(true))
+	names := exportsFor(s.pools[0].info)
 	resp, body := postJSON(t, ts.URL, DepthRequest{Images: []string{enc64(readFile(t, view0)), enc64(readFile(t, view1))}, ProcessRes: 56, Exports: names})
 	require.Equal(t, http.StatusOK, resp.StatusCode, truncate(body))
 	r := decodeResponse(t, body)
@@ -277,7 +276,7 @@ func TestDepthErrors(t *testing.T) {
 		{"ref view", "application/json", `{"image": "` + good + `", "ref_view": "last"}`, 400, kindBadRequest, "ref_view"},
 		{"map format", "application/json", `{"image": "` + good + `", "map_formats": ["exr"]}`, 400, kindBadRequest, "exr"},
 		{"colormap", "application/json", `{"image": "` + good + `", "colormap": "jet"}`, 400, kindBadRequest, "jet"},
-		{"export", "application/json", `{"image": "` + good + `", "exports": ["obj"]}`, 400, kindBadRequest, "colmap, glb, mini_npz, npz, ply"},
+		{"export", "application/json", `{"image": "` + good + `", "exports": ["obj"]}`, 400, kindBadRequest, "colmap, glb, gs_ply, mini_npz, npz, ply"},
 		{"negative threshold", "application/json", `{"image": "` + good + `", "points_conf_thresh": -1}`, 400, kindBadRequest, "points_conf_thresh"},
 		{"unknown model", "application/json", `{"image": "` + good + `", "model": "nope"}`, 404, kindNotFound, "da3-tiny, da2-tiny"},
 		{"garbage image", "application/json", `{"image": "` + enc64([]byte("not an image at all")) + `"}`, 422, kindUnprocessable, "image 0: unknown format"},

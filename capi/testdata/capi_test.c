@@ -152,6 +152,22 @@ int main(int argc, char **argv) {
 	CHECK(da3go_depth(m, "/nonexistent.png", &opt, &depth, &w, &h, &err) == -1 && err != NULL, "missing image");
 	da3go_free_string(err);
 	err = NULL;
+	bad_opt.method = NULL;
+	bad_opt.ray_pose = 1;
+	CHECK(da3go_depth(m, img0, &bad_opt, &depth, &w, &h, &err) == -1 && err && strstr(err, "ray head"), "ray pose without a ray head: %s", err);
+	da3go_free_string(err);
+	err = NULL;
+	double given_ext[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+	bad_opt.ray_pose = 0;
+	bad_opt.given_extrinsics = given_ext;
+	CHECK(da3go_depth(m, img0, &bad_opt, &depth, &w, &h, &err) == -1 && err && strstr(err, "both"), "given extrinsics without intrinsics: %s", err);
+	da3go_free_string(err);
+	err = NULL;
+	double given_k[4] = {60, 60, 25, 16};
+	bad_opt.given_intrinsics = given_k;
+	bad_opt.process_res = 56;
+	CHECK(da3go_depth(m, img0, &bad_opt, &depth, &w, &h, &err) == 0, "depth conditioned on a given camera: %s", err);
+	da3go_free_buffer(depth);
 
 	/* Free once; a freed handle is an error, not a crash. */
 	CHECK(da3go_free(m, &err) == 0, "free: %s", err);
