@@ -89,7 +89,7 @@ func (e *ShapeError) Error() string {
 }
 
 const (
-	archKey   = "depthanything3"
+	archKey   = schema.Arch
 	alignment = 32
 )
 

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/da3-go/da3-go/internal/preprocess"
 	"github.com/da3-go/da3-go/internal/schema"
 	"github.com/da3-go/da3-go/loader"
 	"github.com/da3-go/da3-go/model/camera"
@@ -45,8 +46,8 @@ func (a Arch) String() string {
 // package can run.
 var ErrUnsupportedArch = errors.New("unsupported model architecture")
 
-// KVPrefix prefixes every Depth Anything metadata key.
-const KVPrefix = "depthanything3."
+// kvPrefix prefixes every Depth Anything metadata key.
+const kvPrefix = schema.Arch + "."
 
 // Config is everything Load reads from a model file's metadata.
 type Config struct {
@@ -59,8 +60,7 @@ type Config struct {
 	// HasCamera: the file has camera_token and cam.* (DA3 any-view).
 	HasCamera bool
 	// Preprocessing.
-	ResizeMode   string // "upper_bound" (DA3) or "lower_bound" (DA2)
-	ResizeTarget int    // 504 (DA3) or 518 (DA2)
+	ResizeTarget int // 504 (DA3) or 518 (DA2)
 	Mean, Std    [3]float32
 	// NestedMetric: the file is the metric branch of a nested model (m_vit.*).
 	NestedMetric bool
@@ -229,20 +229,20 @@ const (
 	maxRes       = 8192
 )
 
-// ConfigFromFile reads the model config from a GGUF's metadata and tensor
+// configFromFile reads the model config from a GGUF's metadata and tensor
 // list. It never hard-codes sizes: everything comes from the file.
-func ConfigFromFile(f *loader.File) (Config, error) {
+func configFromFile(f *loader.File) (Config, error) {
 	kv := f.KV()
-	arch, err := kv.String(KVPrefix + "arch")
+	arch, err := kv.String(kvPrefix + "arch")
 	if err != nil {
 		ga := kv.StringOr("general.architecture", "")
-		return Config{}, fmt.Errorf("%w: not a Depth Anything file (general.architecture %q, no %sarch key)", ErrUnsupportedArch, ga, KVPrefix)
+		return Config{}, fmt.Errorf("%w: not a Depth Anything file (general.architecture %q, no %sarch key)", ErrUnsupportedArch, ga, kvPrefix)
 	}
 	has := func(name string) bool { _, ok := f.Tensor(name); return ok }
 	var c Config
-	c.Name = kv.StringOr(KVPrefix+"checkpoint_name", kv.StringOr("general.name", ""))
+	c.Name = kv.StringOr(kvPrefix+"checkpoint_name", kv.StringOr("general.name", ""))
 	vitPrefix, headPrefix := "vit.", "head."
-	if _, ok := kv.Get(KVPrefix + "m_vit.embed_dim"); ok {
+	if _, ok := kv.Get(kvPrefix + "m_vit.embed_dim"); ok {
 		c.NestedMetric = true
 		vitPrefix, headPrefix = "m_vit.", "m_head."
 	}
@@ -261,20 +261,20 @@ func ConfigFromFile(f *loader.File) (Config, error) {
 	default:
 		return Config{}, fmt.Errorf("%w: %q", ErrUnsupportedArch, arch)
 	}
-	r := &kvReader{kv: kv, prefix: KVPrefix + vitPrefix}
+	r := &kvReader{kv: kv, prefix: kvPrefix + vitPrefix}
 	v := vit.Config{
-		EmbedDim:    r.u32("embed_dim", 1, maxEmbedDim),
-		Depth:       r.u32("depth", 1, maxDepth),
-		Heads:       r.u32("num_heads", 1, maxHeads),
-		HeadDim:     r.u32Or("head_dim", 64, 1, maxEmbedDim),
-		MLPHidden:   r.u32Or("mlp_hidden", 0, 0, maxMLPHidden),
-		SwiGLU:      strings.EqualFold(r.strOr("ffn_type", "mlp"), "swiglu"),
-		PosGrid:     r.u32Or("pos_embed_grid", 37, 1, maxPosGrid),
-		InterpOff:   r.f32Or("interpolate_offset", 0.1, 0, 1),
-		RoPEFreq:    r.f32Or("rope_freq", 100, 1e-3, 1e9),
-		CatToken:    r.boolOr("cat_token", false),
-		LNEps:       r.f32Or("ln_eps", 1e-6, 1e-12, 0.1),
-		QKNormEps:   1e-5,
+		EmbedDim:  r.u32("embed_dim", 1, maxEmbedDim),
+		Depth:     r.u32("depth", 1, maxDepth),
+		Heads:     r.u32("num_heads", 1, maxHeads),
+		HeadDim:   r.u32Or("head_dim", 64, 1, maxEmbedDim),
+		MLPHidden: r.u32Or("mlp_hidden", 0, 0, maxMLPHidden),
+		SwiGLU:    strings.EqualFold(r.strOr("ffn_type", "mlp"), "swiglu"),
+		PosGrid:   r.u32Or("pos_embed_grid", 37, 1, maxPosGrid),
+		InterpOff: r.f32Or("interpolate_offset", 0.1, 0, 1),
+		RoPEFreq:  r.f32Or("rope_freq", 100, 1e-3, 1e9),
+		CatToken:  r.boolOr("cat_token", false),
+		LNEps:     r.f32Or("ln_eps", 1e-6, 1e-12, 0.1),
+		QKNormEps: 1e-5,
 	}
 	depth := v.Depth
 	if len(r.errs) > 0 {
@@ -284,9 +284,10 @@ func ConfigFromFile(f *loader.File) (Config, error) {
 	v.RoPEStart = r.i32Or("rope_start", -1, -1, depth)
 	v.QKNormStart = r.i32Or("qknorm_start", -1, -1, depth)
 	v.OutLayers = r.ints("out_layers", 4, 0, depth-1)
-	top := &kvReader{kv: kv, prefix: KVPrefix}
-	// Preprocessing works in 14-pixel patches, as every Depth Anything model does.
-	v.PatchSize = top.u32Or("patch_size", PatchSize, PatchSize, PatchSize)
+	top := &kvReader{kv: kv, prefix: kvPrefix}
+	// DINOv2's patch size where the file does not say; everything else (the
+	// patch embedding, preprocessing, the heads' output size) takes it from here.
+	v.PatchSize = top.u32Or("patch_size", 14, 2, 64)
 	// The final norm's eps: torch's nn.LayerNorm default 1e-5 in DA3, 1e-6 in
 	// DA2. (The C++ engine uses ln_eps, 1e-6, for both; the PyTorch code wins.)
 	v.FinalEps = 1e-5
@@ -322,8 +323,9 @@ func ConfigFromFile(f *loader.File) (Config, error) {
 	}
 	c.ViT = v
 
-	hr := &kvReader{kv: kv, prefix: KVPrefix + headPrefix}
+	hr := &kvReader{kv: kv, prefix: kvPrefix + headPrefix}
 	h := dpt.Config{
+		Patch:    v.PatchSize,
 		Features: hr.u32("features", 2, maxFeatures),
 		NormEps:  1e-5,
 	}
@@ -342,6 +344,9 @@ func ConfigFromFile(f *loader.File) (Config, error) {
 		if !c.NestedMetric {
 			c.CamEnc = camEncConfig(f, kv, hr)
 			c.GS, c.GSAdapter = gsConfig(kv, hr)
+			if c.GS != nil {
+				c.GS.Patch = v.PatchSize
+			}
 		}
 	case DA3Mono:
 		h.Kind = dpt.Mono
@@ -349,15 +354,14 @@ func ConfigFromFile(f *loader.File) (Config, error) {
 	}
 	c.Head = h
 
-	ir := &kvReader{kv: kv, prefix: KVPrefix + "img."}
-	mode, target := "upper_bound", 504
+	ir := &kvReader{kv: kv, prefix: kvPrefix + "img."}
+	target := preprocess.DefaultProcessRes
 	if c.Arch == DA2 {
-		mode, target = "lower_bound", 518
+		target = preprocess.DefaultDA2Res
 	}
-	c.ResizeMode = ir.strOr("resize_mode", mode)
-	c.ResizeTarget = ir.u32Or("resize_target", target, PatchSize, maxRes)
-	c.Mean = ir.floats3("mean", [3]float32{0.485, 0.456, 0.406}, -1e3, 1e3)
-	c.Std = ir.floats3("std", [3]float32{0.229, 0.224, 0.225}, 1e-6, 1e3)
+	c.ResizeTarget = ir.u32Or("resize_target", target, v.PatchSize, maxRes)
+	c.Mean = ir.floats3("mean", preprocess.ImageNetMean, -1e3, 1e3)
+	c.Std = ir.floats3("std", preprocess.ImageNetStd, 1e-6, 1e3)
 	if errs := append(hr.errs, ir.errs...); len(errs) > 0 {
 		return Config{}, fmt.Errorf("reading model metadata: %w", errList(errs))
 	}
@@ -368,7 +372,7 @@ func ConfigFromFile(f *loader.File) (Config, error) {
 // written by da3-go's converter); nil when the file has none. Problems are
 // recorded in r.
 func camEncConfig(f *loader.File, kv *loader.KV, r *kvReader) *camera.EncoderConfig {
-	cr := &kvReader{kv: kv, prefix: KVPrefix + "cam_enc."}
+	cr := &kvReader{kv: kv, prefix: kvPrefix + "cam_enc."}
 	if !cr.has("embed_dim") {
 		return nil
 	}
@@ -393,7 +397,7 @@ func camEncConfig(f *loader.File, kv *loader.KV, r *kvReader) *camera.EncoderCon
 // gsConfig reads the Gaussian head's metadata (depthanything3.gs.*, DA3-GIANT
 // files); nil when the file has none. Problems are recorded in r.
 func gsConfig(kv *loader.KV, r *kvReader) (*dpt.Config, gs.Config) {
-	gr := &kvReader{kv: kv, prefix: KVPrefix + "gs."}
+	gr := &kvReader{kv: kv, prefix: kvPrefix + "gs."}
 	if !gr.has("features") {
 		return nil, gs.Config{}
 	}

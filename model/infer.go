@@ -9,6 +9,9 @@ import (
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/internal/imgproc"
+	"github.com/da3-go/da3-go/internal/preprocess"
+	"github.com/da3-go/da3-go/internal/refview"
+	"github.com/da3-go/da3-go/internal/sky"
 	"github.com/da3-go/da3-go/model/camera"
 	"github.com/da3-go/da3-go/model/gs"
 	"github.com/da3-go/da3-go/model/vit"
@@ -23,6 +26,38 @@ const (
 	RefFirst          RefView = "first"
 	RefMiddle         RefView = "middle"
 )
+
+// ResizeMethod is the DA3 process_res_method: which side of the image
+// becomes RunOptions.ProcessRes, and how the sides then become multiples of
+// the patch size.
+type ResizeMethod int
+
+const (
+	UpperBoundResize ResizeMethod = iota // "upper_bound_resize" (default): longest side → ProcessRes, sides rounded to patch multiples by resizing
+	LowerBoundResize                     // "lower_bound_resize": shortest side → ProcessRes, sides rounded by resizing
+	UpperBoundCrop                       // "upper_bound_crop": longest side → ProcessRes, sides floored by a centre crop
+	LowerBoundCrop                       // "lower_bound_crop": shortest side → ProcessRes, sides floored by a centre crop
+)
+
+var resizeMethodNames = [...]string{"upper_bound_resize", "lower_bound_resize", "upper_bound_crop", "lower_bound_crop"}
+
+// String returns the reference name (process_res_method).
+func (m ResizeMethod) String() string {
+	if m < 0 || int(m) >= len(resizeMethodNames) {
+		return fmt.Sprintf("ResizeMethod(%d)", int(m))
+	}
+	return resizeMethodNames[m]
+}
+
+// ParseResizeMethod parses a reference method name such as "upper_bound_resize".
+func ParseResizeMethod(s string) (ResizeMethod, error) {
+	for i, n := range resizeMethodNames {
+		if s == n {
+			return ResizeMethod(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown resize method %q (want one of upper_bound_resize, lower_bound_resize, upper_bound_crop, lower_bound_crop)", s)
+}
 
 // RunOptions tune one inference call. The zero value uses the model's
 // defaults: process resolution 504 (DA3) or 518 (DA2), upper_bound_resize
@@ -260,7 +295,7 @@ func (m *Model) multiView(ctx context.Context, imgs []Image, opt RunOptions) ([]
 
 // run computes the views (one graph for a single view, the multi-view
 // pipeline otherwise) and checks that the outputs are finite.
-func (m *Model) run(ctx context.Context, views []*Processed, opt RunOptions) ([]Result, error) {
+func (m *Model) run(ctx context.Context, views []*preprocess.View, opt RunOptions) ([]Result, error) {
 	ex := m.prepareExtras(views, opt)
 	exec := func(o RunOptions) ([]Result, error) { return m.compute(ctx, views, o, ex) }
 	res, err := exec(opt)
@@ -284,36 +319,37 @@ func (m *Model) run(ctx context.Context, views []*Processed, opt RunOptions) ([]
 	return res, nil
 }
 
-func (m *Model) preprocess(imgs []Image, opt RunOptions) ([]*Processed, error) {
-	views := make([]*Processed, len(imgs))
+func (m *Model) preprocess(imgs []Image, opt RunOptions) ([]*preprocess.View, error) {
+	if opt.Method < UpperBoundResize || opt.Method > LowerBoundCrop {
+		return nil, fmt.Errorf("invalid resize method %d", int(opt.Method))
+	}
+	res := opt.ProcessRes
+	if res == 0 {
+		res = m.cfg.ResizeTarget
+	}
+	ps := m.cfg.ViT.PatchSize
+	views := make([]*preprocess.View, len(imgs))
 	for i, im := range imgs {
-		var p *Processed
+		var p *preprocess.View
 		var err error
 		if m.cfg.Arch == DA2 {
-			res := opt.ProcessRes
-			if res == 0 {
-				res = m.cfg.ResizeTarget
-			}
-			p, err = PreprocessDA2(im, res, m.cfg.Mean, m.cfg.Std)
+			p, err = preprocess.DA2(im, res, ps, m.cfg.Mean, m.cfg.Std)
 		} else {
-			po := PreprocessOptions{ProcessRes: opt.ProcessRes, Method: opt.Method, Mean: m.cfg.Mean, Std: m.cfg.Std}
-			if po.ProcessRes == 0 {
-				po.ProcessRes = m.cfg.ResizeTarget
-			}
-			p, err = PreprocessDA3(im, po)
+			p, err = preprocess.DA3(im, preprocess.Options{ProcessRes: res, Patch: ps, Mean: m.cfg.Mean, Std: m.cfg.Std,
+				Shortest: opt.Method == LowerBoundResize || opt.Method == LowerBoundCrop,
+				Crop:     opt.Method == UpperBoundCrop || opt.Method == LowerBoundCrop})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("image %d: %w", i, err)
 		}
-		ps := m.cfg.ViT.PatchSize
 		if p.Width < ps || p.Height < ps || p.Width%ps != 0 || p.Height%ps != 0 {
-			return nil, fmt.Errorf("image %d: %dx%d preprocesses to %dx%d, not a multiple of the %d-pixel patch: the aspect ratio is too extreme for -process-res %d",
-				i, p.OrigWidth, p.OrigHeight, p.Width, p.Height, ps, opt.ProcessRes)
+			return nil, fmt.Errorf("image %d: %dx%d preprocesses to %dx%d, not a multiple of the %d-pixel patch: the aspect ratio is too extreme for a processing resolution of %d",
+				i, p.OrigWidth, p.OrigHeight, p.Width, p.Height, ps, res)
 		}
 		views[i] = p
 	}
 	if len(views) > 1 {
-		CropViewsToSmallest(views)
+		preprocess.CropToSmallest(views)
 	}
 	return views, nil
 }
@@ -340,7 +376,7 @@ func (m *Model) Preprocess(imgs []Image, opt RunOptions) (Pixels, error) {
 	return Pixels{Data: stackPixels(views), Width: views[0].Width, Height: views[0].Height, Views: len(views)}, nil
 }
 
-func stackPixels(views []*Processed) []float32 {
+func stackPixels(views []*preprocess.View) []float32 {
 	n := len(views[0].Pixels)
 	out := make([]float32, 0, n*len(views))
 	for _, v := range views {
@@ -355,7 +391,7 @@ func (m *Model) nodeBudget(views int) int {
 }
 
 // result extracts view i of S from the graph outputs.
-func (m *Model) result(out map[string]backend.Tensor, v *Processed, i, S int, opt RunOptions) Result {
+func (m *Model) result(out map[string]backend.Tensor, v *preprocess.View, i, S int, opt RunOptions) Result {
 	W, H := v.Width, v.Height
 	n := W * H
 	slice := func(name string) []float32 {
@@ -369,7 +405,7 @@ func (m *Model) result(out map[string]backend.Tensor, v *Processed, i, S int, op
 		ProcessedWidth: W, ProcessedHeight: H, OrigWidth: v.OrigWidth, OrigHeight: v.OrigHeight, RGB: v.RGB,
 		Cropped: v.CropX != 0 || v.CropY != 0, Unit: m.depthUnit()}
 	if r.Sky != nil {
-		FillSky(r.Depth, r.Sky)
+		sky.Fill(r.Depth, r.Sky)
 	}
 	if k := opt.Intrinsics; k != nil && r.Unit == FocalNormalised {
 		// The focal length in pixels of the processed image: resizing
@@ -469,7 +505,7 @@ func (m *Model) heads(b *backend.Builder, ex *extras, fs [4]*ggml.Tensor, px *gg
 // stays bounded as the number of views grows; when all views fit one chunk
 // backbone, camera decoder and head are one graph and the features never
 // leave the device.
-func (m *Model) compute(ctx context.Context, views []*Processed, opt RunOptions, ex *extras) ([]Result, error) {
+func (m *Model) compute(ctx context.Context, views []*preprocess.View, opt RunOptions, ex *extras) ([]Result, error) {
 	S := len(views)
 	W, H := views[0].Width, views[0].Height
 	cfg := m.cfg.ViT
@@ -515,9 +551,9 @@ func (m *Model) compute(ctx context.Context, views []*Processed, opt RunOptions,
 		ref := 0
 		switch opt.RefView {
 		case "", RefSaddleBalanced:
-			ref = SelectReference(x, cfg.EmbedDim, T, S)
+			ref = refview.SaddleBalanced(x, cfg.EmbedDim, T, S)
 		case RefSaddleSimRange:
-			ref = SelectReferenceSimRange(x, cfg.EmbedDim, T, S)
+			ref = refview.SaddleSimRange(x, cfg.EmbedDim, T, S)
 		case RefFirst:
 		case RefMiddle:
 			ref = S / 2
@@ -532,7 +568,7 @@ func (m *Model) compute(ctx context.Context, views []*Processed, opt RunOptions,
 		tokens = reorder(x, order, cfg.EmbedDim*T)
 		from = stop
 	}
-	pixels := make([]*Processed, S) // position order
+	pixels := make([]*preprocess.View, S) // position order
 	for p, src := range order {
 		pixels[p] = views[src]
 	}
@@ -636,110 +672,6 @@ func reorder(x []float32, order []int, per int) []float32 {
 	}
 	return out
 }
-// classTokens returns each view's token 0 of x ([C, T, S] tokens) in float64,
-// divided by its norm, and the norms.
-func classTokens(x []float32, c, t, s int) (unit [][]float64, norms []float64) {
-	unit = make([][]float64, s)
-	norms = make([]float64, s)
-	for v := 0; v < s; v++ {
-		row := x[v*c*t : v*c*t+c]
-		var n float64
-		for _, a := range row {
-			n += float64(a) * float64(a)
-		}
-		n = math.Sqrt(n)
-		norms[v] = n
-		u := make([]float64, c)
-		for i, a := range row {
-			u[i] = float64(a) / n
-		}
-		unit[v] = u
-	}
-	return unit, norms
-}
-
-func dot(a, b []float64) float64 {
-	var d float64
-	for i := range a {
-		d += a[i] * b[i]
-	}
-	return d
-}
-
-// SelectReferenceSimRange implements DA3's saddle_sim_range reference-view
-// selection on x ([C, T, S] tokens entering block alt_start−1): with ĉ_s each
-// view's normalised token 0 and sim = ĉ·ĉᵀ − I (the diagonal kept, as
-// ĉ_s·ĉ_s − 1 ≈ 0), the view whose row of sim has the largest max − min
-// wins, the first on ties.
-func SelectReferenceSimRange(x []float32, c, t, s int) int {
-	u, _ := classTokens(x, c, t, s)
-	best, bestRange := 0, math.Inf(-1)
-	for v := 0; v < s; v++ {
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for w := 0; w < s; w++ {
-			d := dot(u[v], u[w])
-			if w == v {
-				d -= 1
-			}
-			lo, hi = math.Min(lo, d), math.Max(hi, d)
-		}
-		if hi-lo > bestRange {
-			best, bestRange = v, hi-lo
-		}
-	}
-	return best
-}
-
-// SelectReference implements DA3's saddle_balanced reference-view selection on
-// x ([C, T, S] tokens entering block alt_start−1): for each view's token 0,
-// its norm, its mean cosine similarity to the other views and the variance of
-// its normalised entries are min-max normalised over views; the view whose
-// three scores are all nearest 0.5 (sum of |score−0.5|) wins, the first on ties.
-func SelectReference(x []float32, c, t, s int) int {
-	toks, norms := classTokens(x, c, t, s)
-	sim := make([]float64, s)
-	vari := make([]float64, s)
-	for v := 0; v < s; v++ {
-		var sum float64
-		for w := 0; w < s; w++ {
-			if w == v {
-				continue
-			}
-			sum += dot(toks[v], toks[w])
-		}
-		sim[v] = sum / float64(s-1)
-		var mean float64
-		for _, a := range toks[v] {
-			mean += a
-		}
-		mean /= float64(c)
-		var ss float64
-		for _, a := range toks[v] {
-			ss += (a - mean) * (a - mean)
-		}
-		vari[v] = ss / float64(c-1)
-	}
-	norm01 := func(m []float64) []float64 {
-		lo, hi := m[0], m[0]
-		for _, a := range m {
-			lo, hi = math.Min(lo, a), math.Max(hi, a)
-		}
-		out := make([]float64, len(m))
-		for i, a := range m {
-			out[i] = (a - lo) / (hi - lo + 1e-8)
-		}
-		return out
-	}
-	ns, ss, vs := norm01(norms), norm01(sim), norm01(vari)
-	best, bestScore := 0, math.Inf(1)
-	for v := 0; v < s; v++ {
-		score := math.Abs(ss[v]-0.5) + math.Abs(ns[v]-0.5) + math.Abs(vs[v]-0.5)
-		if score < bestScore {
-			best, bestScore = v, score
-		}
-	}
-	return best
-}
 
 // Forward runs already preprocessed input: pixels holds S views of 3×h×w
 // normalised floats (CHW per view, views consecutive), exactly what the
@@ -767,10 +699,10 @@ func (m *Model) Forward(ctx context.Context, pixels []float32, w, h, views int, 
 	if err := m.checkExtras(views, opt); err != nil {
 		return nil, err
 	}
-	vs := make([]*Processed, views)
+	vs := make([]*preprocess.View, views)
 	n := 3 * w * h
 	for i := range vs {
-		vs[i] = &Processed{Pixels: pixels[i*n : (i+1)*n], Width: w, Height: h, OrigWidth: w, OrigHeight: h, ScaleX: 1, ScaleY: 1}
+		vs[i] = &preprocess.View{Pixels: pixels[i*n : (i+1)*n], Width: w, Height: h, OrigWidth: w, OrigHeight: h, ScaleX: 1, ScaleY: 1}
 	}
 	opt.ProcessedSize = true
 	return m.run(ctx, vs, opt)

@@ -13,6 +13,7 @@ import (
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/loader"
+	"github.com/da3-go/da3-go/model/bind"
 	"github.com/da3-go/da3-go/model/camera"
 	"github.com/da3-go/da3-go/model/dpt"
 	"github.com/da3-go/da3-go/model/vit"
@@ -89,7 +90,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 			f.Close()
 		}
 	}()
-	cfg, err := ConfigFromFile(f)
+	cfg, err := configFromFile(f)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", path, err)
 	}
@@ -139,7 +140,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	// Upload only what the graphs use.
 	want := map[string]bool{}
 	for _, p := range parts {
-		for _, n := range BoundNames(p.dst, p.root) {
+		for _, n := range bind.Names(p.dst, p.root) {
 			want[n] = true
 		}
 	}
@@ -155,8 +156,8 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	}()
 	var missing []string
 	for _, b := range parts {
-		if err := Bind(b.dst, m.w, b.root); err != nil {
-			var me *MissingTensorsError
+		if err := bind.Struct(b.dst, m.w, b.root); err != nil {
+			var me *bind.MissingError
 			if !errors.As(err, &me) {
 				return nil, err
 			}
@@ -164,7 +165,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("model %s (%s): %w", path, cfg.Arch, &MissingTensorsError{Names: missing})
+		return nil, fmt.Errorf("model %s (%s): %w", path, cfg.Arch, &bind.MissingError{Names: missing})
 	}
 	// The position embedding is needed on the host for per-grid interpolation.
 	pe, err := f.TensorData(vitRoot + ".pos_embed")

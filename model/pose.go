@@ -7,6 +7,7 @@ import (
 
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/internal/preprocess"
 	"github.com/da3-go/da3-go/model/camera"
 	"github.com/da3-go/da3-go/model/dpt"
 	"github.com/da3-go/da3-go/model/gs"
@@ -115,7 +116,7 @@ func finite64(v ...float64) bool {
 // prepareExtras builds a run's extras for the preprocessed views (input
 // order). Given intrinsics are mapped to the processed images as the
 // package's InputProcessor does.
-func (m *Model) prepareExtras(views []*Processed, opt RunOptions) *extras {
+func (m *Model) prepareExtras(views []*preprocess.View, opt RunOptions) *extras {
 	ex := &extras{ray: opt.RayPose, gs: opt.Gaussians, raySeed: opt.RaySeed}
 	if opt.Extrinsics == nil {
 		return ex
@@ -163,11 +164,12 @@ func (ex *extras) result(r *Result, out map[string]backend.Tensor, p, S int) {
 // predicted depth and cameras (aligned to the given cameras, if any); with
 // given cameras the depth is divided by the Umeyama scale between the
 // predicted and the given camera centres and the cameras are the given ones.
-func (m *Model) finishExtras(res []Result, views []*Processed, ex *extras) error {
+func (m *Model) finishExtras(res []Result, views []*preprocess.View, ex *extras) error {
 	W, H := views[0].Width, views[0].Height
 	if ex.ray {
 		maps := make([]camera.RayMap, len(res))
-		h, w := 8*(H/PatchSize), 8*(W/PatchSize)
+		ps := m.cfg.ViT.PatchSize
+		h, w := 8*(H/ps), 8*(W/ps)
 		for i := range res {
 			raw := res[i].rayRaw
 			if len(raw) != 7*h*w {

@@ -38,7 +38,7 @@ func (c Config) schemaOf(kv *loader.KV, files []loader.TensorInfo) ([]schema.Ten
 	case dpt.Mono:
 		h.Kind = schema.HeadMono
 	}
-	hr := &kvReader{kv: kv, prefix: KVPrefix + headRoot + "."}
+	hr := &kvReader{kv: kv, prefix: kvPrefix + headRoot + "."}
 	if h.Kind == schema.HeadDualDPT && hr.boolOr("has_aux", false) {
 		h.Aux = true
 		h.AuxOut = hr.u32Or("aux_ray_dim", 6, 1, 64) + 1
@@ -53,7 +53,7 @@ func (c Config) schemaOf(kv *loader.KV, files []loader.TensorInfo) ([]schema.Ten
 	if hasPrefix(files, "gs.") {
 		// DA3-GIANT's Gaussian head, unused here: its widths come from its
 		// metadata and its images merger's own tensors.
-		gr := &kvReader{kv: kv, prefix: KVPrefix + "gs."}
+		gr := &kvReader{kv: kv, prefix: kvPrefix + "gs."}
 		g := schema.Head{Kind: schema.HeadGS, D: d, F: gr.u32("features", 2, maxFeatures), HF2: schema.HeadHidden,
 			OutDim: gr.u32("output_dim", 1, 1024)}
 		copy(g.OC[:], gr.ints("out_channels", 4, 1, maxFeatures))

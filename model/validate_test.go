@@ -16,7 +16,7 @@ import (
 // da2KV is the metadata of a small valid DA2 file (no tensors needed to
 // read the config).
 func da2KV() []loader.KeyValue {
-	p := KVPrefix
+	p := kvPrefix
 	return []loader.KeyValue{
 		{Key: p + "arch", Value: loader.StringValue("depthanything2")},
 		{Key: p + "patch_size", Value: loader.Uint32Value(14)},
@@ -34,7 +34,7 @@ func configOf(t *testing.T, kv []loader.KeyValue) (Config, error) {
 	f, err := loader.Open(testutil.WriteGGUF(t, kv, nil))
 	require.NoError(t, err)
 	defer f.Close()
-	return ConfigFromFile(f)
+	return configFromFile(f)
 }
 
 func TestConfigBounds(t *testing.T) {
@@ -42,17 +42,22 @@ func TestConfigBounds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 4, c.ViT.Depth)
 	assert.Equal(t, 256, c.ViT.MLPHidden, "mlp_hidden defaults to 4C")
+	assert.Equal(t, 14, c.ViT.PatchSize)
+	assert.Equal(t, 14, c.Head.Patch, "the head's output size follows the patch size")
 
 	set := func(key string, v loader.Value) []loader.KeyValue {
 		kv := da2KV()
 		for i := range kv {
-			if kv[i].Key == KVPrefix+key {
+			if kv[i].Key == kvPrefix+key {
 				kv[i].Value = v
 				return kv
 			}
 		}
-		return append(kv, loader.KeyValue{Key: KVPrefix + key, Value: v})
+		return append(kv, loader.KeyValue{Key: kvPrefix + key, Value: v})
 	}
+	c16, err := configOf(t, set("patch_size", loader.Uint32Value(16)))
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{16, 16}, [2]int{c16.ViT.PatchSize, c16.Head.Patch}, "patch size from the file")
 	for _, tc := range []struct {
 		name string
 		kv   []loader.KeyValue
@@ -65,7 +70,7 @@ func TestConfigBounds(t *testing.T) {
 		{"three out layers", set("vit.out_layers", loader.Int32sValue([]int32{0, 1, 2})), "want 4 values, got 3"},
 		{"optional key of the wrong type", set("vit.ln_eps", loader.StringValue("x")), `"depthanything3.vit.ln_eps": want float32, got string`},
 		{"NaN eps", set("vit.ln_eps", loader.Float32Value(float32(math.NaN()))), "vit.ln_eps: NaN is outside"},
-		{"patch 16", set("patch_size", loader.Uint32Value(16)), "patch_size: 16 is outside 14..14"},
+		{"patch 1", set("patch_size", loader.Uint32Value(1)), "patch_size: 1 is outside 2..64"},
 		{"negative max depth", set("head.max_depth", loader.Float32Value(-1)), "head.max_depth: -1 is outside"},
 		{"zero std", set("img.std", loader.Float32sValue([]float32{0.2, 0, 0.2})), "img.std: value 0 is outside"},
 	} {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/internal/schema"
 	"github.com/da3-go/da3-go/loader"
 )
 
@@ -20,9 +21,9 @@ const (
 	// (GGML_QNT_VERSION), as llama.cpp records it.
 	KeyQuantizationVersion = "general.quantization_version"
 	// KeyType is the type requested for the weight matrices.
-	KeyType = "depthanything3.quantize.type"
+	KeyType = schema.Arch + ".quantize.type"
 	// KeyConvType is the type of the convolution kernels (f32 or f16).
-	KeyConvType = "depthanything3.quantize.conv_type"
+	KeyConvType = schema.Arch + ".quantize.conv_type"
 )
 
 // quantizationVersion is GGML_QNT_VERSION of the pinned ggml.

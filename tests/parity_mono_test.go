@@ -11,6 +11,7 @@ import (
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/internal/sky"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -32,10 +33,10 @@ func TestParityDA3Mono(t *testing.T) {
 	gate(t, "depth after sky fill", ref["depth"].Data, r.Depth, 0.99999, 1e-4)
 	nSky := 0
 	for i, s := range ref["sky"].Data {
-		if (s >= model.SkyThreshold) != (r.Sky[i] >= model.SkyThreshold) {
+		if (s >= sky.Threshold) != (r.Sky[i] >= sky.Threshold) {
 			t.Errorf("pixel %d classified differently: ref sky %g, got %g", i, s, r.Sky[i])
 		}
-		if s >= model.SkyThreshold {
+		if s >= sky.Threshold {
 			nSky++
 		}
 	}

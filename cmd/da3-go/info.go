@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"unicode"
 
+	"github.com/da3-go/da3-go/internal/schema"
 	"github.com/da3-go/da3-go/loader"
 )
 
@@ -103,7 +104,7 @@ func newInfoReport(f *loader.File) *infoReport {
 		Size:         f.Size(),
 		Version:      f.Version(),
 		Alignment:    f.Alignment(),
-		Architecture: kv.StringOr("depthanything3.arch", kv.StringOr("general.architecture", "")),
+		Architecture: kv.StringOr(schema.Arch+".arch", kv.StringOr("general.architecture", "")),
 		Metadata:     []infoKV{},
 		Types:        []infoType{},
 		Tensors:      []infoTensor{},

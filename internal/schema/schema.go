@@ -17,6 +17,10 @@ import (
 	"github.com/da3-go/da3-go/loader"
 )
 
+// Arch is the general.architecture of every Depth Anything GGUF, and the
+// prefix of its metadata keys ("depthanything3.vit.embed_dim", …).
+const Arch = "depthanything3"
+
 // Class is a tensor's role; it decides the storage types the tensor may have.
 type Class int
 

@@ -53,6 +53,7 @@ func (k Kind) String() string {
 // Config is the head's hyper-parameters.
 type Config struct {
 	Kind        Kind
+	Patch       int    // the backbone's patch size: a ph×pw grid is a (Patch·pw)×(Patch·ph) image
 	Features    int    // f
 	OutChannels [4]int // oc
 	PosEmbed    bool   // add 0.1·UV embeddings (DualDPT)

@@ -8,7 +8,7 @@ import (
 	"github.com/da3-go/da3-go/model/nn"
 )
 
-// Outputs are the head's results at the processed size (W = 14·pw, H = 14·ph).
+// Outputs are the head's results at the processed size (W = Patch·pw, H = Patch·ph).
 type Outputs struct {
 	Depth *ggml.Tensor // [W, H, 1, S]: DA2 disparity or metres, DA3 depth
 	Conf  *ggml.Tensor // [W, H, 1, S] (DualDPT), else nil
@@ -23,8 +23,7 @@ type Outputs struct {
 // projection, UV, resize), the layerK_rn convs and the fusion blocks, giving
 // the levels and the finest fused map [8pw, 8ph, f, S].
 func (h *Head) fuse(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph, pw int) (Outputs, *ggml.Tensor) {
-	const patch = 14
-	H, W := ph*patch, pw*patch
+	H, W := ph*h.Cfg.Patch, pw*h.Cfg.Patch
 	aspect := float64(W) / float64(H)
 	tap := func(name string, t *ggml.Tensor) *ggml.Tensor { return b.Tap(h.tap+"."+name, t) }
 	var rs [4]*ggml.Tensor
@@ -73,12 +72,11 @@ func (h *Head) uvInput(b nn.Builder, c, hh, ww int, aspect float64) *ggml.Tensor
 }
 
 // Forward runs the head on the 4 features [D, Np, S] of a ph×pw patch grid
-// (patch size 14). Tap names ("gs." instead of "head." for the Gaussian
+// (Config.Patch pixels each). Tap names ("gs." instead of "head." for the Gaussian
 // head): "head.reassemble.K", "head.rn.K", "head.fusion.K" (K = 4..1),
 // "head.out1", "head.out1_up", "head.logits".
 func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph, pw int) Outputs {
-	const patch = 14
-	H, W := ph*patch, pw*patch
+	H, W := ph*h.Cfg.Patch, pw*h.Cfg.Patch
 	aspect := float64(W) / float64(H)
 	out, p := h.fuse(g, b, feats, ph, pw)
 	sc := &h.Scratch

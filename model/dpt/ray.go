@@ -44,8 +44,7 @@ func (h *Head) Ray(g *ggml.Context, b nn.Builder, levels [4]*ggml.Tensor, ph, pw
 // processed size. Tap names: "gs.reassemble.K", "gs.rn.K", "gs.fusion.K",
 // "gs.out1", "gs.merger", "gs.out2_in", "gs.logits".
 func (h *Head) ForwardGS(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, images *ggml.Tensor, ph, pw int) *ggml.Tensor {
-	const patch = 14
-	H, W := ph*patch, pw*patch
+	H, W := ph*h.Cfg.Patch, pw*h.Cfg.Patch
 	_, p := h.fuse(g, b, feats, ph, pw)
 	sc := &h.Scratch
 	z := b.Tap("gs.out1", sc.Out1.Forward(g, p))

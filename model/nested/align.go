@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/da3-go/da3-go/internal/sky"
+	"github.com/da3-go/da3-go/internal/tmath"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -11,8 +13,8 @@ import (
 // in utils/alignment.py.
 const (
 	// SkyThreshold: pixels with a sky value below it are not sky
-	// (compute_sky_mask).
-	SkyThreshold = 0.3
+	// (compute_sky_mask; the mono models' sky fill uses the same).
+	SkyThreshold = sky.Threshold
 	// MinMetricDepth and MinDepth exclude near-zero depths from the fit
 	// (compute_alignment_mask).
 	MinMetricDepth = 1e-2
@@ -112,7 +114,7 @@ func Align(views []View) (Alignment, error) {
 	if a.NonSky < minNonSky {
 		return a, fmt.Errorf("%w: only %d non-sky pixels (sky map < %g); more than 10 are needed", ErrNoScale, a.NonSky, SkyThreshold)
 	}
-	a.MedianConf = model.Quantile(conf, 0.5)
+	a.MedianConf = tmath.Quantile(conf, 0.5)
 
 	var num, den float64
 	for i, v := range views {
@@ -139,7 +141,7 @@ func Align(views []View) (Alignment, error) {
 			}
 		}
 	}
-	a.SkyDepth = min(model.Quantile(nonSky, SkyQuantile), MaxSkyDepth)
+	a.SkyDepth = min(tmath.Quantile(nonSky, SkyQuantile), MaxSkyDepth)
 	for _, v := range views {
 		for p, sk := range v.Sky {
 			if sk >= SkyThreshold {

@@ -1,6 +1,6 @@
 // Package nn holds the layers shared by the Depth Anything graphs: Linear,
 // LayerNorm, Conv2D, ConvTranspose2D, LayerScale, MLP and SwiGLU. Each is a
-// plain struct of weights bound by `gguf` struct tags (see model.Bind) with a
+// plain struct of weights bound by `gguf` struct tags (see model/bind) with a
 // Forward method that adds its ops to a ggml graph.
 //
 // Layout conventions (ggml order, ne0 fastest): tokens are [C, T, ...]; feature

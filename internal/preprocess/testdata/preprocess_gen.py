@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Expectations for model/preprocess_test.go, from the reference code itself.
 
-Run:  python3 model/testdata/preprocess_gen.py   (needs depth_anything_3, torch, numpy, cv2)
+Run:  python3 internal/preprocess/testdata/preprocess_gen.py   (needs depth_anything_3, torch, numpy, cv2)
 DA3: depth_anything_3.utils.io.input_processor.InputProcessor (with tests/oracle/da3_common's exact
 torchvision shim when torchvision is not installed), run twice: with cv2's default IPP path and with
 cv2.ipp.setUseIPP(False). DA2: the upstream image2tensor formulas (tests/oracle/da2_oracle.py copy).

@@ -1,9 +1,12 @@
-package model
+// Package bind fills the weight fields of layer structs from a model file's
+// tensors by their `gguf` struct tags (ollama's tag scheme, made strict):
+// a layer declares the names of its weights next to its fields, and a model
+// binds its parts under their roots ("vit", "head", "cam").
+package bind
 
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"reflect"
 	"sort"
 	"strconv"
@@ -12,17 +15,17 @@ import (
 	"github.com/da3-go/da3-go/ggml"
 )
 
-// TensorSource resolves tensor names to weights (backend.Weights does).
-type TensorSource interface {
+// Source resolves tensor names to weights (backend.Weights does).
+type Source interface {
 	Tensor(name string) *ggml.Tensor
 }
 
-// MissingTensorsError lists every required tensor a model file lacks.
-type MissingTensorsError struct {
+// MissingError lists every required tensor a model file lacks.
+type MissingError struct {
 	Names []string
 }
 
-func (e *MissingTensorsError) Error() string {
+func (e *MissingError) Error() string {
 	const show = 12
 	names := e.Names
 	more := ""
@@ -33,10 +36,9 @@ func (e *MissingTensorsError) Error() string {
 	return fmt.Sprintf("model file lacks %d required tensors: %s%s", len(e.Names), strings.Join(names, ", "), more)
 }
 
-
 var tensorType = reflect.TypeOf((*ggml.Tensor)(nil))
 
-// Bind fills the *ggml.Tensor fields of dst (a pointer to a struct) from src,
+// Struct fills the *ggml.Tensor fields of dst (a pointer to a struct) from src,
 // resolving names from `gguf` struct tags under root:
 //
 //   - `gguf:"name"` appends a path segment; slices and arrays append the index.
@@ -47,8 +49,8 @@ var tensorType = reflect.TypeOf((*ggml.Tensor)(nil))
 //   - nil pointer and nil interface fields are skipped: constructors decide
 //     which optional parts a config has.
 //
-// It returns a *MissingTensorsError listing every required tensor not found.
-func Bind(dst any, src TensorSource, root string) error {
+// It returns a *MissingError listing every required tensor not found.
+func Struct(dst any, src Source, root string) error {
 	v := reflect.ValueOf(dst)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
 		return errors.New("bind: dst must be a non-nil pointer")
@@ -57,14 +59,14 @@ func Bind(dst any, src TensorSource, root string) error {
 	b.walk(v.Elem(), root, tagOpts{})
 	if len(b.missing) > 0 {
 		sort.Strings(b.missing)
-		return &MissingTensorsError{Names: b.missing}
+		return &MissingError{Names: b.missing}
 	}
 	return nil
 }
 
-// BoundNames returns the tensor names Bind resolves for dst under root,
+// Names returns the tensor names Struct resolves for dst under root,
 // whether or not src has them (for diagnostics and tests).
-func BoundNames(dst any, root string) []string {
+func Names(dst any, root string) []string {
 	b := &binder{src: nil, bound: map[string]bool{}}
 	b.walk(reflect.ValueOf(dst).Elem(), root, tagOpts{})
 	names := make([]string, 0, len(b.bound))
@@ -81,7 +83,7 @@ type tagOpts struct {
 }
 
 type binder struct {
-	src     TensorSource
+	src     Source
 	missing []string
 	bound   map[string]bool
 }
@@ -208,17 +210,4 @@ func (b *binder) leaf(v reflect.Value, path string, o tagOpts) {
 		return
 	}
 	v.Set(reflect.ValueOf(t))
-}
-
-// warnUnused logs at Warn the names in all that no field consumed, except
-// those allowed.
-func warnUnused(log *slog.Logger, all []string, bound map[string]bool, allowed func(string) bool) int {
-	n := 0
-	for _, name := range all {
-		if !bound[name] && (allowed == nil || !allowed(name)) {
-			log.Warn("model file tensor not used", "tensor", name)
-			n++
-		}
-	}
-	return n
 }

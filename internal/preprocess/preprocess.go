@@ -1,13 +1,16 @@
-package model
-
-// Preprocessing (MODEL-SPEC §2): the policy layer over internal/imgproc. Output pixels are CHW float32,
-// normalised with the model's mean/std, at the processed size (multiples of 14 for the normal methods).
+// Package preprocess turns images into what the Depth Anything networks
+// take: CHW float32 pixels normalised with the model's mean and std, at the
+// processed size (sides multiples of the patch size for the normal methods).
 //
-// DA3 follows depth_anything_3.utils.io.input_processor.InputProcessor: a uint8 boundary resize (cv2
-// INTER_CUBIC when enlarging, INTER_AREA otherwise), then a second uint8 resize (or a centre crop) to
-// multiples of 14, then ToTensor (u8/255 in float32) and Normalize ((x−mean)/std in float32).
-// DA2 follows DepthAnythingV2.image2tensor: float64 image/255, one float64 INTER_CUBIC resize to the
-// lower-bound size rounded to multiples of 14, normalisation in float64, cast to float32.
+// DA3 follows depth_anything_3.utils.io.input_processor.InputProcessor: a
+// uint8 boundary resize (cv2 INTER_CUBIC when enlarging, INTER_AREA
+// otherwise), then a second uint8 resize (or a centre crop) to multiples of
+// the patch size, then ToTensor (u8/255 in float32) and Normalize
+// ((x−mean)/std in float32). DA2 follows DepthAnythingV2.image2tensor:
+// float64 image/255, one float64 INTER_CUBIC resize to the lower-bound size
+// rounded to multiples of the patch size, normalisation in float64, cast to
+// float32.
+package preprocess
 
 import (
 	"errors"
@@ -19,13 +22,10 @@ import (
 	"github.com/da3-go/da3-go/internal/imgproc"
 )
 
-// PatchSize is the ViT patch size; processed sides are multiples of it.
-const PatchSize = 14
-
-// Default preprocessing parameters of the reference implementations.
+// Defaults of the reference implementations.
 const (
-	DefaultProcessRes  = 504 // DA3 InputProcessor process_res
-	DefaultDA2InputRes = 518 // DA2 image2tensor input_size
+	DefaultProcessRes = 504 // DA3 InputProcessor process_res
+	DefaultDA2Res     = 518 // DA2 image2tensor input_size
 )
 
 // ImageNet normalisation used by every published DA2/DA3 checkpoint.
@@ -33,39 +33,6 @@ var (
 	ImageNetMean = [3]float32{0.485, 0.456, 0.406}
 	ImageNetStd  = [3]float32{0.229, 0.224, 0.225}
 )
-
-// ResizeMethod is the DA3 process_res_method.
-type ResizeMethod int
-
-const (
-	UpperBoundResize ResizeMethod = iota // "upper_bound_resize" (default): longest side → ProcessRes, sides rounded to ×14 by resizing
-	LowerBoundResize                     // "lower_bound_resize": shortest side → ProcessRes, sides rounded to ×14 by resizing
-	UpperBoundCrop                       // "upper_bound_crop": longest side → ProcessRes, sides floored to ×14 by centre crop
-	LowerBoundCrop                       // "lower_bound_crop": shortest side → ProcessRes, sides floored to ×14 by centre crop
-)
-
-var resizeMethodNames = [...]string{"upper_bound_resize", "lower_bound_resize", "upper_bound_crop", "lower_bound_crop"}
-
-// String returns the reference name (process_res_method).
-func (m ResizeMethod) String() string {
-	if m < 0 || int(m) >= len(resizeMethodNames) {
-		return fmt.Sprintf("ResizeMethod(%d)", int(m))
-	}
-	return resizeMethodNames[m]
-}
-
-// ParseResizeMethod parses a reference method name such as "upper_bound_resize".
-func ParseResizeMethod(s string) (ResizeMethod, error) {
-	for i, n := range resizeMethodNames {
-		if s == n {
-			return ResizeMethod(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown resize method %q (want one of upper_bound_resize, lower_bound_resize, upper_bound_crop, lower_bound_crop)", s)
-}
-
-func (m ResizeMethod) upper() bool { return m == UpperBoundResize || m == UpperBoundCrop }
-func (m ResizeMethod) crop() bool  { return m == UpperBoundCrop || m == LowerBoundCrop }
 
 // CubicImpl selects which OpenCV INTER_CUBIC implementation the uint8 enlargements reproduce. The two differ
 // by ±1 in about 4% of the enlarged pixel values.
@@ -81,17 +48,31 @@ const (
 	CubicOpenCV
 )
 
-// PreprocessOptions configures PreprocessDA3. The zero value means ProcessRes 504, upper_bound_resize,
-// ImageNet mean/std and the IPP cubic model.
-type PreprocessOptions struct {
-	ProcessRes int          // boundary size; 0 means DefaultProcessRes
-	Method     ResizeMethod // process_res_method
-	Mean, Std  [3]float32   // per-channel normalisation; all-zero means ImageNetMean/ImageNetStd
-	Cubic      CubicImpl    // which cv2 INTER_CUBIC to reproduce for enlargements
+// Options configure DA3. The zero value needs only Patch: ProcessRes 504,
+// upper_bound_resize, ImageNet mean/std and the IPP cubic model.
+type Options struct {
+	ProcessRes int        // boundary size; 0 means DefaultProcessRes
+	Shortest   bool       // the shortest side becomes ProcessRes (lower_bound_*), else the longest (upper_bound_*)
+	Crop       bool       // sides floored to multiples of Patch by a centre crop (*_crop), else rounded by resizing (*_resize)
+	Patch      int        // the network's patch size: processed sides are multiples of it
+	Mean, Std  [3]float32 // per-channel normalisation; all-zero means ImageNetMean/ImageNetStd
+	Cubic      CubicImpl  // which cv2 INTER_CUBIC to reproduce for enlargements
 }
 
-// Processed is one preprocessed image.
-type Processed struct {
+// method is the reference's process_res_method name of o.
+func (o Options) method() string {
+	bound, fit := "upper_bound", "resize"
+	if o.Shortest {
+		bound = "lower_bound"
+	}
+	if o.Crop {
+		fit = "crop"
+	}
+	return bound + "_" + fit
+}
+
+// View is one preprocessed image.
+type View struct {
 	Pixels                []float32 // CHW planar, normalised, 3·Height·Width
 	Width, Height         int       // processed size
 	OrigWidth, OrigHeight int       // decoded image size
@@ -103,16 +84,17 @@ type Processed struct {
 	RGB            []uint8 // processed image as 8-bit RGB, HWC, for colour exports
 }
 
-// PreprocessDA3 prepares one image for a DA3 model (MODEL-SPEC §2.1 steps 1–3).
-func PreprocessDA3(img image.Image, opt PreprocessOptions) (*Processed, error) {
+// DA3 prepares one image for a DA3 model: InputProcessor's boundary resize,
+// sides to multiples of the patch, ToTensor and Normalize.
+func DA3(img image.Image, opt Options) (*View, error) {
 	if opt.ProcessRes == 0 {
 		opt.ProcessRes = DefaultProcessRes
 	}
 	if opt.ProcessRes < 0 || opt.ProcessRes > imgproc.MaxSide {
 		return nil, fmt.Errorf("process resolution %d out of range", opt.ProcessRes)
 	}
-	if opt.Method < UpperBoundResize || opt.Method > LowerBoundCrop {
-		return nil, fmt.Errorf("invalid resize method %d", int(opt.Method))
+	if opt.Patch < 1 {
+		return nil, fmt.Errorf("patch size %d must be positive", opt.Patch)
 	}
 	if opt.Cubic != CubicIPP && opt.Cubic != CubicOpenCV {
 		return nil, fmt.Errorf("invalid cubic implementation %d", int(opt.Cubic))
@@ -132,16 +114,16 @@ func PreprocessDA3(img image.Image, opt PreprocessOptions) (*Processed, error) {
 	ow, oh := rgb.W, rgb.H
 
 	// Step 1: boundary resize (_resize_longest_side / _resize_shortest_side).
-	l := min(ow, oh)
-	if opt.Method.upper() {
-		l = max(ow, oh)
+	l := max(ow, oh)
+	if opt.Shortest {
+		l = min(ow, oh)
 	}
 	if l != opt.ProcessRes {
 		scale := float64(opt.ProcessRes) / float64(l)
 		w1 := max(1, int(math.RoundToEven(float64(ow)*scale)))
 		h1 := max(1, int(math.RoundToEven(float64(oh)*scale)))
 		if err := imgproc.CheckSize(w1, h1); err != nil {
-			return nil, fmt.Errorf("resize %dx%d to %s %d: %w", ow, oh, opt.Method, opt.ProcessRes, err)
+			return nil, fmt.Errorf("resize %dx%d to %s %d: %w", ow, oh, opt.method(), opt.ProcessRes, err)
 		}
 		if scale > 1 {
 			rgb = cubic(rgb, w1, h1)
@@ -150,22 +132,23 @@ func PreprocessDA3(img image.Image, opt PreprocessOptions) (*Processed, error) {
 		}
 	}
 
-	// Step 2: make both sides multiples of 14.
-	p := &Processed{OrigWidth: ow, OrigHeight: oh}
+	// Step 2: make both sides multiples of the patch.
+	ps := opt.Patch
+	p := &View{OrigWidth: ow, OrigHeight: oh}
 	w, h := rgb.W, rgb.H
-	if opt.Method.crop() {
-		w2, h2 := w/PatchSize*PatchSize, h/PatchSize*PatchSize
+	if opt.Crop {
+		w2, h2 := w/ps*ps, h/ps*ps
 		if w2 == 0 || h2 == 0 {
-			return nil, fmt.Errorf("image %dx%d resized to %dx%d: too small to crop to a multiple of %d", ow, oh, w, h, PatchSize)
+			return nil, fmt.Errorf("image %dx%d resized to %dx%d: too small to crop to a multiple of %d", ow, oh, w, h, ps)
 		}
 		if w2 != w || h2 != h {
 			p.CropX, p.CropY = (w-w2)/2, (h-h2)/2
 			rgb = rgb.Crop(p.CropX, p.CropY, w2, h2)
 		}
 	} else {
-		w2, h2 := max(1, nearestMultiple(w, PatchSize)), max(1, nearestMultiple(h, PatchSize))
+		w2, h2 := max(1, nearestMultiple(w, ps)), max(1, nearestMultiple(h, ps))
 		if err := imgproc.CheckSize(w2, h2); err != nil {
-			return nil, fmt.Errorf("resize %dx%d to multiples of %d: %w", w, h, PatchSize, err)
+			return nil, fmt.Errorf("resize %dx%d to multiples of %d: %w", w, h, ps, err)
 		}
 		if w2 != w || h2 != h {
 			if w2 > w || h2 > h {
@@ -201,11 +184,12 @@ func nearestMultiple(x, p int) int {
 	return down
 }
 
-// CropViewsToSmallest centre-crops every view to the smallest height and the smallest width in the batch
-// (MODEL-SPEC §2.1 step 4; torchvision CenterCrop offsets round((H−minH)/2), which equal the (H−minH)//2 the
-// reference applies to intrinsics because processed sides differ by multiples of 14). Pixels, RGB, sizes and
-// CropX/CropY are updated in place. Views that already have the smallest size are untouched.
-func CropViewsToSmallest(views []*Processed) {
+// CropToSmallest centre-crops every view to the smallest height and the smallest width in the batch, as
+// InputProcessor does for a batch of views of different sizes (torchvision CenterCrop offsets
+// round((H−minH)/2), which equal the (H−minH)//2 the reference applies to intrinsics because processed sides
+// differ by multiples of the patch). Pixels, RGB, sizes and CropX/CropY are updated in place. Views that
+// already have the smallest size are untouched.
+func CropToSmallest(views []*View) {
 	if len(views) == 0 {
 		return
 	}
@@ -238,17 +222,20 @@ func CropViewsToSmallest(views []*Processed) {
 	}
 }
 
-// PreprocessDA2 prepares one image for a DA2 model (MODEL-SPEC §2.2): float64 image/255, lower-bound resize
-// to inputSize (0 means 518) with sides rounded to multiples of 14 (never below inputSize), one float64
-// INTER_CUBIC resize, (x − mean)/std in float64, cast to float32. Mean and std are widened through their
-// shortest decimal form (float32 0.485 becomes float64 0.485), as the reference's Python floats are.
-// RGB holds the resized image rounded and clamped to 8 bits.
-func PreprocessDA2(img image.Image, inputSize int, mean, std [3]float32) (*Processed, error) {
+// DA2 prepares one image for a DA2 model as DepthAnythingV2.image2tensor does: float64 image/255,
+// lower-bound resize to inputSize (0 means 518) with sides rounded to multiples of the patch (never below
+// inputSize), one float64 INTER_CUBIC resize, (x − mean)/std in float64, cast to float32. Mean and std are
+// widened through their shortest decimal form (float32 0.485 becomes float64 0.485), as the reference's
+// Python floats are. RGB holds the resized image rounded and clamped to 8 bits.
+func DA2(img image.Image, inputSize, patch int, mean, std [3]float32) (*View, error) {
 	if inputSize == 0 {
-		inputSize = DefaultDA2InputRes
+		inputSize = DefaultDA2Res
 	}
 	if inputSize < 0 || inputSize > imgproc.MaxSide {
 		return nil, fmt.Errorf("input size %d out of range", inputSize)
+	}
+	if patch < 1 {
+		return nil, fmt.Errorf("patch size %d must be positive", patch)
 	}
 	m32, s32, err := normalisation(mean, std)
 	if err != nil {
@@ -259,7 +246,7 @@ func PreprocessDA2(img image.Image, inputSize int, mean, std [3]float32) (*Proce
 		return nil, err
 	}
 	ow, oh := rgb.W, rgb.H
-	nw, nh := da2TargetSize(ow, oh, inputSize)
+	nw, nh := da2TargetSize(ow, oh, inputSize, patch)
 	if err := imgproc.CheckSize(nw, nh); err != nil {
 		return nil, fmt.Errorf("resize %dx%d to lower bound %d: %w", ow, oh, inputSize, err)
 	}
@@ -271,7 +258,7 @@ func PreprocessDA2(img image.Image, inputSize int, mean, std [3]float32) (*Proce
 		}
 	}
 	res := imgproc.ResizeCubicF64(src, nw, nh)
-	p := &Processed{
+	p := &View{
 		Width: nw, Height: nh, OrigWidth: ow, OrigHeight: oh,
 		ScaleX: float64(nw) / float64(ow), ScaleY: float64(nh) / float64(oh),
 		Pixels: make([]float32, len(res.Pix)),
@@ -289,8 +276,8 @@ func PreprocessDA2(img image.Image, inputSize int, mean, std [3]float32) (*Proce
 	return p, nil
 }
 
-// da2TargetSize is Resize(keep_aspect_ratio, ensure_multiple_of=14, resize_method="lower_bound").get_size.
-func da2TargetSize(w, h, size int) (int, int) {
+// da2TargetSize is Resize(keep_aspect_ratio, ensure_multiple_of=patch, resize_method="lower_bound").get_size.
+func da2TargetSize(w, h, size, patch int) (int, int) {
 	scaleH, scaleW := float64(size)/float64(h), float64(size)/float64(w)
 	if scaleW > scaleH {
 		scaleH = scaleW
@@ -298,9 +285,10 @@ func da2TargetSize(w, h, size int) (int, int) {
 		scaleW = scaleH
 	}
 	constrain := func(x float64) int {
-		y := math.RoundToEven(x/PatchSize) * PatchSize
+		ps := float64(patch)
+		y := math.RoundToEven(x/ps) * ps
 		if y < float64(size) {
-			y = math.Ceil(x/PatchSize) * PatchSize
+			y = math.Ceil(x/ps) * ps
 		}
 		if y > math.MaxInt32 {
 			return math.MaxInt32 // rejected by CheckSize

@@ -1,4 +1,4 @@
-package model
+package refview
 
 import (
 	"testing"
@@ -16,21 +16,21 @@ func tokens(vecs [][]float32, t int) []float32 {
 	return x
 }
 
-func TestSelectReferenceSimRange(t *testing.T) {
+func TestSaddleSimRange(t *testing.T) {
 	// Views 0 and 1 are identical, 2 orthogonal to them, 3 in between: view
 	// 3's similarities span (0, 0.71, 0.71, 0) → range 0.71; views 0/1 span
 	// (1 (twin), 0 (view 2)) → range 1: the first of them wins.
 	x := tokens([][]float32{{1, 0, 0}, {1, 0, 0}, {0, 1, 0}, {1, 1, 0}}, 2)
-	assert.Equal(t, 0, SelectReferenceSimRange(x, 3, 2, 4))
+	assert.Equal(t, 0, SaddleSimRange(x, 3, 2, 4))
 	// Make view 2 a near-copy of view 0's direction but keep 1 orthogonal:
 	// view 2 now has the widest range.
 	x = tokens([][]float32{{1, 0.1, 0}, {0, 1, 0}, {1, 0, 0}, {0, 0, 1}}, 1)
 	// sims: v0: (.., 0.0995, 0.995, 0) range .995; v1: (0.0995, .., 0, 0) range .0995;
 	// v2: (0.995, 0, .., 0) range .995 — tie with v0, the first wins.
-	assert.Equal(t, 0, SelectReferenceSimRange(x, 3, 1, 4))
+	assert.Equal(t, 0, SaddleSimRange(x, 3, 1, 4))
 	x = tokens([][]float32{{0, 0, 1}, {0, 1, 0}, {1, 0.1, 0}, {1, 0, 0}}, 1)
-	assert.Equal(t, 2, SelectReferenceSimRange(x, 3, 1, 4))
+	assert.Equal(t, 2, SaddleSimRange(x, 3, 1, 4))
 	// Scale does not matter (tokens are normalised).
 	x = tokens([][]float32{{0, 0, 10}, {0, 5, 0}, {3, 0.3, 0}, {0.1, 0, 0}}, 1)
-	assert.Equal(t, 2, SelectReferenceSimRange(x, 3, 1, 4))
+	assert.Equal(t, 2, SaddleSimRange(x, 3, 1, 4))
 }

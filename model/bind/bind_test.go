@@ -1,4 +1,4 @@
-package model
+package bind_test
 
 import (
 	"sort"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/model/bind"
 	"github.com/da3-go/da3-go/model/dpt"
 	"github.com/da3-go/da3-go/model/nn"
 	"github.com/da3-go/da3-go/model/vit"
@@ -56,7 +57,7 @@ func TestBindResolvesNames(t *testing.T) {
 		"r.blk.0.mlp_fc1.weight", "r.blk.0.mlp_fc1.bias", "r.blk.0.mlp_fc2.weight",
 		"r.blk.1.norm.weight", "r.blk.1.norm.bias", "r.blk.1.ls1", "r.blk.1.new_name", "r.blk.1.extra",
 		"r.blk.1.mlp_w12.weight", "r.blk.1.mlp_w3.weight")
-	require.NoError(t, Bind(m, src, "r"))
+	require.NoError(t, bind.Struct(m, src, "r"))
 	assert.Equal(t, "r.tok", m.Tok.Name())
 	assert.Equal(t, "r.blk.0.ls1", m.Blocks[0].LS.Gamma.Name(), "untagged leaf takes the parent path")
 	assert.Equal(t, "r.blk.0.old_name", m.Blocks[0].Alt.Name(), "alt name used as fallback")
@@ -72,8 +73,8 @@ func TestBindListsEveryMissingTensor(t *testing.T) {
 	m := &testModel{Blocks: make([]testBlock, 2)}
 	m.Blocks[0].FFN, m.Blocks[1].FFN = &nn.MLP{}, &nn.MLP{}
 	src := newFakeSource(t, "r.tok", "r.blk.0.norm.weight")
-	err := Bind(m, src, "r")
-	var me *MissingTensorsError
+	err := bind.Struct(m, src, "r")
+	var me *bind.MissingError
 	require.ErrorAs(t, err, &me)
 	want := []string{"r.blk.0.ls1", "r.blk.0.mlp_fc1.weight", "r.blk.0.mlp_fc2.weight", "r.blk.0.new_name", "r.blk.0.norm.bias",
 		"r.blk.1.ls1", "r.blk.1.mlp_fc1.weight", "r.blk.1.mlp_fc2.weight", "r.blk.1.new_name", "r.blk.1.norm.bias", "r.blk.1.norm.weight"}
@@ -81,11 +82,11 @@ func TestBindListsEveryMissingTensor(t *testing.T) {
 	assert.Contains(t, err.Error(), "lacks 11 required tensors")
 }
 
-// The real backbone and head bind exactly the C++ engine's GGUF names
-// (MODEL-SPEC §12.2).
+// The real backbone and head bind exactly the GGUF names of the C++ engine
+// depth-anything.cpp (convert writes the same).
 func TestBoundNamesMatchSchema(t *testing.T) {
 	cfg := vit.Config{EmbedDim: 64, Depth: 6, Heads: 1, HeadDim: 64, PatchSize: 14, PosGrid: 37, AltStart: 4, RoPEStart: 4, QKNormStart: 4, OutLayers: []int{1, 3, 5, 5}}
-	names := BoundNames(vit.New(cfg), "vit")
+	names := bind.Names(vit.New(cfg), "vit")
 	assert.Contains(t, names, "vit.blk.4.attn_qnorm.weight")
 	assert.NotContains(t, names, "vit.blk.3.attn_qnorm.weight", "qk-norm only from qknorm_start")
 	assert.Contains(t, names, "vit.blk.0.ls1")
@@ -94,7 +95,7 @@ func TestBoundNamesMatchSchema(t *testing.T) {
 	assert.Len(t, names, 5+2+6*14+2*4, "tokens, patch embed, pos, norm; 14 per block; qk-norm in blocks 4 and 5")
 
 	h := dpt.New(dpt.Config{Kind: dpt.DualDPT})
-	hn := BoundNames(h, "head")
+	hn := bind.Names(h, "head")
 	for _, n := range []string{"head.norm.weight", "head.proj.3.bias", "head.resize.0.weight", "head.resize.3.bias",
 		"head.scratch.layer4_rn.weight", "head.scratch.rn1.rc1.c2.bias", "head.scratch.rn4.rc2.c1.weight",
 		"head.scratch.rn4.out.weight", "head.scratch.out2b.bias"} {
@@ -102,30 +103,8 @@ func TestBoundNamesMatchSchema(t *testing.T) {
 	}
 	assert.NotContains(t, hn, "head.scratch.rn4.rc1.c1.weight", "DA3 refinenet4 has no rc1")
 	assert.NotContains(t, hn, "head.scratch.sky_out2a.weight")
-	mono := BoundNames(dpt.New(dpt.Config{Kind: dpt.Mono}), "head")
+	mono := bind.Names(dpt.New(dpt.Config{Kind: dpt.Mono}), "head")
 	assert.Contains(t, mono, "head.scratch.sky_out2b.weight")
 	assert.NotContains(t, mono, "head.norm.weight")
 	assert.True(t, sort.StringsAreSorted(hn))
-}
-
-func TestQuantileAndFillSky(t *testing.T) {
-	assert.InDelta(t, 4.96, Quantile([]float32{5, 1, 3, 2, 4}, 0.99), 1e-6)
-	assert.InDelta(t, 3, Quantile([]float32{5, 1, 3, 2, 4}, 0.5), 1e-6)
-	depth := make([]float32, 40)
-	sky := make([]float32, 40)
-	for i := range depth {
-		depth[i] = float32(i)
-		if i >= 25 {
-			sky[i] = 1
-		}
-	}
-	FillSky(depth, sky)
-	q := Quantile([]float32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}, 0.99)
-	assert.InDelta(t, 23.76, q, 1e-5)
-	assert.Equal(t, float32(3), depth[3], "non-sky unchanged")
-	assert.InDelta(t, q, depth[30], 1e-6, "sky filled with the 0.99 quantile")
-	// Too few sky pixels: unchanged.
-	d2 := []float32{1, 2, 3}
-	FillSky(d2, []float32{1, 0, 0})
-	assert.Equal(t, []float32{1, 2, 3}, d2)
 }

@@ -1,4 +1,4 @@
-package model_test
+package preprocess_test
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/da3-go/da3-go/model"
+	"github.com/da3-go/da3-go/internal/preprocess"
 )
 
 // synth must match synth() in testdata/preprocess_gen.py.
@@ -98,19 +98,36 @@ func loadPreprocessData(t *testing.T) ([]da3Case, []da2Case, []int8) {
 	return d.DA3, d.DA2, diffs
 }
 
-func runDA3(t *testing.T, c da3Case, cubic model.CubicImpl) []*model.Processed {
+// options parses a process_res_method name such as "upper_bound_resize".
+func options(t *testing.T, method string) preprocess.Options {
 	t.Helper()
-	method, err := model.ParseResizeMethod(c.Method)
-	require.NoError(t, err)
-	var views []*model.Processed
+	o := preprocess.Options{Patch: 14}
+	switch method {
+	case "upper_bound_resize":
+	case "lower_bound_resize":
+		o.Shortest = true
+	case "upper_bound_crop":
+		o.Crop = true
+	case "lower_bound_crop":
+		o.Shortest, o.Crop = true, true
+	default:
+		t.Fatalf("unknown method %q", method)
+	}
+	return o
+}
+
+func runDA3(t *testing.T, c da3Case, cubic preprocess.CubicImpl) []*preprocess.View {
+	t.Helper()
+	var views []*preprocess.View
 	for i, sz := range c.Sizes {
-		p, err := model.PreprocessDA3(synth(sz[0], sz[1], c.Seeds[i]), model.PreprocessOptions{
-			ProcessRes: c.Res, Method: method, Mean: model.ImageNetMean, Std: model.ImageNetStd, Cubic: cubic})
+		o := options(t, c.Method)
+		o.ProcessRes, o.Mean, o.Std, o.Cubic = c.Res, preprocess.ImageNetMean, preprocess.ImageNetStd, cubic
+		p, err := preprocess.DA3(synth(sz[0], sz[1], c.Seeds[i]), o)
 		require.NoError(t, err)
 		views = append(views, p)
 	}
 	if len(views) > 1 {
-		model.CropViewsToSmallest(views)
+		preprocess.CropToSmallest(views)
 	}
 	return views
 }
@@ -121,7 +138,7 @@ func TestPreprocessDA3MatchesInputProcessor(t *testing.T) {
 	ippChecked, ippValues, ippWrong := 0, 0, 0
 	for _, c := range cases {
 		name := c.Method + "/" + jsonString(c.Sizes)
-		views := runDA3(t, c, model.CubicOpenCV)
+		views := runDA3(t, c, preprocess.CubicOpenCV)
 		var all []float32
 		var rgbCHW []uint8
 		for i, v := range views {
@@ -146,7 +163,7 @@ func TestPreprocessDA3MatchesInputProcessor(t *testing.T) {
 		}
 		assert.Equal(t, c.HashOpenCV, hash16(all), "%s: tensor vs InputProcessor with cv2 IPP disabled", name)
 
-		ipp := runDA3(t, c, model.CubicIPP)
+		ipp := runDA3(t, c, preprocess.CubicIPP)
 		var allIPP []float32
 		var rgbIPP []uint8
 		for _, v := range ipp {
@@ -188,7 +205,7 @@ func TestPreprocessDA2MatchesReference(t *testing.T) {
 	_, cases, _ := loadPreprocessData(t)
 	require.NotEmpty(t, cases)
 	for _, c := range cases {
-		p, err := model.PreprocessDA2(synth(c.W, c.H, c.Seed), c.Size, model.ImageNetMean, model.ImageNetStd)
+		p, err := preprocess.DA2(synth(c.W, c.H, c.Seed), c.Size, 14, preprocess.ImageNetMean, preprocess.ImageNetStd)
 		require.NoError(t, err)
 		require.Equal(t, c.Out, [2]int{p.Width, p.Height})
 		assert.Equal(t, c.First, p.Pixels[:4])
@@ -200,14 +217,14 @@ func TestPreprocessDA2MatchesReference(t *testing.T) {
 
 func TestPreprocessDefaults(t *testing.T) {
 	img := synth(640, 427, 3)
-	a, err := model.PreprocessDA3(img, model.PreprocessOptions{})
+	a, err := preprocess.DA3(img, preprocess.Options{Patch: 14})
 	require.NoError(t, err)
-	b, err := model.PreprocessDA3(img, model.PreprocessOptions{ProcessRes: 504, Method: model.UpperBoundResize,
-		Mean: model.ImageNetMean, Std: model.ImageNetStd})
+	b, err := preprocess.DA3(img, preprocess.Options{ProcessRes: 504, Patch: 14,
+		Mean: preprocess.ImageNetMean, Std: preprocess.ImageNetStd})
 	require.NoError(t, err)
 	assert.Equal(t, a.Pixels, b.Pixels)
 	assert.Equal(t, [2]int{504, 336}, [2]int{a.Width, a.Height})
-	d2, err := model.PreprocessDA2(img, 0, [3]float32{}, [3]float32{})
+	d2, err := preprocess.DA2(img, 0, 14, [3]float32{}, [3]float32{})
 	require.NoError(t, err)
 	assert.Equal(t, [2]int{770, 518}, [2]int{d2.Width, d2.Height})
 }
@@ -220,41 +237,41 @@ func (h hugeImage) Bounds() image.Rectangle { return image.Rect(0, 0, h.w, h.h) 
 func (h hugeImage) At(int, int) color.Color { panic("pixels must not be read") }
 
 func TestPreprocessRejectsAbsurdInput(t *testing.T) {
-	ok := model.PreprocessOptions{}
+	ok := preprocess.Options{Patch: 14}
 	tests := []struct {
 		name string
 		run  func() error
 	}{
-		{"nil image", func() error { _, err := model.PreprocessDA3(nil, ok); return err }},
-		{"empty image", func() error { _, err := model.PreprocessDA3(image.NewRGBA(image.Rect(0, 0, 0, 5)), ok); return err }},
-		{"side too long", func() error { _, err := model.PreprocessDA3(hugeImage{20000, 10}, ok); return err }},
-		{"too many pixels", func() error { _, err := model.PreprocessDA3(hugeImage{16000, 16000}, ok); return err }},
+		{"nil image", func() error { _, err := preprocess.DA3(nil, ok); return err }},
+		{"empty image", func() error { _, err := preprocess.DA3(image.NewRGBA(image.Rect(0, 0, 0, 5)), ok); return err }},
+		{"side too long", func() error { _, err := preprocess.DA3(hugeImage{20000, 10}, ok); return err }},
+		{"too many pixels", func() error { _, err := preprocess.DA3(hugeImage{16000, 16000}, ok); return err }},
 		{"lower bound explodes", func() error {
-			_, err := model.PreprocessDA3(synth(2000, 10, 1), model.PreprocessOptions{Method: model.LowerBoundResize})
+			_, err := preprocess.DA3(synth(2000, 10, 1), preprocess.Options{Patch: 14, Shortest: true})
 			return err
 		}},
 		{"crop of a sliver", func() error {
-			_, err := model.PreprocessDA3(synth(2000, 10, 1), model.PreprocessOptions{Method: model.UpperBoundCrop})
+			_, err := preprocess.DA3(synth(2000, 10, 1), preprocess.Options{Patch: 14, Crop: true})
 			return err
 		}},
-		{"bad method", func() error {
-			_, err := model.PreprocessDA3(synth(8, 8, 1), model.PreprocessOptions{Method: 7})
+		{"no patch size", func() error {
+			_, err := preprocess.DA3(synth(8, 8, 1), preprocess.Options{})
 			return err
 		}},
 		{"negative res", func() error {
-			_, err := model.PreprocessDA3(synth(8, 8, 1), model.PreprocessOptions{ProcessRes: -1})
+			_, err := preprocess.DA3(synth(8, 8, 1), preprocess.Options{Patch: 14, ProcessRes: -1})
 			return err
 		}},
 		{"zero std", func() error {
-			_, err := model.PreprocessDA3(synth(8, 8, 1), model.PreprocessOptions{Mean: model.ImageNetMean})
+			_, err := preprocess.DA3(synth(8, 8, 1), preprocess.Options{Patch: 14, Mean: preprocess.ImageNetMean})
 			return err
 		}},
 		{"DA2 nil", func() error {
-			_, err := model.PreprocessDA2(nil, 518, model.ImageNetMean, model.ImageNetStd)
+			_, err := preprocess.DA2(nil, 518, 14, preprocess.ImageNetMean, preprocess.ImageNetStd)
 			return err
 		}},
 		{"DA2 tall sliver explodes", func() error {
-			_, err := model.PreprocessDA2(synth(13, 1000, 1), 518, model.ImageNetMean, model.ImageNetStd)
+			_, err := preprocess.DA2(synth(13, 1000, 1), 518, 14, preprocess.ImageNetMean, preprocess.ImageNetStd)
 			return err
 		}},
 	}
@@ -265,24 +282,13 @@ func TestPreprocessRejectsAbsurdInput(t *testing.T) {
 	}
 }
 
-func TestResizeMethodNames(t *testing.T) {
-	for _, m := range []model.ResizeMethod{model.UpperBoundResize, model.LowerBoundResize, model.UpperBoundCrop, model.LowerBoundCrop} {
-		got, err := model.ParseResizeMethod(m.String())
-		require.NoError(t, err)
-		assert.Equal(t, m, got)
-	}
-	assert.Equal(t, "upper_bound_resize", model.ResizeMethod(0).String())
-	_, err := model.ParseResizeMethod("bicubic")
-	assert.Error(t, err)
-}
-
-func TestCropViewsToSmallest(t *testing.T) {
-	a, err := model.PreprocessDA3(synth(640, 427, 1), model.PreprocessOptions{}) // 504x336
+func TestCropToSmallest(t *testing.T) {
+	a, err := preprocess.DA3(synth(640, 427, 1), preprocess.Options{Patch: 14}) // 504x336
 	require.NoError(t, err)
-	b, err := model.PreprocessDA3(synth(333, 500, 2), model.PreprocessOptions{}) // 336x504
+	b, err := preprocess.DA3(synth(333, 500, 2), preprocess.Options{Patch: 14}) // 336x504
 	require.NoError(t, err)
 	origA := *a
-	model.CropViewsToSmallest([]*model.Processed{a, b})
+	preprocess.CropToSmallest([]*preprocess.View{a, b})
 	assert.Equal(t, [4]int{336, 336, 336, 336}, [4]int{a.Width, a.Height, b.Width, b.Height})
 	assert.Equal(t, [4]int{84, 0, 0, 84}, [4]int{a.CropX, a.CropY, b.CropX, b.CropY})
 	// top-left of the crop of a = pixel (84, 0) of the uncropped view, every channel
