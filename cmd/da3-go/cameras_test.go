@@ -148,9 +148,9 @@ func TestCamerasCLI(t *testing.T) {
 }
 
 func f64(v []float32) []float64 {
-	out := make([]float64, len(v))
-	for i, x := range v {
-		out[i] = float64(x)
+	out := make([]float64, 0, len(v))
+	for _, x := range v {
+		out = append(out, float64(x))
 	}
 	return out
 }

@@ -144,39 +144,49 @@ func (v ViT) Tensors(p string) []Tensor {
 	add(PosEmbed, "pos_embed", 1, int64(v.Rows), C)
 	add(Conv, "patch_embed.weight", C, 3, int64(v.Patch), int64(v.Patch))
 	add(Vector, "patch_embed.bias", C)
-	hd := int64(v.HeadDim())
 	for i := range v.Depth {
-		b := "blk." + strconv.Itoa(i) + "."
-		add(Vector, b+"norm1.weight", C)
-		add(Vector, b+"norm1.bias", C)
-		add(Matrix, b+"attn_qkv.weight", 3*C, C)
-		add(Vector, b+"attn_qkv.bias", 3*C)
-		if v.QKNormStart >= 0 && i >= v.QKNormStart {
-			add(Vector, b+"attn_qnorm.weight", hd)
-			add(Vector, b+"attn_qnorm.bias", hd)
-			add(Vector, b+"attn_knorm.weight", hd)
-			add(Vector, b+"attn_knorm.bias", hd)
-		}
-		add(Matrix, b+"attn_proj.weight", C, C)
-		add(Vector, b+"attn_proj.bias", C)
-		add(Vector, b+"ls1", C)
-		add(Vector, b+"norm2.weight", C)
-		add(Vector, b+"norm2.bias", C)
-		if v.SwiGLU {
-			add(Matrix, b+"mlp_w12.weight", 2*H, C)
-			add(Vector, b+"mlp_w12.bias", 2*H)
-			add(Matrix, b+"mlp_w3.weight", C, H)
-			add(Vector, b+"mlp_w3.bias", C)
-		} else {
-			add(Matrix, b+"mlp_fc1.weight", H, C)
-			add(Vector, b+"mlp_fc1.bias", H)
-			add(Matrix, b+"mlp_fc2.weight", C, H)
-			add(Vector, b+"mlp_fc2.bias", C)
-		}
-		add(Vector, b+"ls2", C)
+		qk := v.QKNormStart >= 0 && i >= v.QKNormStart
+		s = append(s, blockTensors(p+".blk."+strconv.Itoa(i)+".", C, H, int64(v.HeadDim()), qk, v.SwiGLU)...)
 	}
 	add(Vector, "norm.weight", C)
 	add(Vector, "norm.bias", C)
+	return s
+}
+
+// blockTensors are the tensors of a pre-norm transformer block under prefix
+// b (width C, FFN hidden H, head dim hd), in named_parameters order.
+func blockTensors(b string, C, H, hd int64, qkNorm, swiglu bool) []Tensor {
+	var s []Tensor
+	add := func(class Class, name string, shape ...int64) {
+		s = append(s, Tensor{b + name, shape, class})
+	}
+	add(Vector, "norm1.weight", C)
+	add(Vector, "norm1.bias", C)
+	add(Matrix, "attn_qkv.weight", 3*C, C)
+	add(Vector, "attn_qkv.bias", 3*C)
+	if qkNorm {
+		add(Vector, "attn_qnorm.weight", hd)
+		add(Vector, "attn_qnorm.bias", hd)
+		add(Vector, "attn_knorm.weight", hd)
+		add(Vector, "attn_knorm.bias", hd)
+	}
+	add(Matrix, "attn_proj.weight", C, C)
+	add(Vector, "attn_proj.bias", C)
+	add(Vector, "ls1", C)
+	add(Vector, "norm2.weight", C)
+	add(Vector, "norm2.bias", C)
+	if swiglu {
+		add(Matrix, "mlp_w12.weight", 2*H, C)
+		add(Vector, "mlp_w12.bias", 2*H)
+		add(Matrix, "mlp_w3.weight", C, H)
+		add(Vector, "mlp_w3.bias", C)
+	} else {
+		add(Matrix, "mlp_fc1.weight", H, C)
+		add(Vector, "mlp_fc1.bias", H)
+		add(Matrix, "mlp_fc2.weight", C, H)
+		add(Vector, "mlp_fc2.bias", C)
+	}
+	add(Vector, "ls2", C)
 	return s
 }
 
@@ -324,21 +334,7 @@ func (c CamEnc) Tensors() []Tensor {
 		s = append(s, Tensor{"cam_enc." + name, shape, class})
 	}
 	for i := range c.Depth {
-		b := "blk." + strconv.Itoa(i) + "."
-		add(Vector, b+"norm1.weight", D)
-		add(Vector, b+"norm1.bias", D)
-		add(Matrix, b+"attn_qkv.weight", 3*D, D)
-		add(Vector, b+"attn_qkv.bias", 3*D)
-		add(Matrix, b+"attn_proj.weight", D, D)
-		add(Vector, b+"attn_proj.bias", D)
-		add(Vector, b+"ls1", D)
-		add(Vector, b+"norm2.weight", D)
-		add(Vector, b+"norm2.bias", D)
-		add(Matrix, b+"mlp_fc1.weight", H, D)
-		add(Vector, b+"mlp_fc1.bias", H)
-		add(Matrix, b+"mlp_fc2.weight", D, H)
-		add(Vector, b+"mlp_fc2.bias", D)
-		add(Vector, b+"ls2", D)
+		s = append(s, blockTensors("cam_enc.blk."+strconv.Itoa(i)+".", D, H, 0, false, false)...)
 	}
 	add(Vector, "token_norm.weight", D)
 	add(Vector, "token_norm.bias", D)

@@ -150,20 +150,16 @@ func centres(es []Extrinsics) [][3]float64 {
 	return out
 }
 
-func umeyama(x, y [][3]float64) (Sim3, error) {
+// moments are the means of x and y, the variance of x (σx, biased) and
+// the cross-covariance Σ (y_i − ȳ)(x_i − x̄)ᵀ / n of Umeyama's method.
+func moments(x, y [][3]float64) (mx, my [3]float64, sigma float64, cov Mat3) {
 	n := float64(len(x))
-	if len(x) == 0 || len(x) != len(y) {
-		return Sim3{}, ErrDegenerate
-	}
-	var mx, my [3]float64
 	for i := range x {
 		for k := 0; k < 3; k++ {
 			mx[k] += x[i][k] / n
 			my[k] += y[i][k] / n
 		}
 	}
-	var sigma float64
-	var cov Mat3
 	for i := range x {
 		for a := 0; a < 3; a++ {
 			dx := x[i][a] - mx[a]
@@ -173,6 +169,14 @@ func umeyama(x, y [][3]float64) (Sim3, error) {
 			}
 		}
 	}
+	return mx, my, sigma, cov
+}
+
+func umeyama(x, y [][3]float64) (Sim3, error) {
+	if len(x) == 0 || len(x) != len(y) {
+		return Sim3{}, ErrDegenerate
+	}
+	mx, my, sigma, cov := moments(x, y)
 	u, d, vt := svd3(cov)
 	nz := 0
 	for _, s := range d {
@@ -293,24 +297,7 @@ func AlignScale(pred, given []Extrinsics) float64 {
 // umeyamaScaleUnchecked is Umeyama's scale trace(D·S)/σx without evo's
 // rank check; 1 when σx = 0.
 func umeyamaScaleUnchecked(x, y [][3]float64) float64 {
-	n := float64(len(x))
-	var mx, my [3]float64
-	for i := range x {
-		for k := 0; k < 3; k++ {
-			mx[k] += x[i][k] / n
-			my[k] += y[i][k] / n
-		}
-	}
-	var sigma float64
-	var cov Mat3
-	for i := range x {
-		for a := 0; a < 3; a++ {
-			sigma += (x[i][a] - mx[a]) * (x[i][a] - mx[a]) / n
-			for b := 0; b < 3; b++ {
-				cov[a][b] += (y[i][a] - my[a]) * (x[i][b] - mx[b]) / n
-			}
-		}
-	}
+	_, _, sigma, cov := moments(x, y)
 	if sigma == 0 {
 		return 1
 	}

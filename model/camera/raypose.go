@@ -97,11 +97,7 @@ func SolveRays(maps []RayMap, imgW, imgH int, seed uint64) ([]RayFit, error) {
 		return nil, fmt.Errorf("%w: a %dx%d ray map has fewer than %d cells", ErrRayPose, w, h, rayPick)
 	}
 	rng := newMT19937(seed)
-	nSample := max(rayPick, int(float64(n)*raySampleFrac))
-	samples := make([][]int, rayIters)
-	for i := range samples {
-		samples[i] = rng.randperm(nSample)[:rayPick]
-	}
+	nSample, samples := ransacSamples(rng, n)
 	xs, ys := planeGrid(w), planeGrid(h)
 	out := make([]RayFit, len(maps))
 	for v, m := range maps {
@@ -118,13 +114,20 @@ func SolveRays(maps []RayMap, imgW, imgH int, seed uint64) ([]RayFit, error) {
 // RansacSamples returns the 100×8 RANSAC sample positions SolveRays draws
 // for maps of n cells with this seed (the same matrix for every view).
 func RansacSamples(n int, seed uint64) [][]int {
-	rng := newMT19937(seed)
+	_, s := ransacSamples(newMT19937(seed), n)
+	return s
+}
+
+// ransacSamples draws get_params_for_ransac's sample matrix for n cells:
+// the number of candidates n_sample = max(8, int(0.3·n)) and 100 rows of
+// randperm(n_sample)[:8].
+func ransacSamples(rng *mt19937, n int) (int, [][]int) {
 	nSample := max(rayPick, int(float64(n)*raySampleFrac))
 	s := make([][]int, rayIters)
 	for i := range s {
 		s[i] = rng.randperm(nSample)[:rayPick]
 	}
-	return s
+	return nSample, s
 }
 
 // planeGrid is the identity camera's plane coordinate along one axis of n

@@ -3,7 +3,7 @@
 saddle_sim_range reference view, from the official package, on an existing da3_oracle.py directory.
 
     python3 tests/oracle/da3_pose_oracle.py --weights tests/fixtures/da3-tiny --out tests/fixtures/da3-tiny-pose
-    python3 tests/oracle/da3_pose_oracle.py --weights tests/oracle/out/da3-small --out tests/oracle/out/da3-small-pose
+    python3 tests/oracle/da3_pose_oracle.py --weights tests/oracle/out/da3-small --out tests/oracle/out/pose-da3-small
 
 --weights is a directory written by da3_oracle.py (model.safetensors, config.json and the case directories
 one/two/four with their images/). Its network is loaded with DepthAnything3.from_pretrained (strict) and
