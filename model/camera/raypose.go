@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 )
 
 // RayMap is one view's output of DA3's auxiliary ray head on its h×w grid
@@ -33,8 +32,9 @@ type RayFit struct {
 	T [3]float64
 	// Focal (1/L₀₀, 1/L₁₁) and PP (L₂₀+1, L₂₁+1) in units of half the image.
 	Focal, PP [2]float64
-	// Inliers is the number of points of the refit (at most 8000).
-	Inliers int
+	// Inliers is the number of RANSAC inliers of the winning sample, and
+	// RefitPoints the number the homography was refitted on (at most 8000).
+	Inliers, RefitPoints int
 	// Pose is the world-to-camera pose and the intrinsics for the image the
 	// ray map belongs to.
 	Pose Pose
@@ -65,13 +65,15 @@ var ErrRayPose = errors.New("ray pose")
 //     |z| ≤ 1e-4 get weight 0, and the confidences are zeroed there for
 //     step 5 too (in place upstream).
 //  2. RANSAC: the candidates are the n = max(8, int(0.3·N)) cells of largest
-//     weight (stable descending sort); one 100×8 matrix of sample positions,
+//     weight (in torch.argsort's order, equal weights included: argsortDesc);
+//     one 100×8 matrix of sample positions,
 //     randperm(n)[:8] per iteration, is shared by all views. Each sample gives
 //     a weighted DLT homography (rows scaled by √w, last right singular
 //     vector, divided by H₂₂); inliers reproject within 0.2; the iteration
 //     with the largest inlier weight wins (the first on ties).
 //  3. The refit uses the winning inliers; above 8000 of them, the 95 % of
-//     largest weight (at least 8000) are kept and 8000 drawn by randperm.
+//     largest weight (at least 8000, argsortDesc again) are kept and 8000
+//     drawn by randperm.
 //     If det < 0 the homography is negated.
 //  4. QL decomposition A = Q·L, L /= L₂₂: R = Q, f = (L₀₀, L₁₁), pp = (L₂₀, L₂₁).
 //  5. T = Σ origin·conf / Σ conf; [R | T] is camera-to-world, the pose is its
@@ -170,7 +172,7 @@ func solveView(m RayMap, xs, ys []float64, nSample int, samples [][]int, rng *mt
 		}
 		dst[i] = [2]float64{u, v}
 	}
-	order := descending(wt, nil)
+	order := argsortDesc(wt)
 	cand := order[:nSample]
 
 	bestScore := math.Inf(-1)
@@ -205,12 +207,13 @@ func solveView(m RayMap, xs, ys []float64, nSample int, samples [][]int, rng *mt
 			inl = append(inl, i)
 		}
 	}
+	nInliers := len(inl)
 	if len(inl) > rayMaxInliers {
 		iw := make([]float64, len(inl))
 		for k, i := range inl {
 			iw[k] = wt[i]
 		}
-		sorted := descending(iw, nil)
+		sorted := argsortDesc(iw)
 		keep := max(int(float64(len(sorted))*0.95), rayMaxInliers)
 		sorted = sorted[:keep]
 		perm := rng.randperm(keep)[:rayMaxInliers]
@@ -234,7 +237,7 @@ func solveView(m RayMap, xs, ys []float64, nSample int, samples [][]int, rng *mt
 			}
 		}
 	}
-	fit := RayFit{Homography: A, Inliers: len(inl)}
+	fit := RayFit{Homography: A, Inliers: nInliers, RefitPoints: len(inl)}
 	fit.Q, fit.L = QL(A)
 	l22 := fit.L[2][2]
 	for i := range fit.L {
@@ -260,25 +263,6 @@ func solveView(m RayMap, xs, ys []float64, nSample int, samples [][]int, rng *mt
 		return RayFit{}, fmt.Errorf("%w: the solution is not finite", ErrRayPose)
 	}
 	return fit, nil
-}
-
-// descending returns the indices of v sorted by decreasing value; equal
-// values keep their index order.
-func descending(v []float64, idx []int) []int {
-	idx = idx[:0]
-	for i := range v {
-		idx = append(idx, i)
-	}
-	slices.SortStableFunc(idx, func(a, b int) int {
-		switch {
-		case v[a] > v[b]:
-			return -1
-		case v[a] < v[b]:
-			return 1
-		}
-		return 0
-	})
-	return idx
 }
 
 // dlt is find_homography_least_squares_weighted_torch on the points pts:

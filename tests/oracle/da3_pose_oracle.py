@@ -42,7 +42,11 @@ import da3_common as dc  # noqa: E402
 import da3_oracle as do  # noqa: E402
 
 FORMAT = "da3-pose-oracle-v1"
-SIM_MARGIN = 0.02  # saddle_sim_range: required gap between the chosen view's range and the runner-up
+# saddle_sim_range: required gap between the chosen view's range and the runner-up (float rounding of the
+# similarities is ~1e-6). The two views of the most (or least) similar pair often share the top range,
+# so real image sets rarely give a large gap.
+SIM_MARGIN = {"tiny": 0.02}
+SIM_MARGIN_REAL = 1e-4
 
 
 # ----------------------------------------------------------------------------------------------
@@ -145,25 +149,28 @@ def structure_aux_head(net, seed):
     """Gives the finest level of the auxiliary ray head weights whose rays look like a pinhole camera,
     plus seeded noise on every weight, so that the package's ray -> pose solver has inliers to find.
 
-    output_conv1_aux[3]'s last conv is scaled by 0.01, so its input to the UV addition is small and the
+    output_conv1_aux[3]'s last conv is scaled by 1e-4, so its input to the UV addition is small and the
     UV embedding (channels sin x, cos x, sin y, cos y at frequency 1: 0, q, 2q, 3q with q = f/8) dominates.
     output_conv2_aux[3][0] (3x3, f/2 -> 32) copies them with both signs at the centre tap: channels
     +-sin x, +-cos x, +-sin y, +-cos y, so the 32-channel LayerNorm sees a position-independent variance
     and ReLU(+u) - ReLU(-u) = u recovers them. The final 1x1 conv reads ray_x ~ 0.7 sin x, ray_y ~ 0.7
-    sin y, ray_z ~ 1, origins and the confidence logit from small random weights."""
+    sin y, ray_z ~ 1, origins and the confidence logit from small random weights. The noise is small
+    enough that almost every ray is a RANSAC inlier at full size too: with noisier rays (half of them
+    outliers) the 100 samples' inlier weights nearly tie, and float32 rounding (the package's SVD) decides
+    which sample wins, so no float64 implementation can follow it."""
     g = torch.Generator().manual_seed(seed + 77)
     sc = net.head.scratch
     out1, c3, ln, c1 = sc.output_conv1_aux[3][-1], sc.output_conv2_aux[3][0], sc.output_conv2_aux[3][2], sc.output_conv2_aux[3][-1]
     noise = lambda t, s: t.add_(torch.randn(t.shape, generator=g) * s)  # noqa: E731
-    out1.weight.mul_(0.01)
-    out1.bias.mul_(0.01)
+    out1.weight.mul_(1e-4)
+    out1.bias.mul_(1e-4)
     q = c3.in_channels // 4
     c3.weight.zero_()
     c3.bias.zero_()
     for k, src in enumerate([0, q, 2 * q, 3 * q]):
         c3.weight[2 * k, src, 1, 1] = 1.0
         c3.weight[2 * k + 1, src, 1, 1] = -1.0
-    noise(c3.weight, 1e-3)
+    noise(c3.weight, 1e-4)
     ln.weight.fill_(1.0)
     ln.bias.zero_()
     noise(ln.weight, 1e-2)
@@ -174,7 +181,7 @@ def structure_aux_head(net, seed):
     c1.weight[0, 0], c1.weight[0, 1] = 0.25, -0.25
     c1.weight[1, 4], c1.weight[1, 5] = 0.25, -0.25
     c1.bias[2] = 1.0
-    noise(c1.weight, 2e-3)
+    noise(c1.weight, 1e-4)
     c1.weight[3:6].normal_(0, 0.02, generator=g)
     c1.bias[3:6].normal_(0, 0.5, generator=g)
     c1.weight[6].normal_(0, 0.3, generator=g)
@@ -546,7 +553,7 @@ def main() -> int:
                 x = do.preprocess(paths, pres)
                 t, b, scores = run_sim(net, x)
                 gap = np.sort(scores)[-1] - np.sort(scores)[-2]
-                if b != 0 and gap >= SIM_MARGIN:
+                if b != 0 and gap >= SIM_MARGIN.get(config, SIM_MARGIN_REAL):
                     break
                 print(f"  sim-four: attempt {attempt}: view {b}, margin {gap:.4f}; retrying")
             else:
