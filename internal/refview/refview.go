@@ -40,7 +40,11 @@ func dot(a, b []float64) float64 {
 // selection on x ([C, T, S] tokens entering block alt_start−1): with ĉ_s each
 // view's normalised token 0 and sim = ĉ·ĉᵀ − I (the diagonal kept, as
 // ĉ_s·ĉ_s − 1 ≈ 0), the view whose row of sim has the largest max − min
-// wins, the first on ties.
+// wins, the first on ties. When every similarity is positive (real photos)
+// the diagonal is each row's minimum, and the two views of the most similar
+// pair have the same range up to rounding: upstream's float32 rounding of
+// ĉ_s·ĉ_s − 1 then decides between them, here ranges within 1e-6 are ties
+// and the first of the two wins.
 func SaddleSimRange(x []float32, c, t, s int) int {
 	u, _ := classTokens(x, c, t, s)
 	best, bestRange := 0, math.Inf(-1)
@@ -53,7 +57,7 @@ func SaddleSimRange(x []float32, c, t, s int) int {
 			}
 			lo, hi = math.Min(lo, d), math.Max(hi, d)
 		}
-		if hi-lo > bestRange {
+		if hi-lo > bestRange+1e-6 {
 			best, bestRange = v, hi-lo
 		}
 	}

@@ -30,6 +30,13 @@ func TestSaddleSimRange(t *testing.T) {
 	assert.Equal(t, 0, SaddleSimRange(x, 3, 1, 4))
 	x = tokens([][]float32{{0, 0, 1}, {0, 1, 0}, {1, 0.1, 0}, {1, 0, 0}}, 1)
 	assert.Equal(t, 2, SaddleSimRange(x, 3, 1, 4))
+	// All similarities positive (as for real photos): every row's minimum is
+	// its diagonal, and the two views of the most similar pair (2 and 3)
+	// tie up to rounding; the first wins.
+	x = tokens([][]float32{{1, 0, 0}, {0.2, 1, 0.3}, {0.5, 0.5, 0.7}, {0.49, 0.52, 0.7}}, 1)
+	assert.Equal(t, 2, SaddleSimRange(x, 3, 1, 4))
+	x = tokens([][]float32{{1, 0, 0}, {0.2, 1, 0.3}, {0.49, 0.52, 0.7}, {0.5, 0.5, 0.7}}, 1)
+	assert.Equal(t, 2, SaddleSimRange(x, 3, 1, 4))
 	// Scale does not matter (tokens are normalised).
 	x = tokens([][]float32{{0, 0, 10}, {0, 5, 0}, {3, 0.3, 0}, {0.1, 0, 0}}, 1)
 	assert.Equal(t, 2, SaddleSimRange(x, 3, 1, 4))
