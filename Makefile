@@ -78,6 +78,7 @@ capi: generate
 # The first run compiles ggml again with -race (several minutes).
 test-race: generate
 	$(GO) test -race -run 'Close|Concurrent' ./model ./backend
+	$(GO) test -race -run 'Queue|ClientGone|Graceful|Models' ./server
 
 test-short: generate
 	$(GO) test -short ./...

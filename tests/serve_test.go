@@ -113,6 +113,20 @@ func startServe(t *testing.T, args ...string) *served {
 	return s
 }
 
+// cpuSeconds is the CPU time a process (all its threads) has used: utime +
+// stime of /proc/PID/stat, in clock ticks of 1/100 s (USER_HZ on Linux).
+func cpuSeconds(t *testing.T, pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(t, err)
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // after "pid (comm) "
+	utime, err := strconv.ParseFloat(fields[11], 64)
+	require.NoError(t, err)
+	stime, err := strconv.ParseFloat(fields[12], 64)
+	require.NoError(t, err)
+	return (utime + stime) / 100
+}
+
 // rssKiB is a process's resident set (VmRSS) in KiB.
 func rssKiB(t *testing.T, pid int) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -267,7 +281,8 @@ func metrics(t *testing.T, url string) string {
 // TestServeLoad sends 200 requests at concurrency 8 to the real server (tiny
 // DA3 model, one 61×45 image at process_res 56, one run at a time on one
 // thread) and reports latency p50/p99, throughput and resident memory before
-// and after. Every request must be answered 200 and the resident memory must
+// and after, and the server's CPU time per request (requests per second
+// one core serves). Every request must be answered 200 and the resident memory must
 // stay flat. One thread: ggml's CPU threads wait for each other spinning, so
 // on a machine shared with other work (as this test's usually is) runs with
 // several threads stall whenever one of them is descheduled.
@@ -326,9 +341,9 @@ func TestServeLoad(t *testing.T) {
 	_, _, failures := run(warmup)
 	require.Empty(t, failures)
 	pid := s.cmd.Process.Pid
-	before := rssKiB(t, pid)
+	before, cpu0 := rssKiB(t, pid), cpuSeconds(t, pid)
 	lat, elapsed, failures := run(total)
-	after := rssKiB(t, pid)
+	after, cpu1 := rssKiB(t, pid), cpuSeconds(t, pid)
 	require.Empty(t, failures, "every request answered 200")
 	require.Len(t, lat, total)
 	slices.Sort(lat)
@@ -339,6 +354,10 @@ func TestServeLoad(t *testing.T) {
 		"p50_ms": ms(pct(0.50)), "p90_ms": ms(pct(0.90)), "p99_ms": ms(pct(0.99)), "max_ms": ms(lat[len(lat)-1]),
 		"throughput_rps": float64(total) / elapsed.Seconds(), "elapsed_s": elapsed.Seconds(),
 		"rss_before_mib": float64(before) / 1024, "rss_after_mib": float64(after) / 1024,
+		// The server's CPU time per request, and so the requests one core
+		// serves per second: a figure that other work on the machine
+		// disturbs far less than the wall-clock ones.
+		"server_cpu_ms_per_request": 1000 * (cpu1 - cpu0) / float64(total), "per_core_rps": float64(total) / (cpu1 - cpu0),
 	}
 	js, _ := json.Marshal(rep)
 	t.Logf("load test: %s", js)
