@@ -17,11 +17,9 @@ import (
 	"github.com/da3-go/da3-go/ggml/kernels"
 )
 
-// Errors callers branch on.
-var (
-	ErrNoDevice = errors.New("no such device")
-	ErrClosed   = errors.New("runtime is closed")
-)
+// ErrClosed reports use of a Runtime after Close. A device name that
+// matches no device gives an error wrapping ggml.ErrNoDevice.
+var ErrClosed = errors.New("runtime is closed")
 
 // Options configure a Runtime.
 type Options struct {
@@ -179,9 +177,9 @@ func pickDevice(name string) (ggml.Device, error) {
 	d, err := ggml.DeviceByName(name)
 	if err != nil {
 		if refused := BackendErrors(); len(refused) > 0 {
-			return ggml.Device{}, fmt.Errorf("%w: %v; %w", ErrNoDevice, err, errors.Join(refused...))
+			return ggml.Device{}, fmt.Errorf("%w; %w", err, errors.Join(refused...))
 		}
-		return ggml.Device{}, fmt.Errorf("%w: %v", ErrNoDevice, err)
+		return ggml.Device{}, err
 	}
 	return d, nil
 }

@@ -192,7 +192,7 @@ func TestLoadBackendsRefusesOtherVersion(t *testing.T) {
 
 	// Asking for a device that folder would have provided names the refusal.
 	_, err = pickDevice("CUDA9")
-	require.ErrorIs(t, err, ErrNoDevice)
+	require.ErrorIs(t, err, ggml.ErrNoDevice)
 	assert.ErrorIs(t, err, ErrBackendVersion)
 	assert.Contains(t, err.Error(), "v0.0.3")
 

@@ -30,28 +30,26 @@ type hostInput struct {
 // Inputs are shared by name: a second call with the same name returns the
 // first tensor (the data must be the same).
 func (b *Builder) Input(name string, data []float32, shape ...int) *ggml.Tensor {
-	if t, ok := b.byName[name]; ok {
-		return t
-	}
-	t := b.G.Input(b.G.NewTensor(ggml.TypeF32, shape...)).SetName(name)
-	if t.Elements() != len(data) {
-		panic(&ggml.ShapeError{Op: "input " + name, Shapes: [][]int{shape}, Msg: fmt.Sprintf("shape holds %d values, data has %d", t.Elements(), len(data))})
-	}
-	b.inputs = append(b.inputs, hostInput{t: t, f32: data})
-	b.byName[name] = t
-	return t
+	return b.input(name, hostInput{f32: data}, ggml.TypeF32, len(data), shape)
 }
 
-// InputI32 adds an I32 input tensor.
+// InputI32 adds an I32 input tensor, shared by name as Input's.
 func (b *Builder) InputI32(name string, data []int32, shape ...int) *ggml.Tensor {
+	return b.input(name, hostInput{i32: data}, ggml.TypeI32, len(data), shape)
+}
+
+// input adds the input in of type typ holding n values, or returns the input
+// of that name.
+func (b *Builder) input(name string, in hostInput, typ ggml.Type, n int, shape []int) *ggml.Tensor {
 	if t, ok := b.byName[name]; ok {
 		return t
 	}
-	t := b.G.Input(b.G.NewTensor(ggml.TypeI32, shape...)).SetName(name)
-	if t.Elements() != len(data) {
-		panic(&ggml.ShapeError{Op: "input " + name, Shapes: [][]int{shape}, Msg: fmt.Sprintf("shape holds %d values, data has %d", t.Elements(), len(data))})
+	t := b.G.Input(b.G.NewTensor(typ, shape...)).SetName(name)
+	if t.Elements() != n {
+		panic(&ggml.ShapeError{Op: "input " + name, Shapes: [][]int{shape}, Msg: fmt.Sprintf("shape holds %d values, data has %d", t.Elements(), n)})
 	}
-	b.inputs = append(b.inputs, hostInput{t: t, i32: data})
+	in.t = t
+	b.inputs = append(b.inputs, in)
 	b.byName[name] = t
 	return t
 }
@@ -202,7 +200,7 @@ func (rt *Runtime) schedSize() int { return rt.schedNodes }
 
 func (rt *Runtime) allocError(err error) error {
 	free, total := rt.dev.Memory()
-	return fmt.Errorf("%w (device %s: %.0f MiB free of %.0f MiB): lower -process-res, use a smaller -chunk-size, or a smaller or quantized model",
+	return fmt.Errorf("%w (device %s: %.0f MiB free of %.0f MiB): lower the processing resolution, run fewer views per head chunk, or use a smaller or quantized model",
 		err, rt.dev.Name(), float64(free)/(1<<20), float64(total)/(1<<20))
 }
 

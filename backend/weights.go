@@ -77,7 +77,7 @@ func (rt *Runtime) UploadWeights(ctx context.Context, f *loader.File, keep func(
 	w.buf, err = g.AllocTensors(rt.dev.BufferType(), ggml.UsageWeights)
 	if err != nil {
 		g.Close()
-		return nil, fmt.Errorf("uploading %d weights (%.1f MiB) to %s: %w; try a quantized model or -device cpu", len(infos), float64(total)/(1<<20), rt.dev.Name(), err)
+		return nil, fmt.Errorf("uploading %d weights (%.1f MiB) to %s: %w; try a quantized model or the CPU device", len(infos), float64(total)/(1<<20), rt.dev.Name(), err)
 	}
 	var done int64
 	for _, ti := range infos {

@@ -181,7 +181,8 @@ type stdViT struct {
 	outLayers []int
 }
 
-// Standard out_layers by embed dim (MODEL-SPEC §1.2).
+// Standard out_layers by embed dim: the intermediate_layer_idx tables of
+// Depth Anything V2's DepthAnythingV2 and depth_anything_3's model configs.
 var (
 	da2Std = map[int]stdViT{
 		384:  {12, []int{2, 5, 8, 11}},

@@ -1,5 +1,5 @@
 // Package convert turns official Depth Anything checkpoints into GGUF files
-// in the schema of the C++ engine depth-anything.cpp (MODEL-SPEC §12), in
+// in the schema of the C++ engine depth-anything.cpp (internal/schema), in
 // pure Go: no cgo, no Python.
 //
 // Inputs: the original Depth Anything V2 .pth state dicts, transformers'
@@ -52,7 +52,7 @@ type Options struct {
 	// norm width, config.json, or embed_dim/64).
 	Heads int
 	// OutLayers overrides the four backbone layers fed to the head (default:
-	// config.json, else the standard table of MODEL-SPEC §1.2).
+	// config.json, else the standard table of the reference configs by width).
 	OutLayers []int
 	// MaxDepth > 0 marks a Depth Anything V2 metric model (sigmoid output
 	// scaled by MaxDepth metres: 20 Hypersim indoor, 80 VKITTI outdoor).

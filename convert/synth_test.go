@@ -7,7 +7,8 @@ import (
 )
 
 // Synthetic checkpoints in the official layouts, written from the naming of
-// MODEL-SPEC Appendix A/B (DA3/DA2) and transformers' modeling code (HF),
+// the official state dicts (depth_anything_3's DepthAnything3Net, Depth Anything V2's
+// DepthAnythingV2) and transformers' modeling code (HF),
 // independently of the converter's rename tables.
 
 type ckptBuilder struct {

@@ -38,7 +38,7 @@ func TestPoseOptionErrors(t *testing.T) {
 	o.RayPose = true
 	_, err := plain.MultiView(ctx, []model.Image{img}, o)
 	require.ErrorIs(t, err, model.ErrNoRayHead)
-	assert.Contains(t, err.Error(), "-with-aux")
+	assert.Contains(t, err.Error(), "convert.Options.WithAux")
 	_, err = mono.MultiView(ctx, []model.Image{img}, o)
 	require.ErrorIs(t, err, model.ErrNoRayHead)
 

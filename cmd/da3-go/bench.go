@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -13,7 +11,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -86,55 +83,47 @@ type benchReport struct {
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(commands["bench"], stderr)
-	modelArg := fs.String("model", "", "model GGUF file or published name (required)")
+	var mf modelFlags // -model, -device, -threads, -kernels, -precision, -process-res, … as depth and pose take them
+	mf.register(fs)
 	imageArg := fs.String("image", "", "input image(s), comma-separated (default: a synthetic image of -size)")
 	sizeArg := fs.String("size", "640x427", "size WxH of the synthetic image used without -image (640x427 processes at 504x336 for DA3)")
 	pixelsArg := fs.String("pixels", "", "preprocessed input: a float32 .npy of shape (3,H,W), (S,3,H,W) or (1,S,3,H,W); times the network only (Model.Forward)")
 	views := fs.Int("views", 0, "views per run (multi-view timing); default: the number of images, else 1")
 	repeat := fs.Int("repeat", 5, "timed runs after the first (warm-up) run")
-	threads := fs.Int("threads", 0, "CPU threads (0 = all cores)")
-	processRes := fs.Int("process-res", 0, "processed resolution (0 = the model's default: 504 DA3, 518 DA2)")
-	device := fs.String("device", "auto", "device: auto, cpu or a device name such as CUDA0")
-	kernelsArg := fs.String("kernels", "auto", kernelsUsage)
-	precisionArg := fs.String("precision", "f32", precisionUsage)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile (pprof) of the whole command to this file")
-	quiet := fs.Bool("quiet", false, "no progress on stderr")
-	verbose := fs.Bool("v", false, "debug logging")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
 	switch {
 	case fs.NArg() != 0:
 		return usageError(fs, stderr, "bench takes no arguments, got %q", fs.Args())
-	case *modelArg == "":
+	case mf.model == "":
 		return usageError(fs, stderr, "-model is required")
+	case mf.metricModel != "":
+		return usageError(fs, stderr, "bench times one model: -metric-model is not supported")
 	case *repeat < 1:
 		return usageError(fs, stderr, "-repeat %d: want at least 1", *repeat)
-	case *threads < 0:
-		return usageError(fs, stderr, "-threads %d: must not be negative", *threads)
 	case *views < 0:
 		return usageError(fs, stderr, "-views %d: must not be negative", *views)
-	case *processRes < 0:
-		return usageError(fs, stderr, "-process-res %d: must not be negative", *processRes)
 	case *pixelsArg != "" && *imageArg != "":
 		return usageError(fs, stderr, "-pixels and -image exclude each other")
 	}
-	policy, err := parseKernels(*kernelsArg)
+	opts, err := mf.options()
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
-	prec, err := kernels.ParsePrecision(*precisionArg)
+	ropt, err := mf.runOptions()
 	if err != nil {
-		return usageError(fs, stderr, "-%v", err)
+		return usageError(fs, stderr, "%v", err)
 	}
 	synthW, synthH, err := parseSize(*sizeArg)
 	if err != nil {
 		return usageError(fs, stderr, "-size: %v", err)
 	}
-	setupLog(stderr, *verbose, *quiet)
+	setupLog(stderr, mf.verbose, mf.quiet)
 	progress := func(format string, args ...any) {
-		if !*quiet {
+		if !mf.quiet {
 			fmt.Fprintf(stderr, "da3-go bench: "+format+"\n", args...)
 		}
 	}
@@ -151,7 +140,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer pprof.StopCPUProfile()
 	}
 
-	rep := benchReport{Threads: *threads, Kernels: strings.ToLower(*kernelsArg), ProcessRes: *processRes,
+	rep := benchReport{Threads: mf.threads, Kernels: strings.ToLower(mf.kernels), ProcessRes: mf.processRes,
 		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU()}
 	if rep.Threads == 0 {
 		rep.Threads = runtime.NumCPU()
@@ -165,7 +154,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	switch {
 	case *pixelsArg != "":
 		var shape []int
-		pixels, shape, err = readNPYFloat32(*pixelsArg)
+		pixels, shape, err = imgio.ReadNPY(*pixelsArg)
 		if err != nil {
 			return fail(stderr, err)
 		}
@@ -190,7 +179,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case *imageArg != "":
 		paths := splitList(*imageArg)
 		for _, p := range paths {
-			im, err := decodeImage(p)
+			im, err := imgio.Decode(p)
 			if err != nil {
 				return fail(stderr, err)
 			}
@@ -213,14 +202,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		rep.Input, rep.Views, rep.InputWidth, rep.InputHeight = "synthetic", n, synthW, synthH
 	}
 
-	path, err := resolveModel(ctx, *modelArg, *quiet, stderr)
+	path, err := resolveModel(ctx, mf.model, mf.quiet, stderr)
 	if err != nil {
 		return fail(stderr, err)
 	}
 	rep.Model = path
-	update, finish := newBar(-1, "loading", true, *quiet, stderr)
+	update, finish := newBar(-1, "loading", true, mf.quiet, stderr)
+	opts.Progress = update
 	t0 := time.Now()
-	m, err := model.Load(ctx, path, model.Options{Device: *device, Threads: *threads, Progress: update, Kernels: policy, Precision: prec})
+	m, err := model.Load(ctx, path, opts)
 	load := time.Since(t0)
 	finish()
 	if err != nil {
@@ -229,13 +219,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer m.Close()
 	cfg := m.Config()
 	rep.Arch, rep.Name, rep.Device = cfg.Arch.String(), cfg.Name, m.Device()
-	rep.CPUKernels, rep.Precision = kernels.Describe(m.Kernels()), prec.String()
+	rep.CPUKernels, rep.Precision = kernels.Describe(m.Kernels()), opts.Precision.String()
 	rep.LoadMS = millis(load)
 	rep.WeightsMiB = float64(m.WeightBytes()) / (1 << 20)
 	rep.LoadRSSMiB = procStatusMiB("VmRSS")
 	progress("loaded %s (%s, %.1f MiB of weights) on %s in %.0f ms", filepath.Base(path), rep.Arch, rep.WeightsMiB, rep.Device, rep.LoadMS)
 
-	opt := model.RunOptions{ProcessRes: *processRes}
+	opt := ropt
 	once := func() (time.Duration, error) {
 		start := time.Now()
 		var rs []model.Result
@@ -373,8 +363,6 @@ func parseSize(s string) (w, h int, err error) {
 	return w, h, nil
 }
 
-func decodeImage(path string) (image.Image, error) { return imgio.Decode(path) }
-
 // syntheticImage is a deterministic test scene (smooth gradients, a disc and
 // a stripe pattern, varied per view) so that runs are reproducible without
 // an image file.
@@ -412,100 +400,4 @@ func pixelViews(shape []int) (int, error) {
 		return shape[1], nil
 	}
 	return 0, fmt.Errorf("shape %v is not (3,H,W), (S,3,H,W) or (1,S,3,H,W)", shape)
-}
-
-var npyShapeRE = regexp.MustCompile(`'shape':\s*\(([0-9,\s]*)\)`)
-
-// readNPYFloat32 reads a little-endian float32, C-order .npy file.
-func readNPYFloat32(path string) ([]float32, []int, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open pixels: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, nil, fmt.Errorf("pixels %s: %w", path, err)
-	}
-	data, shape, err := parseNPYFloat32(bufio.NewReader(f), st.Size())
-	if err != nil {
-		return nil, nil, fmt.Errorf("pixels %s: %w", path, err)
-	}
-	return data, shape, nil
-}
-
-// size is the file size, or −1 when unknown.
-func parseNPYFloat32(r io.Reader, size int64) ([]float32, []int, error) {
-	var pre [10]byte
-	if _, err := io.ReadFull(r, pre[:8]); err != nil || string(pre[:6]) != "\x93NUMPY" {
-		return nil, nil, errors.New("not a .npy file")
-	}
-	var hlen int
-	var start int64 // offset of the data
-	switch pre[6] {
-	case 1:
-		if _, err := io.ReadFull(r, pre[8:10]); err != nil {
-			return nil, nil, errors.New("truncated .npy header")
-		}
-		hlen = int(binary.LittleEndian.Uint16(pre[8:10]))
-		start = 10 + int64(hlen)
-	case 2, 3:
-		var b [4]byte
-		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return nil, nil, errors.New("truncated .npy header")
-		}
-		hlen = int(binary.LittleEndian.Uint32(b[:]))
-		start = 12 + int64(hlen)
-	default:
-		return nil, nil, fmt.Errorf(".npy version %d not supported", pre[6])
-	}
-	if hlen > 1<<16 {
-		return nil, nil, fmt.Errorf(".npy header of %d bytes is too long", hlen)
-	}
-	hdr := make([]byte, hlen)
-	if _, err := io.ReadFull(r, hdr); err != nil {
-		return nil, nil, errors.New("truncated .npy header")
-	}
-	h := string(hdr)
-	if !strings.Contains(h, "'descr': '<f4'") {
-		return nil, nil, fmt.Errorf("dtype is not little-endian float32 (header %q)", strings.TrimSpace(h))
-	}
-	if !strings.Contains(h, "'fortran_order': False") {
-		return nil, nil, errors.New("fortran-order arrays are not supported")
-	}
-	mt := npyShapeRE.FindStringSubmatch(h)
-	if mt == nil {
-		return nil, nil, fmt.Errorf("no shape in header %q", strings.TrimSpace(h))
-	}
-	var shape []int
-	n := int64(1)
-	for _, p := range strings.Split(mt[1], ",") {
-		if p = strings.TrimSpace(p); p == "" {
-			continue
-		}
-		d, err := strconv.Atoi(p)
-		if err != nil || d < 1 || d > 1<<20 {
-			return nil, nil, fmt.Errorf("bad dimension %q in shape", p)
-		}
-		shape = append(shape, d)
-		n *= int64(d)
-		if n > 1<<31 {
-			return nil, nil, errors.New("array too large")
-		}
-	}
-	if len(shape) == 0 {
-		return nil, nil, errors.New("scalar arrays are not supported")
-	}
-	if size >= 0 && n*4 != size-start {
-		return nil, nil, fmt.Errorf("shape %v needs %d bytes of data, the file has %d", shape, n*4, size-start)
-	}
-	buf := make([]byte, n*4)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, nil, fmt.Errorf("data: %w", err)
-	}
-	out := make([]float32, n)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
-	}
-	return out, shape, nil
 }

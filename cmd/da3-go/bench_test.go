@@ -3,21 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/da3-go/da3-go/ggml/kernels"
-
 	"github.com/da3-go/da3-go/convert"
+	"github.com/da3-go/da3-go/ggml/kernels"
+	"github.com/da3-go/da3-go/internal/imgio"
 )
 
 // tinyDA3 converts the committed tiny DA3 fixture into a temp dir.
@@ -32,29 +29,6 @@ func tinyDA3(t *testing.T) string {
 	return dst
 }
 
-// npyBytes encodes a float32 array as a version-1 .npy file.
-func npyBytes(shape []int, data []float32) []byte {
-	dims := make([]string, len(shape))
-	for i, d := range shape {
-		dims[i] = fmt.Sprint(d)
-	}
-	sh := strings.Join(dims, ", ")
-	if len(shape) == 1 {
-		sh += ","
-	}
-	hdr := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }", sh)
-	for (10+len(hdr)+1)%64 != 0 {
-		hdr += " "
-	}
-	hdr += "\n"
-	var b bytes.Buffer
-	b.WriteString("\x93NUMPY\x01\x00")
-	_ = binary.Write(&b, binary.LittleEndian, uint16(len(hdr)))
-	b.WriteString(hdr)
-	_ = binary.Write(&b, binary.LittleEndian, data)
-	return b.Bytes()
-}
-
 func writePixels(t *testing.T, shape ...int) string {
 	t.Helper()
 	n := 1
@@ -66,7 +40,7 @@ func writePixels(t *testing.T, shape ...int) string {
 		px[i] = float32(math.Sin(float64(i) * 0.37))
 	}
 	p := filepath.Join(t.TempDir(), "pixels.npy")
-	require.NoError(t, os.WriteFile(p, npyBytes(shape, px), 0o644))
+	require.NoError(t, imgio.WriteNPY(p, px, shape...))
 	return p
 }
 
@@ -221,38 +195,6 @@ func TestSummarize(t *testing.T) {
 			assert.Equal(t, tc.lo, lo, "min")
 			assert.InDelta(t, tc.mean, mean, 1e-12, "mean")
 			assert.Equal(t, orig, tc.xs, "input left unsorted")
-		})
-	}
-}
-
-func TestParseNPY(t *testing.T) {
-	good := npyBytes([]int{2, 3}, []float32{1, 2, 3, 4, 5, -6.5})
-	data, shape, err := parseNPYFloat32(bytes.NewReader(good), int64(len(good)))
-	require.NoError(t, err)
-	assert.Equal(t, []int{2, 3}, shape)
-	assert.Equal(t, []float32{1, 2, 3, 4, 5, -6.5}, data)
-
-	f64 := bytes.Replace(good, []byte("'<f4'"), []byte("'<f8'"), 1)
-	fortran := bytes.Replace(good, []byte("False"), []byte("True "), 1)
-	huge := npyBytes([]int{1 << 20, 1 << 20}, nil)
-	for _, tc := range []struct {
-		name string
-		b    []byte
-		want string
-	}{
-		{"empty", nil, "not a .npy file"},
-		{"bad magic", []byte("\x93NUMPX\x01\x00\x10\x00"), "not a .npy file"},
-		{"version", []byte("\x93NUMPY\x07\x00\x10\x00"), "version 7"},
-		{"truncated header", good[:20], "truncated .npy header"},
-		{"float64", f64, "not little-endian float32"},
-		{"fortran", fortran, "fortran-order"},
-		{"truncated data", good[:len(good)-3], "needs 24 bytes of data, the file has 21"},
-		{"huge", huge, "too large"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := parseNPYFloat32(bytes.NewReader(tc.b), int64(len(tc.b)))
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
 }

@@ -11,6 +11,9 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+
+	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/model"
 )
 
 func main() {
@@ -123,8 +126,28 @@ func fail(stderr io.Writer, err error) int {
 		fmt.Fprintln(stderr, "da3-go: interrupted")
 		return exitInterrupted
 	}
-	fmt.Fprintf(stderr, "da3-go: %v\n", err)
+	if h := hint(err); h != "" {
+		fmt.Fprintf(stderr, "da3-go: %v (%s)\n", err, h)
+	} else {
+		fmt.Fprintf(stderr, "da3-go: %v\n", err)
+	}
 	return exitFailure
+}
+
+// hint maps a library error to the flags that address it: the library's
+// errors speak of its options, the command line of its flags.
+func hint(err error) string {
+	switch {
+	case errors.Is(err, ggml.ErrOutOfMemory):
+		return "lower -process-res, use a smaller -chunk-size, -device cpu, or a quantized model"
+	case errors.Is(err, model.ErrNoRayHead):
+		return "-ray-pose needs a file from da3-go convert -with-aux"
+	case errors.Is(err, model.ErrNoCameraEncoder):
+		return "-cameras needs a file from this version of da3-go convert"
+	case errors.Is(err, ggml.ErrNoDevice):
+		return "'da3-go devices' lists them"
+	}
+	return ""
 }
 
 // setupLog routes slog (and ggml's log) to stderr at the level asked for.

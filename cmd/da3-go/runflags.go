@@ -138,13 +138,9 @@ func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (scene, error) 
 	if strings.TrimSpace(f.model) == "" {
 		return nil, errUsage("-model is required")
 	}
-	policy, err := parseKernels(f.kernels)
+	opts, err := f.options()
 	if err != nil {
-		return nil, errUsage(err.Error())
-	}
-	prec, err := kernels.ParsePrecision(f.precision)
-	if err != nil {
-		return nil, errUsage("-" + err.Error())
+		return nil, err
 	}
 	load := func(name, desc string) (*model.Model, error) {
 		path, err := resolveModel(ctx, name, f.quiet, stderr)
@@ -153,7 +149,9 @@ func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (scene, error) 
 		}
 		update, finish := newBar(0, desc, true, f.quiet, stderr)
 		defer finish()
-		return model.Load(ctx, path, model.Options{Device: f.device, Threads: f.threads, Kernels: policy, Precision: prec, Progress: update})
+		o := opts
+		o.Progress = update
+		return model.Load(ctx, path, o)
 	}
 	if f.metricModel == "" {
 		m, err := load(f.model, "loading")
@@ -178,6 +176,23 @@ func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (scene, error) 
 		return nil, err
 	}
 	return nestedScene{Model: n, log: slog.Default()}, nil
+}
+
+// options are the model.Options of the flags (device, threads, kernels,
+// precision); a bad -kernels or -precision is a usage error.
+func (f *modelFlags) options() (model.Options, error) {
+	policy, err := parseKernels(f.kernels)
+	if err != nil {
+		return model.Options{}, errUsage(err.Error())
+	}
+	prec, err := kernels.ParsePrecision(f.precision)
+	if err != nil {
+		return model.Options{}, errUsage("-" + err.Error())
+	}
+	if f.threads < 0 {
+		return model.Options{}, errUsage(fmt.Sprintf("-threads %d: must not be negative", f.threads))
+	}
+	return model.Options{Device: f.device, Threads: f.threads, Kernels: policy, Precision: prec}, nil
 }
 
 const kernelsUsage = "kernel policy: auto (the fastest for the device), none (ggml's own ops), or a comma list of gemm, attention, resize, flash and a CPU variant avx512, avx2 or portable (alone: every kernel in that variant; default $DA3_KERNELS, else the best for the CPU)"

@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-// WritePFM writes a single-channel little-endian PFM (MODEL-SPEC §13.1): header "Pf\n<W> <H>\n-1.0\n", then
+// WritePFM writes a single-channel little-endian PFM as the C++ engine does: header "Pf\n<W> <H>\n-1.0\n", then
 // the rows bottom row first, raw values, no normalisation.
 func WritePFM(path string, data []float32, w, h int) error {
 	if err := checkMap(data, w, h); err != nil {
@@ -159,7 +159,7 @@ func quantize(t float64, maxv int) int {
 	return max(0, min(maxv, int(float64(maxv)*t+0.5)))
 }
 
-// WritePNGGray writes an 8-bit grey PNG (MODEL-SPEC §13.2): pixel = clamp(int(255·t + 0.5)) with t from
+// WritePNGGray writes an 8-bit grey PNG as the C++ engine does: pixel = clamp(int(255·t + 0.5)) with t from
 // Normalize(data, invert).
 func WritePNGGray(path string, data []float32, w, h int, invert bool) error {
 	if err := checkMap(data, w, h); err != nil {

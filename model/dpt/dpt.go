@@ -14,6 +14,7 @@ import (
 
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/ggml/kernels"
+	"github.com/da3-go/da3-go/internal/tmath"
 	"github.com/da3-go/da3-go/model/nn"
 )
 
@@ -237,28 +238,12 @@ type uvKey struct {
 // [sin(x·ω_k)] ‖ [cos(x·ω_k)] ‖ [sin(y·ω_k)] ‖ [cos(y·ω_k)], ω_k = 100^(−k/q), q = C/4.
 func uvEmbed(c, h, w int, aspect float64) []float32 {
 	// Spans in double precision as Python computes them; linspace in float32
-	// as torch does (step = (end−start)/(n−1); the second half counts back
-	// from the end).
+	// as torch does.
 	diag := math.Pow(aspect*aspect+1, 0.5)
 	spanX, spanY := aspect/diag, 1/diag
 	lin := func(span float64, n int) []float32 {
-		lo := float32(-span * float64(n-1) / float64(n))
-		hi := float32(span * float64(n-1) / float64(n))
-		out := make([]float32, n)
-		if n == 1 {
-			out[0] = lo
-			return out
-		}
-		step := (hi - lo) / float32(n-1)
-		half := n / 2
-		for i := range out {
-			if i < half {
-				out[i] = lo + step*float32(i)
-			} else {
-				out[i] = hi - step*float32(n-1-i)
-			}
-		}
-		return out
+		end := span * float64(n-1) / float64(n)
+		return tmath.Linspace32(-end, end, n)
 	}
 	xs, ys := lin(spanX, w), lin(spanY, h)
 	q := c / 4

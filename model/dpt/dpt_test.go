@@ -10,7 +10,7 @@ import (
 	"github.com/da3-go/da3-go/ggml"
 )
 
-// uvRef is MODEL-SPEC §4.1 in float64: 0.1·UV(c, h, w) for aspect a = W/H,
+// uvRef is depth_anything_3's create_uv_grid + position_grid_to_embed in float64: 0.1·UV(c, h, w) for aspect a = W/H,
 // laid out [w, h, c] (x fastest).
 func uvRef(c, h, w int, a float64) []float64 {
 	diag := math.Sqrt(a*a + 1)
