@@ -35,7 +35,7 @@ func fuzzHandler(t testing.TB) http.Handler {
 	fuzzOnce.Do(func() {
 		da3, da2 := fixtures(t)
 		s, err := New(t.Context(), Options{Models: []ModelSpec{{Path: da3}, {Path: da2}}, Threads: 1, Logger: quietLog,
-			MaxBodyBytes: 1 << 20, MaxPixels: 200 * 200, MaxViews: 4, MaxProcessRes: 112, Timeout: 20 * time.Second})
+			MaxBodyBytes: 1 << 20, MaxPixels: 200 * 200, MaxViews: 4, MaxProcessRes: 112, Timeout: fuzzTimeout})
 		require.NoError(t, err)
 		fuzzServer = s // lives for the test binary: the OS frees it
 	})
@@ -60,15 +60,29 @@ func checkAnswer(t *testing.T, rec *httptest.ResponseRecorder) {
 	}
 }
 
+// serveBody answers one request; an answer that takes longer than the
+// server's timeout and a margin is a hang, reported with its input.
 func serveBody(t *testing.T, h http.Handler, contentType string, body []byte) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPost, "/v1/depth", bytes.NewReader(body))
 	req.Header.Set("Content-Type", contentType)
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(rec, req)
+	}()
+	select {
+	case <-done:
+	case <-time.After(fuzzTimeout + 10*time.Second):
+		t.Fatalf("no answer after %s to %q: %q", fuzzTimeout+10*time.Second, contentType, truncate(body))
+	}
 	return rec
 }
 
 const fuzzBoundary = "da3fuzzboundary"
+
+// fuzzTimeout is the fuzzed server's request timeout.
+const fuzzTimeout = 10 * time.Second
 
 var fuzzContentTypes = []string{"application/json", "multipart/form-data; boundary=" + fuzzBoundary, "image/png", ""}
 
