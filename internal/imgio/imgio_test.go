@@ -22,6 +22,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/image/bmp"
 	"golang.org/x/image/tiff"
+
+	"github.com/da3-go/da3-go/internal/testutil"
 )
 
 func sampleMap() []float32 { return []float32{1, 2, 3, 4, 5, 6} } // 3x2
@@ -160,35 +162,25 @@ func TestPending(t *testing.T) {
 	nilP.Abort()
 }
 
-func decodePNG(t *testing.T, path string) image.Image {
-	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	img, err := png.Decode(f)
-	require.NoError(t, err)
-	return img
-}
-
 func TestWritePNGGray(t *testing.T) {
 	dir := t.TempDir()
 	data := []float32{0, 1, 2, 3, 4, 10}
 	require.NoError(t, WritePNGGray(filepath.Join(dir, "n.png"), data, 3, 2, false))
 	require.NoError(t, WritePNGGray(filepath.Join(dir, "i.png"), data, 3, 2, true))
-	n := decodePNG(t, filepath.Join(dir, "n.png")).(*image.Gray)
-	i := decodePNG(t, filepath.Join(dir, "i.png")).(*image.Gray)
+	n := testutil.ReadPNG(t, filepath.Join(dir, "n.png")).(*image.Gray)
+	i := testutil.ReadPNG(t, filepath.Join(dir, "i.png")).(*image.Gray)
 	// spec §13.2: clamp(int(255*t + 0.5)), t = (v-min)/(max-min)
 	assert.Equal(t, []uint8{0, 26, 51, 77, 102, 255}, n.Pix)
 	assert.Equal(t, []uint8{255, 230, 204, 179, 153, 0}, i.Pix)
 
 	require.NoError(t, WritePNGGray(filepath.Join(dir, "c.png"), []float32{7, 7}, 2, 1, true))
-	assert.Equal(t, []uint8{255, 255}, decodePNG(t, filepath.Join(dir, "c.png")).(*image.Gray).Pix, "constant map: t = 0, inverted")
+	assert.Equal(t, []uint8{255, 255}, testutil.ReadPNG(t, filepath.Join(dir, "c.png")).(*image.Gray).Pix, "constant map: t = 0, inverted")
 }
 
 func TestWritePNG16(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "d16.png")
 	require.NoError(t, WritePNG16(path, []float32{-1, 0, 1, float32(math.NaN())}, 2, 2, false))
-	img := decodePNG(t, path).(*image.Gray16)
+	img := testutil.ReadPNG(t, path).(*image.Gray16)
 	got := []uint16{img.Gray16At(0, 0).Y, img.Gray16At(1, 0).Y, img.Gray16At(0, 1).Y, img.Gray16At(1, 1).Y}
 	assert.Equal(t, []uint16{0, 32768, 65535, 0}, got, "NaN maps to 0")
 }
@@ -214,7 +206,7 @@ func TestColorize(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "c.png")
 	require.NoError(t, WritePNGColor(path, data, 3, 1, Turbo, false))
-	back := decodePNG(t, path)
+	back := testutil.ReadPNG(t, path)
 	r, gg, b, a := back.At(2, 0).RGBA()
 	assert.Equal(t, [4]uint32{122, 4, 3, 255}, [4]uint32{r >> 8, gg >> 8, b >> 8, a >> 8})
 }

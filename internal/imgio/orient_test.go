@@ -4,29 +4,20 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	"image/png"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/da3-go/da3-go/internal/testutil"
 )
 
 // JPEG fixtures of internal/jpeg (tests/oracle/jpeg_fixtures.py): exif_o<k>.jpg carries Exif orientation
 // k; exif_o<k>.png is cv2.imread's decode with its default orientation handling (equal to PIL's
 // ImageOps.exif_transpose, checked by the script).
 const jpegTestdata = "../jpeg/testdata"
-
-func readPNGFile(t *testing.T, path string) image.Image {
-	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	img, err := png.Decode(f)
-	require.NoError(t, err)
-	return img
-}
 
 func requireSamePixels(t *testing.T, want, got image.Image, msg string) {
 	t.Helper()
@@ -49,7 +40,7 @@ func TestExifOrientationMatchesReferences(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, Orientation(k), o)
 			assert.Equal(t, image.Pt(24, 16), img.Bounds().Size(), "Decode returns the pixels as stored")
-			want := readPNGFile(t, filepath.Join(jpegTestdata, fmt.Sprintf("exif_o%d.png", k)))
+			want := testutil.ReadPNG(t, filepath.Join(jpegTestdata, fmt.Sprintf("exif_o%d.png", k)))
 			requireSamePixels(t, want, Orient(img, o), "oriented")
 
 			b, err := os.ReadFile(path)
@@ -88,6 +79,6 @@ func TestDecodeJPEGIsLibjpegTurbo(t *testing.T) {
 		img, o, err := DecodeWithOrientation(filepath.Join(jpegTestdata, name+".jpg"))
 		require.NoError(t, err)
 		assert.Equal(t, OrientNormal, o)
-		requireSamePixels(t, readPNGFile(t, filepath.Join(jpegTestdata, name+".png")), img, name)
+		requireSamePixels(t, testutil.ReadPNG(t, filepath.Join(jpegTestdata, name+".png")), img, name)
 	}
 }

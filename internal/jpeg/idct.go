@@ -42,6 +42,34 @@ func idctDC(dc int32, dst []byte, stride int) {
 	}
 }
 
+// islow1D is one one-dimensional pass of jpeg_idct_islow over dequantized inputs x0..x7: the even part
+// (rotator sqrt(2)·c(-6)) gives e10..e13, the odd part (its figure 8) o0..o3; the outputs are
+// e10±o3, e11±o2, e12±o1, e13±o0 (before descaling), for positions 0/7, 1/6, 2/5, 3/4.
+func islow1D(x0, x1, x2, x3, x4, x5, x6, x7 int) (e10, e11, e12, e13, o0, o1, o2, o3 int) {
+	z1 := (x2 + x6) * fix0541196100
+	t2 := z1 - x6*fix1847759065
+	t3 := z1 + x2*fix0765366865
+	t0 := (x0 + x4) << constBits
+	t1 := (x0 - x4) << constBits
+	e10, e13 = t0+t3, t0-t3
+	e11, e12 = t1+t2, t1-t2
+
+	z1 = x7 + x1
+	z2 := x5 + x3
+	z3 := x7 + x3
+	z4 := x5 + x1
+	z5 := (z3 + z4) * fix1175875602
+	z1 *= -fix0899976223
+	z2 *= -fix2562915447
+	z3 = z3*-fix1961570560 + z5
+	z4 = z4*-fix0390180644 + z5
+	o0 = x7*fix0298631336 + z1 + z3
+	o1 = x5*fix2053119869 + z2 + z4
+	o2 = x3*fix3072711026 + z2 + z3
+	o3 = x1*fix1501321110 + z1 + z4
+	return
+}
+
 // idctIslow transforms the quantized coefficients in (natural order) with quantization table q into
 // the 8×8 samples at dst (row stride stride).
 func idctIslow(in *[blockSize]int32, q *[blockSize]int32, dst []byte, stride int) {
@@ -56,51 +84,18 @@ func idctIslow(in *[blockSize]int32, q *[blockSize]int32, dst []byte, stride int
 			ws[32+c], ws[40+c], ws[48+c], ws[56+c] = dc, dc, dc, dc
 			continue
 		}
-		// Even part.
-		z2 := int(in[16+c] * q[16+c])
-		z3 := int(in[48+c] * q[48+c])
-		z1 := (z2 + z3) * fix0541196100
-		tmp2 := z1 - z3*fix1847759065
-		tmp3 := z1 + z2*fix0765366865
-		z2 = int(in[c] * q[c])
-		z3 = int(in[32+c] * q[32+c])
-		tmp0 := (z2 + z3) << constBits
-		tmp1 := (z2 - z3) << constBits
-		tmp10, tmp13 := tmp0+tmp3, tmp0-tmp3
-		tmp11, tmp12 := tmp1+tmp2, tmp1-tmp2
-
-		// Odd part.
-		tmp0 = int(in[56+c] * q[56+c])
-		tmp1 = int(in[40+c] * q[40+c])
-		tmp2 = int(in[24+c] * q[24+c])
-		tmp3 = int(in[8+c] * q[8+c])
-		z1 = tmp0 + tmp3
-		z2 = tmp1 + tmp2
-		z3 = tmp0 + tmp2
-		z4 := tmp1 + tmp3
-		z5 := (z3 + z4) * fix1175875602
-		tmp0 *= fix0298631336
-		tmp1 *= fix2053119869
-		tmp2 *= fix3072711026
-		tmp3 *= fix1501321110
-		z1 *= -fix0899976223
-		z2 *= -fix2562915447
-		z3 = z3*-fix1961570560 + z5
-		z4 = z4*-fix0390180644 + z5
-		tmp0 += z1 + z3
-		tmp1 += z2 + z4
-		tmp2 += z2 + z3
-		tmp3 += z1 + z4
-
+		e10, e11, e12, e13, o0, o1, o2, o3 := islow1D(
+			int(in[c]*q[c]), int(in[8+c]*q[8+c]), int(in[16+c]*q[16+c]), int(in[24+c]*q[24+c]),
+			int(in[32+c]*q[32+c]), int(in[40+c]*q[40+c]), int(in[48+c]*q[48+c]), int(in[56+c]*q[56+c]))
 		const sh, rnd = constBits - pass1Bits, 1 << (constBits - pass1Bits - 1)
-		ws[c] = (tmp10 + tmp3 + rnd) >> sh
-		ws[56+c] = (tmp10 - tmp3 + rnd) >> sh
-		ws[8+c] = (tmp11 + tmp2 + rnd) >> sh
-		ws[48+c] = (tmp11 - tmp2 + rnd) >> sh
-		ws[16+c] = (tmp12 + tmp1 + rnd) >> sh
-		ws[40+c] = (tmp12 - tmp1 + rnd) >> sh
-		ws[24+c] = (tmp13 + tmp0 + rnd) >> sh
-		ws[32+c] = (tmp13 - tmp0 + rnd) >> sh
+		ws[c] = (e10 + o3 + rnd) >> sh
+		ws[56+c] = (e10 - o3 + rnd) >> sh
+		ws[8+c] = (e11 + o2 + rnd) >> sh
+		ws[48+c] = (e11 - o2 + rnd) >> sh
+		ws[16+c] = (e12 + o1 + rnd) >> sh
+		ws[40+c] = (e12 - o1 + rnd) >> sh
+		ws[24+c] = (e13 + o0 + rnd) >> sh
+		ws[32+c] = (e13 - o0 + rnd) >> sh
 	}
 
 	// Pass 2: rows, descaled by 8·2^PASS1_BITS.
@@ -114,42 +109,15 @@ func idctIslow(in *[blockSize]int32, q *[blockSize]int32, dst []byte, stride int
 			}
 			continue
 		}
-		z2, z3 := w[2], w[6]
-		z1 := (z2 + z3) * fix0541196100
-		tmp2 := z1 - z3*fix1847759065
-		tmp3 := z1 + z2*fix0765366865
-		tmp0 := (w[0] + w[4]) << constBits
-		tmp1 := (w[0] - w[4]) << constBits
-		tmp10, tmp13 := tmp0+tmp3, tmp0-tmp3
-		tmp11, tmp12 := tmp1+tmp2, tmp1-tmp2
-
-		tmp0, tmp1, tmp2, tmp3 = w[7], w[5], w[3], w[1]
-		z1 = tmp0 + tmp3
-		z2 = tmp1 + tmp2
-		z3 = tmp0 + tmp2
-		z4 := tmp1 + tmp3
-		z5 := (z3 + z4) * fix1175875602
-		tmp0 *= fix0298631336
-		tmp1 *= fix2053119869
-		tmp2 *= fix3072711026
-		tmp3 *= fix1501321110
-		z1 *= -fix0899976223
-		z2 *= -fix2562915447
-		z3 = z3*-fix1961570560 + z5
-		z4 = z4*-fix0390180644 + z5
-		tmp0 += z1 + z3
-		tmp1 += z2 + z4
-		tmp2 += z2 + z3
-		tmp3 += z1 + z4
-
+		e10, e11, e12, e13, o0, o1, o2, o3 := islow1D(w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7])
 		const sh, rnd = constBits + pass1Bits + 3, 1 << (constBits + pass1Bits + 2)
-		out[0] = clampSample((tmp10 + tmp3 + rnd) >> sh)
-		out[7] = clampSample((tmp10 - tmp3 + rnd) >> sh)
-		out[1] = clampSample((tmp11 + tmp2 + rnd) >> sh)
-		out[6] = clampSample((tmp11 - tmp2 + rnd) >> sh)
-		out[2] = clampSample((tmp12 + tmp1 + rnd) >> sh)
-		out[5] = clampSample((tmp12 - tmp1 + rnd) >> sh)
-		out[3] = clampSample((tmp13 + tmp0 + rnd) >> sh)
-		out[4] = clampSample((tmp13 - tmp0 + rnd) >> sh)
+		out[0] = clampSample((e10 + o3 + rnd) >> sh)
+		out[7] = clampSample((e10 - o3 + rnd) >> sh)
+		out[1] = clampSample((e11 + o2 + rnd) >> sh)
+		out[6] = clampSample((e11 - o2 + rnd) >> sh)
+		out[2] = clampSample((e12 + o1 + rnd) >> sh)
+		out[5] = clampSample((e12 - o1 + rnd) >> sh)
+		out[3] = clampSample((e13 + o0 + rnd) >> sh)
+		out[4] = clampSample((e13 - o0 + rnd) >> sh)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"image"
 	"image/color"
 	stdjpeg "image/jpeg"
-	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,16 +53,6 @@ func rgb(img image.Image) []byte {
 	return out
 }
 
-func readPNG(t *testing.T, path string) image.Image {
-	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	img, err := png.Decode(f)
-	require.NoError(t, err)
-	return img
-}
-
 // diffStats returns the largest absolute difference and the number of differing values.
 func diffStats(a, b []byte) (maxd, n int) {
 	for i := range a {
@@ -104,7 +93,7 @@ func TestDecodeMatchesLibjpegTurbo(t *testing.T) {
 			} else {
 				assert.IsType(t, &image.RGBA{}, got)
 			}
-			want := rgb(readPNG(t, filepath.Join("testdata", f.Name+".png")))
+			want := rgb(testutil.ReadPNG(t, filepath.Join("testdata", f.Name+".png")))
 			maxd, nd := diffStats(rgb(got), want)
 			assert.Zero(t, nd, "%s (%s): %d of %d values differ from libjpeg-turbo, max %d", f.Name, f.What, nd, len(want), maxd)
 

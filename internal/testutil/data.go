@@ -1,6 +1,8 @@
 package testutil
 
 import (
+	"image"
+	"image/png"
 	"os"
 	"path/filepath"
 	"testing"
@@ -32,4 +34,19 @@ func SharedData(t testing.TB) string {
 		}
 		dir = parent
 	}
+}
+
+// ReadPNG decodes a PNG file.
+func ReadPNG(t testing.TB, path string) image.Image {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return img
 }
