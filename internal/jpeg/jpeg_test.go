@@ -278,3 +278,17 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestCMYKFallsBackToStd: four-component files go to image/jpeg (the references disagree with each other
+// on their RGB), with the header still read here.
+func TestCMYKFallsBackToStd(t *testing.T) {
+	data, err := os.ReadFile("testdata/cmyk.jpg")
+	require.NoError(t, err)
+	h, err := DecodeHeaderBytes(data)
+	require.NoError(t, err)
+	assert.Equal(t, 4, h.Components)
+	img, err := DecodeBytes(data)
+	require.NoError(t, err)
+	assert.IsType(t, &image.CMYK{}, img)
+	assert.Equal(t, image.Rect(0, 0, h.Width, h.Height), img.Bounds())
+}

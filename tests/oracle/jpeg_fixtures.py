@@ -175,6 +175,14 @@ def main():
             "size": [24, 16], "orientation": k, "pil_equals_cv2": True,
         })
 
+    # A CMYK JPEG (Adobe, inverted): the two references convert it to RGB differently, so it has no PNG;
+    # internal/jpeg hands it to image/jpeg.
+    cmyk = Image.fromarray(img).convert("CMYK")
+    p = os.path.join(args.out, "cmyk.jpg")
+    cmyk.save(p, "JPEG", quality=90)
+    d = int(np.abs(cv2_decode(p, False).astype(int) - pil_decode(p, False)).max())
+    manifest["cmyk"] = {"name": "cmyk", "what": "PIL CMYK (Adobe); no reference PNG",
+                        "cv2_vs_pil_max_diff": d}
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
         f.write("\n")
