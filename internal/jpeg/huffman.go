@@ -66,6 +66,10 @@ func (d *decoder) processDHT(seg []byte) error {
 		code, k := int32(0), 0
 		for l := 1; l <= maxCodeLength; l++ {
 			h.maxCode[l] = -1
+			// Codes of each length must fit in that many bits without being all ones.
+			if code+int32(counts[l]) >= 1<<l {
+				return FormatError("bad Huffman table")
+			}
 			if counts[l] > 0 {
 				h.valOff[l] = int32(k) - code
 				for range counts[l] {
@@ -80,9 +84,6 @@ func (d *decoder) processDHT(seg []byte) error {
 					k++
 				}
 				h.maxCode[l] = code - 1
-			}
-			if code > 1<<l {
-				return FormatError("bad Huffman table")
 			}
 			code <<= 1
 		}
