@@ -1,6 +1,7 @@
 package jpeg
 
 import (
+	"fmt"
 	"image"
 	"runtime"
 	"sync"
@@ -153,12 +154,27 @@ func (d *decoder) image() (image.Image, error) {
 	}
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	bands := min(runtime.GOMAXPROCS(0), max(1, w*h/(1<<20)))
-	var wg sync.WaitGroup
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		fault error
+	)
 	for i := range bands {
 		y0, y1 := h*i/bands, h*(i+1)/bands
-		wg.Go(func() { d.convertRows(img, y0, y1) })
+		wg.Go(func() {
+			// A panic in another goroutine could not be recovered by the caller: report it instead.
+			defer func() {
+				if r := recover(); r != nil {
+					once.Do(func() { fault = fmt.Errorf("jpeg: colour conversion failed: %v", r) })
+				}
+			}()
+			d.convertRows(img, y0, y1)
+		})
 	}
 	wg.Wait()
+	if fault != nil {
+		return nil, fault
+	}
 	return img, nil
 }
 
