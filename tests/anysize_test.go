@@ -105,8 +105,10 @@ func anysizeDA3(t *testing.T, dir string, meta *anysizeMeta) {
 			require.NoError(t, err)
 			require.Equal(t, c.ProcessedHW, [2]int{res.ProcessedHeight, res.ProcessedWidth}, "processed size")
 
-			// The processed 8-bit image against the official one: OpenCV's IPP cubic path decides rare
-			// exact ties its own way, everything else is bit for bit.
+			// The processed 8-bit image against the official one. OpenCV's IPP cubic path decides exact
+			// .5 ties (and values within a float32 ulp of one) by its own operation order, which
+			// imgproc.ResizeCubicU8IPP reproduces for all but about 7e-6 of the values; everything else is
+			// bit for bit.
 			want := readRGB(t, filepath.Join(dir, c.RGB))
 			require.Len(t, res.RGB, len(want))
 			diff, maxd := 0, 0
@@ -118,14 +120,36 @@ func anysizeDA3(t *testing.T, dir string, meta *anysizeMeta) {
 			}
 			t.Logf("processed %dx%d: %d of %d values differ from the official, max %d", res.ProcessedWidth, res.ProcessedHeight, diff, len(want), maxd)
 			assert.LessOrEqual(t, maxd, 1, "processed image")
-			assert.LessOrEqual(t, float64(diff), 1e-3*float64(len(want)), "processed image")
+			assert.LessOrEqual(t, float64(diff), 1e-4*float64(len(want)), "processed image")
 
 			p := c.Image + "/" + c.Method + "/"
+			if diff > 0 {
+				// A one-level change of a single input value moves a random-weight network's depth by up
+				// to a few 1e-4 of its maximum, beyond the gate: gate the network on the official
+				// processed image instead, and report the figures from the file.
+				_, _, depthCorr := testutil.Stats(ref[p+"depth"].Data, res.Depth)
+				t.Logf("from the file: depth corr %.8f (not gated: preprocessing ties)", depthCorr)
+				rs, err := m.Forward(context.Background(), normalise(want, m.Config()), res.ProcessedWidth, res.ProcessedHeight, 1, model.RunOptions{})
+				require.NoError(t, err)
+				res = &rs[0]
+			}
 			gate(t, "depth", ref[p+"depth"].Data, res.Depth, 0.99999, 1e-4)
 			gate(t, "conf", ref[p+"conf"].Data, res.Conf, 0.99999, 1e-4)
 			compareCameras(t, ref[p+"extrinsics"].Data, ref[p+"intrinsics"].Data, []model.Result{*res})
 		})
 	}
+}
+
+// normalise is ToTensor + Normalize of an interleaved 8-bit RGB image into CHW float32.
+func normalise(rgb []uint8, cfg model.Config) []float32 {
+	n := len(rgb) / 3
+	out := make([]float32, len(rgb))
+	for c := range 3 {
+		for i := range n {
+			out[c*n+i] = (float32(rgb[3*i+c])/255 - cfg.Mean[c]) / cfg.Std[c]
+		}
+	}
+	return out
 }
 
 func anysizeDA2(t *testing.T, dir string, meta *anysizeMeta) {
