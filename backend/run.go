@@ -18,6 +18,7 @@ type Builder struct {
 	byName  map[string]*ggml.Tensor
 	outputs map[string]*ggml.Tensor
 	taps    func(name string) bool
+	measure bool // Measure: inputs carry no data
 }
 
 type hostInput struct {
@@ -45,7 +46,7 @@ func (b *Builder) input(name string, in hostInput, typ ggml.Type, n int, shape [
 		return t
 	}
 	t := b.G.Input(b.G.NewTensor(typ, shape...)).SetName(name)
-	if t.Elements() != n {
+	if t.Elements() != n && !(b.measure && n == 0) {
 		panic(&ggml.ShapeError{Op: "input " + name, Shapes: [][]int{shape}, Msg: fmt.Sprintf("shape holds %d values, data has %d", t.Elements(), n)})
 	}
 	in.t = t
@@ -123,7 +124,7 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 	if len(b.outputs) == 0 {
 		return nil, errors.New("graph has no outputs")
 	}
-	if err := rt.ensureSched(maxNodes); err != nil {
+	if err := rt.ensureSched(g.GraphSize()); err != nil {
 		return nil, err
 	}
 	rt.sched.Reset()
@@ -166,6 +167,87 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 	return out, nil
 }
 
+// Measurement is the memory a graph needs, from the scheduler's planning.
+type Measurement struct {
+	// Compute is the compute buffer size per backend name.
+	Compute map[string]uint64
+	// Device is the compute buffer on the chosen device when it is not the
+	// CPU (0 on the CPU); Host is the CPU's.
+	Device, Host uint64
+	// Nodes is the graph's size in nodes and leaves.
+	Nodes int
+}
+
+// Measure builds a graph as Run does (inputs may be given nil data) and
+// plans it through the scheduler (ggml_backend_sched_reserve_size) without
+// allocating or computing anything. Run's scheduler keeps the buffers of
+// the largest graph it ran, so a later Run of a graph no larger than those
+// measured needs nothing more.
+func (rt *Runtime) Measure(opts RunOptions, build func(b *Builder) error) (Measurement, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return Measurement{}, ErrClosed
+	}
+	maxNodes := opts.MaxNodes
+	if maxNodes <= 0 {
+		maxNodes = 8192
+	}
+	g, err := ggml.NewContext(maxNodes)
+	if err != nil {
+		return Measurement{}, err
+	}
+	defer g.Close()
+	kernels.SetPolicy(g, rt.kernels)
+	b := &Builder{G: g, byName: map[string]*ggml.Tensor{}, outputs: map[string]*ggml.Tensor{}, taps: opts.Taps, measure: true}
+	if err := buildSafely(b, build); err != nil {
+		return Measurement{}, err
+	}
+	if len(b.outputs) == 0 {
+		return Measurement{}, errors.New("graph has no outputs")
+	}
+	// A scheduler of its own: planning a graph replaces the running
+	// scheduler's plan and frees its buffers without making it reallocate.
+	n := g.GraphSize()
+	sched, err := ggml.NewScheduler(rt.backends(), n+n/4+256)
+	if err != nil {
+		return Measurement{}, err
+	}
+	defer sched.Close()
+	sizes, err := sched.ReserveSize(g)
+	if err != nil {
+		return Measurement{}, err
+	}
+	m := Measurement{Compute: map[string]uint64{}, Nodes: n}
+	for i, be := range sched.Backends() {
+		m.Compute[be.Name()] += sizes[i]
+		if be == rt.cpu {
+			m.Host += sizes[i]
+		} else {
+			m.Device += sizes[i]
+		}
+	}
+	return m, nil
+}
+
+// ComputeBytes is the size of the compute buffers held now (kept from the
+// largest graph run so far): host (CPU) and device.
+func (rt *Runtime) ComputeBytes() (host, device uint64) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.sched == nil {
+		return 0, 0
+	}
+	for _, be := range rt.backends() {
+		if be == rt.cpu {
+			host += rt.sched.BufferSize(be)
+		} else {
+			device += rt.sched.BufferSize(be)
+		}
+	}
+	return host, device
+}
+
 func buildSafely(b *Builder, build func(b *Builder) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -179,13 +261,17 @@ func buildSafely(b *Builder, build func(b *Builder) error) (err error) {
 	return build(b)
 }
 
-func (rt *Runtime) ensureSched(maxNodes int) error {
-	size := 2*maxNodes + 8192
-	if rt.sched != nil && rt.schedSize() >= size {
+// ensureSched makes sure the scheduler takes graphs of n nodes and leaves.
+// Its tables take about 20 KiB of address space per node, so it is sized by
+// the graphs actually run (a quarter more, to absorb small variations).
+func (rt *Runtime) ensureSched(n int) error {
+	if rt.sched != nil && rt.schedSize() >= n {
 		return nil
 	}
+	size := n + n/4 + 256
 	if rt.sched != nil {
 		rt.sched.Close()
+		rt.sched = nil
 	}
 	s, err := ggml.NewScheduler(rt.backends(), size)
 	if err != nil {

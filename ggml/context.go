@@ -14,6 +14,7 @@ import (
 // are valid until Close. A Context is not safe for concurrent use.
 type Context struct {
 	c          *C.struct_ggml_context
+	mem        unsafe.Pointer // the arena, allocated here: ggml_init asserts when its own malloc fails
 	gf         *C.struct_ggml_cgraph
 	maxTensors int
 	graphSize  int
@@ -30,12 +31,35 @@ func NewContext(maxNodes int) (*Context, error) {
 		return nil, fmt.Errorf("ggml: NewContext(%d): node budget must be positive", maxNodes)
 	}
 	graphSize := 2*maxNodes + 8192
-	mem := C.size_t(maxNodes)*C.ggml_tensor_overhead() + C.ggml_graph_overhead_custom(C.size_t(graphSize), false) + 1024
-	c := C.ggml_init(C.struct_ggml_init_params{mem_size: mem, mem_buffer: nil, no_alloc: true})
+	size := C.size_t(maxNodes)*C.ggml_tensor_overhead() + C.ggml_graph_overhead_custom(C.size_t(graphSize), false) + 1024
+	// ggml_init aborts when it cannot allocate the arena, so the arena is
+	// allocated (and its failure reported) here.
+	mem := C.malloc(size)
+	if mem == nil {
+		return nil, fmt.Errorf("ggml: NewContext(%d): %.1f MiB: %w", maxNodes, float64(size)/(1<<20), ErrOutOfMemory)
+	}
+	c := C.ggml_init(C.struct_ggml_init_params{mem_size: size, mem_buffer: mem, no_alloc: true})
 	if c == nil {
+		C.free(mem)
 		return nil, fmt.Errorf("ggml: NewContext(%d): %w", maxNodes, ErrOutOfMemory)
 	}
-	return &Context{c: c, maxTensors: maxNodes, graphSize: graphSize}, nil
+	return &Context{c: c, mem: mem, maxTensors: maxNodes, graphSize: graphSize}, nil
+}
+
+// CanAllocate reports whether n bytes of host memory can be allocated now
+// (a malloc freed at once: with an address-space limit the answer is exact;
+// overcommitted memory may still fail later when touched). It guards the C
+// allocations that ggml aborts on instead of reporting.
+func CanAllocate(n uint64) bool {
+	if n == 0 {
+		return true
+	}
+	p := C.malloc(C.size_t(n))
+	if p == nil {
+		return false
+	}
+	C.free(p)
+	return true
 }
 
 // Close frees the arena. It is idempotent and nil-safe; tensors of the
@@ -45,7 +69,8 @@ func (g *Context) Close() error {
 		return nil
 	}
 	C.ggml_free(g.c)
-	g.c, g.gf = nil, nil
+	C.free(g.mem)
+	g.c, g.gf, g.mem = nil, nil, nil
 	return nil
 }
 

@@ -57,12 +57,31 @@ func NewScheduler(backends []*Backend, graphSize int) (*Scheduler, error) {
 	if graphSize < 1 {
 		graphSize = 2048
 	}
+	// ggml_backend_sched_new does not check its allocations (a failed one
+	// aborts later), so they are tried first.
+	if need := SchedulerBytes(graphSize, len(backends)); !CanAllocate(need) {
+		C.free(unsafe.Pointer(cb))
+		return nil, fmt.Errorf("ggml: NewScheduler: %.0f MiB of scheduler tables: %w", float64(need)/(1<<20), ErrOutOfMemory)
+	}
 	s := C.ggml_backend_sched_new(&cb[0], nil, C.int(len(backends)), C.size_t(graphSize), false, true)
 	if s == nil {
 		C.free(unsafe.Pointer(cb))
 		return nil, errors.New("ggml: ggml_backend_sched_new failed")
 	}
 	return &Scheduler{s: s, backends: append([]*Backend(nil), backends...), cb: cb[:len(backends):len(backends)], graphSize: graphSize}, nil
+}
+
+// SchedulerBytes is the host memory ggml_backend_sched_new allocates for a
+// graph size and backend count (mirroring ggml-backend.cpp: the split
+// context, the node and leaf backend ids, the hash set), mostly address
+// space: only the parts a graph uses are touched.
+func SchedulerBytes(graphSize, backends int) uint64 {
+	const maxSplitInputs = 30 // GGML_SCHED_MAX_SPLIT_INPUTS
+	g := uint64(graphSize)
+	ctx := g*maxSplitInputs*2*uint64(C.sizeof_struct_ggml_tensor) + uint64(C.ggml_graph_overhead_custom(C.size_t(graphSize), false))
+	ids := 4 * (g + g*maxSplitInputs*2) * 4
+	hash := 2 * g * (8 + 4 + 8*uint64(backends)) // next prime ≥ g, at most 2g
+	return ctx + ids + hash
 }
 
 func (s *Scheduler) ok(g *Context) error {
@@ -123,6 +142,33 @@ func (s *Scheduler) Reserve(g *Context) error {
 		return fmt.Errorf("ggml: reserving compute buffers: %w", ErrOutOfMemory)
 	}
 	return nil
+}
+
+// ReserveSize returns the compute buffer size each backend (in scheduler
+// order) would need for g's graph (ggml_backend_sched_reserve_size), without
+// allocating them. It releases the last graph's assignments.
+func (s *Scheduler) ReserveSize(g *Context) ([]uint64, error) {
+	if err := s.ok(g); err != nil {
+		return nil, err
+	}
+	s.reset()
+	s.allocated = nil
+	sizes := make([]C.size_t, len(s.backends))
+	C.ggml_backend_sched_reserve_size(s.s, g.gf, &sizes[0])
+	out := make([]uint64, len(sizes))
+	for i, v := range sizes {
+		out[i] = uint64(v)
+	}
+	return out, nil
+}
+
+// GraphSize is the number of nodes and leaves of g's graph (0 before Expand).
+func (g *Context) GraphSize() int {
+	if g == nil || g.gf == nil {
+		return 0
+	}
+	n, l := graphCounts(g.gf)
+	return n + l
 }
 
 // Alloc assigns backends to g's nodes and allocates them

@@ -102,6 +102,10 @@ type RunOptions struct {
 	ViewIntrinsics []Intrinsics
 	// Gaussians also predicts DA3-GIANT's 3D Gaussians (Result.Gaussians).
 	Gaussians bool
+	// MaxMemory, when positive, refuses requests whose estimated memory
+	// (MemoryEstimate.Total) exceeds it. Every request is also refused when
+	// it would not fit in the memory left (see EstimateMemory).
+	MaxMemory int64
 }
 
 // Intrinsics are a pinhole camera's focal lengths and principal point in
@@ -273,6 +277,9 @@ func (m *Model) multiView(ctx context.Context, imgs []Image, opt RunOptions) ([]
 		return nil, err
 	}
 	if err := m.checkExtras(len(imgs), opt); err != nil {
+		return nil, err
+	}
+	if err := m.checkViews(imgs, opt); err != nil {
 		return nil, err
 	}
 	if m.cfg.Arch != DA3 && len(imgs) > 1 {
@@ -531,17 +538,7 @@ func (m *Model) compute(ctx context.Context, views []*preprocess.View, opt RunOp
 		// Blocks before alt_start−1 run per view; the reference view is chosen
 		// on their output (token 0 of each view), then the views are reordered.
 		stop := cfg.AltStart - 1
-		out, err := m.rt.Run(ctx, runOpts, func(b *backend.Builder) error {
-			x, gr := m.vit.Embed(b.G, b, b.Input("pixels", stackPixels(views), W, H, 3, S))
-			grid = gr
-			b.Tap("vit.embed", x)
-			p := &vit.Pass{B: b, Grid: gr}
-			for _, blk := range m.vit.Blocks[:stop] {
-				x = blk.Forward(b.G, x, p)
-			}
-			b.Output("x", x)
-			return nil
-		})
+		out, err := m.rt.Run(ctx, runOpts, m.stageAGraph(stackPixels(views), W, H, S, stop, &grid))
 		if err != nil {
 			return nil, err
 		}
@@ -577,33 +574,7 @@ func (m *Model) compute(ctx context.Context, views []*preprocess.View, opt RunOp
 		chunk = 8
 	}
 	fused := S <= chunk
-	out, err := m.rt.Run(ctx, runOpts, func(b *backend.Builder) error {
-		var x, px *ggml.Tensor
-		if tokens == nil || (fused && ex.gs) {
-			px = b.Input("pixels", stackPixels(pixels), W, H, 3, S)
-		}
-		if tokens == nil {
-			x, grid = m.vit.Embed(b.G, b, px)
-			b.Tap("vit.embed", x)
-		} else {
-			x = b.Input("tokens", tokens, cfg.EmbedDim, 1+grid.PH*grid.PW, S)
-		}
-		f := m.vit.ForwardWith(b.G, b, x, grid, from, m.givenTokens(b, ex))
-		if m.cam != nil {
-			b.Output("pose_enc", m.cam.Forward(b.G, f.CamTokens[3]))
-		}
-		if !fused {
-			for k, ft := range f.Feats {
-				b.Output(fmt.Sprintf("feat.%d", k), ft)
-			}
-			return nil
-		}
-		for k, ft := range f.Feats {
-			b.Check(probeNames[k], ft)
-		}
-		m.heads(b, ex, f.Feats, px, grid)
-		return nil
-	})
+	out, err := m.rt.Run(ctx, runOpts, m.backboneGraph(stackPixels(pixels), tokens, tokens != nil, fused, W, H, S, from, &grid, ex))
 	if err != nil {
 		return nil, err
 	}
@@ -626,18 +597,11 @@ func (m *Model) compute(ctx context.Context, views []*preprocess.View, opt RunOp
 		per, stacked := 3*W*H, stackPixels(pixels)
 		for a := 0; a < S; a += chunk {
 			e := min(a+chunk, S)
-			ho, err := m.rt.Run(ctx, runOpts, func(b *backend.Builder) error {
-				var fs [4]*ggml.Tensor
-				for k := range fs {
-					fs[k] = b.Input(fmt.Sprintf("feat.%d", k), feats[k].Data[a*D*np:e*D*np], D, np, e-a)
-				}
-				var px *ggml.Tensor
-				if ex.gs {
-					px = b.Input("pixels", stacked[a*per:e*per], W, H, 3, e-a)
-				}
-				m.heads(b, ex, fs, px, grid)
-				return nil
-			})
+			var fs [4][]float32
+			for k := range fs {
+				fs[k] = feats[k].Data[a*D*np : e*D*np]
+			}
+			ho, err := m.rt.Run(ctx, runOpts, m.headGraph(fs, D, np, e-a, stacked[a*per:e*per], W, H, grid, ex))
 			if err != nil {
 				return nil, err
 			}
@@ -662,6 +626,75 @@ func (m *Model) compute(ctx context.Context, views []*preprocess.View, opt RunOp
 		res[0].Taps = taps
 	}
 	return res, nil
+}
+
+// The graphs of compute, shared with EstimateMemory, which builds them with
+// empty data to plan their memory.
+
+// stageAGraph runs S views' blocks before block stop, where the reference
+// view is chosen, and outputs their tokens "x".
+func (m *Model) stageAGraph(pixels []float32, W, H, S, stop int, grid *vit.Grid) func(b *backend.Builder) error {
+	return func(b *backend.Builder) error {
+		x, gr := m.vit.Embed(b.G, b, b.Input("pixels", pixels, W, H, 3, S))
+		*grid = gr
+		b.Tap("vit.embed", x)
+		p := &vit.Pass{B: b, Grid: gr}
+		for _, blk := range m.vit.Blocks[:stop] {
+			x = blk.Forward(b.G, x, p)
+		}
+		b.Output("x", x)
+		return nil
+	}
+}
+
+// backboneGraph runs the backbone over S views from block from (embedding
+// the pixels, or from stage A's tokens when fromTokens) and the camera
+// decoder; fused, the head too, else it outputs the features "feat.K".
+func (m *Model) backboneGraph(pixels, tokens []float32, fromTokens, fused bool, W, H, S, from int, grid *vit.Grid, ex *extras) func(b *backend.Builder) error {
+	return func(b *backend.Builder) error {
+		var x, px *ggml.Tensor
+		if !fromTokens || (fused && ex.gs) {
+			px = b.Input("pixels", pixels, W, H, 3, S)
+		}
+		if !fromTokens {
+			x, *grid = m.vit.Embed(b.G, b, px)
+			b.Tap("vit.embed", x)
+		} else {
+			x = b.Input("tokens", tokens, m.cfg.ViT.EmbedDim, 1+grid.PH*grid.PW, S)
+		}
+		f := m.vit.ForwardWith(b.G, b, x, *grid, from, m.givenTokens(b, ex))
+		if m.cam != nil {
+			b.Output("pose_enc", m.cam.Forward(b.G, f.CamTokens[3]))
+		}
+		if !fused {
+			for k, ft := range f.Feats {
+				b.Output(fmt.Sprintf("feat.%d", k), ft)
+			}
+			return nil
+		}
+		for k, ft := range f.Feats {
+			b.Check(probeNames[k], ft)
+		}
+		m.heads(b, ex, f.Feats, px, *grid)
+		return nil
+	}
+}
+
+// headGraph runs the heads on n views' features ([D, np, n] each; pixels
+// for the Gaussian head).
+func (m *Model) headGraph(feats [4][]float32, D, np, n int, pixels []float32, W, H int, grid vit.Grid, ex *extras) func(b *backend.Builder) error {
+	return func(b *backend.Builder) error {
+		var fs [4]*ggml.Tensor
+		for k := range fs {
+			fs[k] = b.Input(fmt.Sprintf("feat.%d", k), feats[k], D, np, n)
+		}
+		var px *ggml.Tensor
+		if ex.gs {
+			px = b.Input("pixels", pixels, W, H, 3, n)
+		}
+		m.heads(b, ex, fs, px, grid)
+		return nil
+	}
 }
 
 // reorder returns the views of x (per values each) in the order order.
@@ -705,5 +738,8 @@ func (m *Model) Forward(ctx context.Context, pixels []float32, w, h, views int, 
 		vs[i] = &preprocess.View{Pixels: pixels[i*n : (i+1)*n], Width: w, Height: h, OrigWidth: w, OrigHeight: h, ScaleX: 1, ScaleY: 1}
 	}
 	opt.ProcessedSize = true
+	if err := m.checkMemory(opt, views, w, h, nil); err != nil {
+		return nil, err
+	}
 	return m.run(ctx, vs, opt)
 }

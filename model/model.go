@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/ggml/kernels"
+	"github.com/da3-go/da3-go/internal/sysmem"
 	"github.com/da3-go/da3-go/loader"
 	"github.com/da3-go/da3-go/model/bind"
 	"github.com/da3-go/da3-go/model/camera"
@@ -74,6 +76,8 @@ type Model struct {
 	runs   sync.WaitGroup // runs in flight
 	done   chan struct{}  // closed when Close has freed everything
 	err    error          // Close's result
+
+	est estimates
 }
 
 // Load opens a Depth Anything GGUF, reads its config from the metadata,
@@ -81,6 +85,9 @@ type Model struct {
 func Load(ctx context.Context, path string, opts Options) (m *Model, err error) {
 	f, err := loader.Open(path)
 	if err != nil {
+		if errors.Is(err, syscall.ENOMEM) {
+			return nil, fmt.Errorf("open model %s: %w: not enough memory or address space (ulimit -v) to map the file", path, err)
+		}
 		return nil, fmt.Errorf("open model %s: %w", path, err)
 	}
 	// On the CPU the weights are read straight from the file's memory map:
@@ -180,6 +187,12 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if m.vit.Pos, err = vit.NewPosEmbed(table, cfg.ViT.EmbedDim, cfg.ViT.PosGrid, cfg.ViT.InterpOff); err != nil {
 		return nil, err
 	}
+	// Under an address-space limit the Go runtime aborts when its heap
+	// cannot grow, so a model that leaves no room to run is refused here.
+	if l, ok := sysmem.Tightest(sysmem.Limits(), true); ok && l.Free < minHeadroom {
+		return nil, fmt.Errorf("model %s: %w: only %s of address space is left after loading (%s); raise ulimit -v (it counts reserved address space, not memory: the Go runtime alone reserves about 1.2 GiB)",
+			path, ErrNotEnoughMemory, sysmem.Bytes(l.Free), l)
+	}
 	var unused []string
 	for _, ti := range f.Tensors() {
 		if !want[ti.Name] && !auxTensor(ti.Name) {
@@ -192,6 +205,10 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	log.Info("model loaded", "arch", cfg.Arch.String(), "name", cfg.Name, "device", rt.Device().Name(), "weights_MiB", m.w.Bytes()>>20)
 	return m, nil
 }
+
+// minHeadroom is the address space Load requires to be left: the Go heap
+// grows in 64 MiB arenas, and the smallest run needs some hundred MiB.
+const minHeadroom = 256 << 20
 
 // auxTensor reports tensors that files may carry and the graphs do not use:
 // DA2's unused refinenet4 rc1.

@@ -26,11 +26,14 @@ import (
 )
 
 // hostileImage is a small textured test image.
-func hostileImage() image.Image {
-	img := image.NewRGBA(image.Rect(0, 0, 40, 30))
-	for y := 0; y < 30; y++ {
-		for x := 0; x < 40; x++ {
-			img.Set(x, y, color.RGBA{uint8(6 * x), uint8(8 * y), uint8(3 * (x + y)), 255})
+func hostileImage() image.Image { return hostileImageSized(40, 30, 0) }
+
+// hostileImageSized is a w×h textured test image; seed varies it.
+func hostileImageSized(w, h, seed int) image.Image {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			img.Set(x, y, color.RGBA{uint8(6*x + seed*40), uint8(8 * y), uint8(3 * (x + y + seed)), 255})
 		}
 	}
 	return img

@@ -9,14 +9,24 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"strings"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/internal/sysmem"
 	"github.com/da3-go/da3-go/model"
 )
 
 func main() {
+	ggml.LimitMallocArenas(2)
+	// The Go heap grows to twice its live size between collections; under a
+	// cgroup limit it is asked to collect before it would cross it.
+	for _, l := range sysmem.Limits() {
+		if !l.Virtual && l.Total > 0 {
+			debug.SetMemoryLimit(int64(l.Total / 10 * 9))
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -8,6 +8,7 @@ import (
 	"image"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 
@@ -29,6 +30,7 @@ type modelFlags struct {
 	chunkSize              int
 	verbose, quiet         bool
 	strict                 bool
+	maxMemory              string
 	exifRotate             optionalBool
 	rayPose                bool
 	raySeed                uint64
@@ -77,6 +79,7 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.rayPose, "ray-pose", false, "DA3: cameras from the auxiliary ray head instead of the camera decoder (a file converted with -with-aux)")
 	fs.Uint64Var(&f.raySeed, "ray-seed", 0, "seed of -ray-pose's RANSAC (the same poses as the official package after torch.manual_seed(seed), on the CPU)")
 	fs.StringVar(&f.cameras, "cameras", "", "known cameras of the images (pose-conditioned depth, results in their frame and scale): a pose JSON as 'da3-go pose' writes, or a COLMAP sparse model directory")
+	fs.StringVar(&f.maxMemory, "max-memory", "", "refuse requests estimated to need more memory than this (e.g. 4G, 512M); requests that would not fit in the memory left are always refused")
 }
 
 func (f *modelFlags) runOptions() (model.RunOptions, error) {
@@ -95,8 +98,12 @@ func (f *modelFlags) runOptions() (model.RunOptions, error) {
 	if f.chunkSize < 1 {
 		return model.RunOptions{}, fmt.Errorf("-chunk-size must be at least 1")
 	}
+	maxMem, err := parseBytes(f.maxMemory)
+	if err != nil {
+		return model.RunOptions{}, fmt.Errorf("-max-memory: %w", err)
+	}
 	return model.RunOptions{ProcessRes: f.processRes, Method: m, RefView: model.RefView(f.refView), ChunkSize: f.chunkSize, Strict: f.strict,
-		RayPose: f.rayPose, RaySeed: f.raySeed}, nil
+		RayPose: f.rayPose, RaySeed: f.raySeed, MaxMemory: maxMem}, nil
 }
 
 // scene is what depth and pose run: one model, or the nested pair.
@@ -286,3 +293,34 @@ func warnNonFinite(stderr io.Writer, input string, r *model.Result) {
 // orientation: Depth Anything V2 reads images with cv2.imread, which does; Depth Anything 3's
 // InputProcessor reads them with PIL's Image.open, which does not.
 func exifRotateByDefault(a model.Arch) bool { return a == model.DA2 }
+
+// parseBytes reads a size such as 4G, 1.5GiB, 512M, 800MB or a byte count
+// (binary units; "" is 0).
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	num := strings.TrimRight(strings.ToUpper(s), "IB")
+	mult := int64(1)
+	if n := len(num); n > 0 {
+		switch num[n-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			num = num[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || v <= 0 || math.IsInf(v, 0) || v*float64(mult) > math.MaxInt64/2 {
+		return 0, fmt.Errorf("invalid size %q (want e.g. 4G, 512M or a byte count)", s)
+	}
+	return int64(v * float64(mult)), nil
+}

@@ -174,6 +174,39 @@ func DA3(img image.Image, opt Options) (*View, error) {
 	return p, nil
 }
 
+// SizeDA3 is the processed size DA3 gives a w×h image under opt, computed
+// from the sizes alone (memory planning); a non-positive side means the
+// image cannot be processed.
+func SizeDA3(w, h int, opt Options) (int, int) {
+	if opt.ProcessRes == 0 {
+		opt.ProcessRes = DefaultProcessRes
+	}
+	if w < 1 || h < 1 || opt.Patch < 1 {
+		return 0, 0
+	}
+	l := max(w, h)
+	if opt.Shortest {
+		l = min(w, h)
+	}
+	if l != opt.ProcessRes {
+		scale := float64(opt.ProcessRes) / float64(l)
+		w = max(1, int(math.RoundToEven(float64(w)*scale)))
+		h = max(1, int(math.RoundToEven(float64(h)*scale)))
+	}
+	if opt.Crop {
+		return w / opt.Patch * opt.Patch, h / opt.Patch * opt.Patch
+	}
+	return max(1, nearestMultiple(w, opt.Patch)), max(1, nearestMultiple(h, opt.Patch))
+}
+
+// SizeDA2 is the processed size DA2 gives a w×h image.
+func SizeDA2(w, h, inputSize, patch int) (int, int) {
+	if w < 1 || h < 1 || inputSize < 1 || patch < 1 {
+		return 0, 0
+	}
+	return da2TargetSize(w, h, inputSize, patch)
+}
+
 // nearestMultiple is InputProcessor's nearest_multiple: ties go up.
 func nearestMultiple(x, p int) int {
 	down := x / p * p

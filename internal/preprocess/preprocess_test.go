@@ -299,3 +299,30 @@ func TestCropToSmallest(t *testing.T) {
 	assert.Len(t, a.Pixels, 3*336*336)
 	assert.Len(t, a.RGB, 3*336*336)
 }
+
+// TestSizesMatchPreprocessing: the sizes computed without pixels (memory
+// planning) are those DA3 and DA2 produce.
+func TestSizesMatchPreprocessing(t *testing.T) {
+	for _, wh := range [][2]int{{640, 427}, {427, 640}, {100, 100}, {33, 200}, {1000, 14}, {503, 505}, {17, 15}} {
+		img := synth(wh[0], wh[1], 1)
+		for _, res := range []int{140, 504, 518} {
+			for _, short := range []bool{false, true} {
+				for _, crop := range []bool{false, true} {
+					o := preprocess.Options{ProcessRes: res, Patch: 14, Shortest: short, Crop: crop}
+					v, err := preprocess.DA3(img, o)
+					w, h := preprocess.SizeDA3(wh[0], wh[1], o)
+					if err != nil {
+						continue
+					}
+					assert.Equal(t, [2]int{v.Width, v.Height}, [2]int{w, h}, "%v res %d shortest %v crop %v", wh, res, short, crop)
+				}
+			}
+			v, err := preprocess.DA2(img, res, 14, [3]float32{}, [3]float32{})
+			if err != nil {
+				continue // too large
+			}
+			w, h := preprocess.SizeDA2(wh[0], wh[1], res, 14)
+			assert.Equal(t, [2]int{v.Width, v.Height}, [2]int{w, h}, "DA2 %v res %d", wh, res)
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package sysmem
+
+func limits() []Limit { return nil }

@@ -1,0 +1,345 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"image"
+	"strings"
+	"sync"
+
+	"github.com/da3-go/da3-go/backend"
+	"github.com/da3-go/da3-go/internal/preprocess"
+	"github.com/da3-go/da3-go/internal/sysmem"
+	"github.com/da3-go/da3-go/model/vit"
+)
+
+// MemoryEstimate is the memory one request needs, in bytes, as planned
+// before it runs: the compute buffers come from ggml's scheduler planning
+// the request's own graphs (ggml_backend_sched_reserve_size), the rest from
+// the sizes of the buffers the request allocates.
+type MemoryEstimate struct {
+	// Views and the processed Width×Height the request runs at.
+	Views, Width, Height int
+	// ChunkSize is the number of views per head graph.
+	ChunkSize int
+	// Weights are the model's weights (mapped from the file on the CPU).
+	Weights int64
+	// Compute is the largest compute buffer of the request's graphs, host
+	// and device together; DeviceCompute is its part on a GPU.
+	Compute, DeviceCompute int64
+	// Backbone and Head are the compute buffers of the backbone graph (all
+	// views) and of one head chunk; a single view runs both in one graph
+	// (then Head is 0).
+	Backbone, Head int64
+	// Host is the Go heap the request allocates: preprocessed pixels,
+	// backbone features, outputs (the caller's decoded images excluded).
+	Host int64
+	// Scratch is the CPU kernels' per-thread scratch buffers and stacks.
+	Scratch int64
+}
+
+// Total is everything the request needs, weights included.
+func (e MemoryEstimate) Total() int64 { return e.Weights + e.Compute + e.Host + e.Scratch }
+
+func (e MemoryEstimate) String() string {
+	b := func(n int64) string { return sysmem.Bytes(uint64(max(n, 0))) }
+	s := fmt.Sprintf("%s in all (weights %s, compute %s", b(e.Total()), b(e.Weights), b(e.Compute))
+	if e.Views > 1 && e.Head > 0 {
+		s += fmt.Sprintf(" [backbone %s, head %s for %d view(s) at a time]", b(e.Backbone), b(e.Head), min(e.ChunkSize, e.Views))
+	}
+	return s + fmt.Sprintf(", host buffers %s, kernel scratch %s)", b(e.Host), b(e.Scratch))
+}
+
+// ErrNotEnoughMemory is wrapped by the errors of requests that would not fit.
+var ErrNotEnoughMemory = errors.New("not enough memory")
+
+// MemoryError reports a request refused before it ran.
+type MemoryError struct {
+	Estimate MemoryEstimate
+	// Need is what the request would add to what the process holds now
+	// (Estimate.Total for -max-memory); Reserve is kept free besides it
+	// under an address-space limit (the Go heap grows in 64 MiB arenas).
+	Need, Reserve int64
+	// Limit is the bound it exceeds.
+	Limit sysmem.Limit
+	// Advice lists what lowers the need, most effective first.
+	Advice []string
+}
+
+func (e *MemoryError) Error() string {
+	what := fmt.Sprintf("%d view(s) at %dx%d", e.Estimate.Views, e.Estimate.Width, e.Estimate.Height)
+	need := fmt.Sprintf("%s more than the process holds now", sysmem.Bytes(uint64(e.Need)))
+	if e.Reserve > 0 {
+		need += fmt.Sprintf(" (and %s kept free for the Go runtime)", sysmem.Bytes(uint64(e.Reserve)))
+	}
+	advice := strings.Join(e.Advice, ", or ")
+	if e.Need == e.Estimate.Total() && e.Limit.Used == 0 {
+		return fmt.Sprintf("%s for %s: it needs %s, more than the %s; %s", ErrNotEnoughMemory, what, e.Estimate, e.Limit, advice)
+	}
+	return fmt.Sprintf("%s for %s: it needs %s, %s, but only %s is free under the %s; %s",
+		ErrNotEnoughMemory, what, e.Estimate, need, sysmem.Bytes(e.Limit.Free), e.Limit, advice)
+}
+
+func (e *MemoryError) Unwrap() error { return ErrNotEnoughMemory }
+
+// processedSize is the network input size of a w×h image under opt, as
+// preprocess computes it.
+func (m *Model) processedSize(w, h int, opt RunOptions) (int, int, error) {
+	if w < 1 || h < 1 {
+		return 0, 0, fmt.Errorf("image size %dx%d", w, h)
+	}
+	res := opt.ProcessRes
+	if res == 0 {
+		res = m.cfg.ResizeTarget
+	}
+	ps := m.cfg.ViT.PatchSize
+	if m.cfg.Arch == DA2 {
+		pw, ph := preprocess.SizeDA2(w, h, res, ps)
+		return pw, ph, nil
+	}
+	pw, ph := preprocess.SizeDA3(w, h, preprocess.Options{ProcessRes: res, Patch: ps,
+		Shortest: opt.Method == LowerBoundResize || opt.Method == LowerBoundCrop,
+		Crop:     opt.Method == UpperBoundCrop || opt.Method == LowerBoundCrop})
+	return pw, ph, nil
+}
+
+// estimateKey identifies a request shape for the estimate cache.
+type estimateKey struct{ views, w, h, chunk int }
+
+// estimates caches MemoryEstimate by request shape (per Model).
+type estimates struct {
+	mu sync.Mutex
+	m  map[estimateKey]MemoryEstimate
+}
+
+// EstimateMemory estimates the memory of running views images of w×h
+// pixels each (the original size) with opt, without running anything. The
+// memory check of every run uses the same figures; callers use it to pick a
+// resolution or chunk size that fits.
+func (m *Model) EstimateMemory(opt RunOptions, views, w, h int) (MemoryEstimate, error) {
+	if err := m.begin(); err != nil {
+		return MemoryEstimate{}, err
+	}
+	defer m.runs.Done()
+	if views < 1 {
+		return MemoryEstimate{}, fmt.Errorf("estimate: %d views", views)
+	}
+	pw, ph, err := m.processedSize(w, h, opt)
+	if err != nil {
+		return MemoryEstimate{}, err
+	}
+	if pw < m.cfg.ViT.PatchSize || ph < m.cfg.ViT.PatchSize {
+		return MemoryEstimate{}, fmt.Errorf("estimate: %dx%d processes to %dx%d, smaller than a patch", w, h, pw, ph)
+	}
+	e, err := m.estimate(opt, views, pw, ph)
+	if err != nil {
+		return e, err
+	}
+	// The original-size outputs.
+	e.Host += int64(views) * int64(w) * int64(h) * 4 * int64(m.outputMaps())
+	return e, nil
+}
+
+// outputMaps is the number of per-pixel maps a view returns.
+func (m *Model) outputMaps() int {
+	if m.cfg.Arch == DA2 {
+		return 1
+	}
+	return 2 // depth and confidence, or depth and sky
+}
+
+// estimate plans the graphs of S views processed at W×H (cached).
+func (m *Model) estimate(opt RunOptions, S, W, H int) (MemoryEstimate, error) {
+	chunk := opt.ChunkSize
+	if chunk <= 0 {
+		chunk = 8
+	}
+	if m.cfg.Arch != DA3 {
+		S = 1 // other models run one image at a time
+	}
+	key := estimateKey{S, W, H, min(chunk, S)}
+	m.est.mu.Lock()
+	e, ok := m.est.m[key]
+	m.est.mu.Unlock()
+	if ok {
+		return e, nil
+	}
+	e = MemoryEstimate{Views: S, Width: W, Height: H, ChunkSize: chunk, Weights: int64(m.w.Bytes())}
+	var host, dev uint64
+	measure := func(build func(b *backend.Builder) error) (uint64, error) {
+		ms, err := m.rt.Measure(backend.RunOptions{MaxNodes: m.nodeBudget(S)}, build)
+		if err != nil {
+			return 0, fmt.Errorf("planning the memory of %d view(s) at %dx%d: %w", S, W, H, err)
+		}
+		host, dev = max(host, ms.Host), max(dev, ms.Device)
+		return ms.Host + ms.Device, nil
+	}
+	cfg := m.cfg.ViT
+	grid := vit.Grid{PH: H / cfg.PatchSize, PW: W / cfg.PatchSize}
+	T := 1 + grid.PH*grid.PW
+	C, D, np := int64(cfg.EmbedDim), int64(cfg.FeatureDim()), int64(grid.PH*grid.PW)
+	px := int64(3 * W * H * 4)
+	maps := int64(W*H*4) * int64(m.outputMaps())
+	ex := &extras{ray: opt.RayPose, gs: opt.Gaussians, hasGiven: opt.Extrinsics != nil}
+	if ex.hasGiven {
+		ex.poseEnc = make([]float32, 9*S)
+	}
+	// The graphs of compute: stage A (three or more views), the backbone
+	// (with the head when the views fit one chunk), the head chunks.
+	fromTokens, from := false, 0
+	if S >= 3 && cfg.AltStart >= 1 && m.vit.CameraToken != nil && !ex.hasGiven {
+		var g vit.Grid
+		if _, err := measure(m.stageAGraph(nil, W, H, S, cfg.AltStart-1, &g)); err != nil {
+			return e, err
+		}
+		fromTokens, from = true, cfg.AltStart-1
+	}
+	fused := S <= chunk
+	n, err := measure(m.backboneGraph(nil, nil, fromTokens, fused, W, H, S, from, &grid, ex))
+	if err != nil {
+		return e, err
+	}
+	e.Backbone = int64(n)
+	if !fused {
+		if n, err = measure(m.headGraph([4][]float32{}, int(D), int(np), chunk, nil, W, H, grid, ex)); err != nil {
+			return e, err
+		}
+		e.Head = int64(n)
+	}
+	// Pixels per view and stacked (twice without fusion), stage A's tokens
+	// and their reordered copy, the features of every view, the outputs and
+	// their per-view copies.
+	e.Host = 2*int64(S)*px + 2*int64(S)*maps
+	if fromTokens {
+		e.Host += 2 * int64(S) * C * int64(T) * 4
+	}
+	if !fused {
+		e.Host += int64(S)*px + 4*D*np*int64(S)*4
+	}
+	e.Compute, e.DeviceCompute = int64(host+dev), int64(dev)
+	if m.rt.IsCPU() {
+		e.Scratch = int64(m.rt.Threads()) * scratchPerThread(S, T, cfg.HeadDim)
+	}
+	m.est.mu.Lock()
+	if m.est.m == nil {
+		m.est.m = map[estimateKey]MemoryEstimate{}
+	}
+	m.est.m[key] = e
+	m.est.mu.Unlock()
+	return e, nil
+}
+
+// scratchPerThread bounds the CPU kernels' scratch buffers of one thread
+// (ggml/gemm.c: the packed GEMM panels, and the fused attention's packed
+// keys, values and scores over at most S·T keys) plus its stack.
+func scratchPerThread(S, T, headDim int) int64 {
+	const gemm = (256*1024 + 256*112 + 32*256 + 32*64) * 4
+	keys := int64(S) * int64(T)
+	attn := (2*keys*int64(headDim+16) + keys*32 + int64(headDim+16)*32) * 4
+	return gemm + attn + 8<<20
+}
+
+// checkMemory refuses a request that would not fit in the memory left (the
+// tightest of MemAvailable, the cgroup limit, the address-space limit and
+// the device's free memory) or in opt.MaxMemory.
+func (m *Model) checkMemory(opt RunOptions, S, W, H int, orig []image.Point) error {
+	curHost, curDev := m.rt.ComputeBytes() // buffers the request will reuse
+	e, err := m.estimate(opt, S, W, H)
+	if err != nil {
+		return err
+	}
+	if !opt.ProcessedSize {
+		for _, p := range orig {
+			e.Host += int64(p.X) * int64(p.Y) * 4 * int64(m.outputMaps())
+		}
+	}
+	if S > 1 && m.cfg.Arch != DA3 {
+		e.Host *= int64(S) // one at a time, the results kept
+		e.Views = S
+	}
+	fail := func(need, reserve int64, l sysmem.Limit) error {
+		return &MemoryError{Estimate: e, Need: need, Reserve: reserve, Limit: l, Advice: m.advice(e, opt, l.Virtual)}
+	}
+	if opt.MaxMemory > 0 && e.Total() > opt.MaxMemory {
+		return fail(e.Total(), 0, sysmem.Limit{Name: "memory limit asked for (-max-memory)", Total: uint64(opt.MaxMemory), Free: uint64(opt.MaxMemory)})
+	}
+	hostCompute := e.Compute - e.DeviceCompute
+	ram := max(0, hostCompute-int64(curHost)) + e.Host + e.Scratch
+	limits := sysmem.Limits()
+	if l, ok := sysmem.Tightest(limits, false); ok && ram > int64(l.Free) {
+		return fail(ram, 0, l)
+	}
+	// Address space: the Go heap grows in 64 MiB arenas and C allocations
+	// round up, so a margin is kept.
+	const margin = 192 << 20
+	if l, ok := sysmem.Tightest(limits, true); ok && ram+margin > int64(l.Free) {
+		return fail(ram, margin, l)
+	}
+	if !m.rt.IsCPU() && e.DeviceCompute > int64(curDev) {
+		free, total := m.rt.Device().Memory()
+		if need := e.DeviceCompute - int64(curDev); free > 0 && need > int64(free) {
+			return fail(need, 0, sysmem.Limit{Name: m.rt.Device().Name() + " memory", Total: total, Used: total - free, Free: free})
+		}
+	}
+	return nil
+}
+
+// advice lists what lowers the estimate, each with the total it would need.
+func (m *Model) advice(e MemoryEstimate, opt RunOptions, virtual bool) []string {
+	var a []string
+	alt := func(o RunOptions, w, h int) string {
+		if x, err := m.estimate(o, e.Views, w, h); err == nil {
+			return sysmem.Bytes(uint64(x.Total()))
+		}
+		return "less"
+	}
+	if e.Views > 1 && m.cfg.Arch == DA3 && e.ChunkSize > 1 {
+		o := opt
+		o.ChunkSize = 1
+		a = append(a, fmt.Sprintf("use -chunk-size 1 (the head one view at a time: %s)", alt(o, e.Width, e.Height)))
+	}
+	res := opt.ProcessRes
+	if res == 0 {
+		res = m.cfg.ResizeTarget
+	}
+	ps := m.cfg.ViT.PatchSize
+	if lower := res * 2 / 3 / ps * ps; lower >= ps {
+		o := opt
+		o.ProcessRes = lower
+		w := max(ps, e.Width*lower/res/ps*ps)
+		h := max(ps, e.Height*lower/res/ps*ps)
+		a = append(a, fmt.Sprintf("lower -process-res (now %d; -process-res %d: %s)", res, lower, alt(o, w, h)))
+	}
+	if e.Views > 1 && m.cfg.Arch == DA3 {
+		a = append(a, "run fewer views at once (or -independent)")
+	}
+	if e.Weights > e.Compute {
+		a = append(a, "use a quantized model (da3-go quantize)")
+	}
+	if virtual {
+		a = append(a, "raise the address-space limit (ulimit -v counts reserved address space, not memory: the Go runtime alone reserves about 1.2 GiB)")
+	}
+	return a
+}
+
+// checkViews checks the memory of running imgs as views before they are
+// preprocessed (their processed size is known from their bounds alone).
+func (m *Model) checkViews(imgs []Image, opt RunOptions) error {
+	S := len(imgs)
+	W, H := 0, 0
+	orig := make([]image.Point, S)
+	for i, im := range imgs {
+		b := im.Bounds()
+		pw, ph, err := m.processedSize(b.Dx(), b.Dy(), opt)
+		if err != nil || pw < m.cfg.ViT.PatchSize || ph < m.cfg.ViT.PatchSize {
+			return nil // preprocessing reports it
+		}
+		if i == 0 || m.cfg.Arch != DA3 {
+			W, H = pw, ph
+		} else {
+			W, H = min(W, pw), min(H, ph) // views are cropped to the smallest
+		}
+		orig[i] = b.Size()
+	}
+	return m.checkMemory(opt, S, W, H, orig)
+}
