@@ -205,12 +205,13 @@ func rotToQuat(m [3][3]float64) [4]float64 {
 //
 // The official exporter indexes its 2D points with the confidence mask alone, which misaligns them from
 // the 3D points when a confident pixel has a non-positive or non-finite depth; here each point keeps its
-// own pixel. Names must be unique.
+// own pixel. Names must be unique. Only the views' names, sizes and cameras are read: their maps may be
+// nil (the cameras of a scene whose cloud was built with NewPointCloudFrom).
 func NewCOLMAPModel(pc *PointCloud, views []View) (*COLMAPModel, error) {
 	if err := pc.check(); err != nil {
 		return nil, err
 	}
-	if err := checkViews(views, true); err != nil {
+	if err := checkCameras(views); err != nil {
 		return nil, err
 	}
 	seen := map[string]int{}

@@ -19,7 +19,7 @@ import (
 // between its 2nd and 98th percentiles, reversed (near = red, far = blue in matplotlib's "Spectral"),
 // computed in float32 as numpy does.
 func DepthVis(v *View) (*image.RGBA, error) {
-	if err := v.check(0, false); err != nil {
+	if err := v.check(0, false, true); err != nil {
 		return nil, err
 	}
 	if v.RGB == nil {

@@ -44,7 +44,9 @@ func DefaultGLBOptions() GLBOptions {
 //
 // Differences from the official file: meshes and nodes are named "points" and "camera_<i>" (trimesh names
 // them geometry_<k>), bufferViews carry target ARRAY_BUFFER, the generator is da3-go, and the subsample is
-// seeded (numpy.random.choice is not).
+// seeded (numpy.random.choice is not). Only the views' sizes and cameras are read: their maps may be nil
+// (the cameras of a scene whose cloud was built with NewPointCloudFrom; the alignment's median is then
+// that of the cloud given).
 func WriteGLB(path string, pc *PointCloud, views []View, opt GLBOptions) error {
 	b, err := buildGLB(pc, views, opt)
 	if err != nil {
@@ -95,7 +97,7 @@ func buildGLB(pc *PointCloud, views []View, opt GLBOptions) (*glbScene, error) {
 	if err := pc.check(); err != nil {
 		return nil, err
 	}
-	if err := checkViews(views, true); err != nil {
+	if err := checkCameras(views); err != nil {
 		return nil, err
 	}
 	for i, v := range pc.View {

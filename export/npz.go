@@ -2,6 +2,7 @@ package export
 
 import (
 	"archive/zip"
+	"errors"
 	"fmt"
 	"io"
 
@@ -20,100 +21,139 @@ import (
 //
 // Every view must have the same size, and conf and cameras must be present in all views or in none.
 func WriteNPZ(path string, views []View, mini bool) error {
-	arrays, err := npzArrays(views, mini)
-	if err != nil {
+	if err := checkNPZ(ViewSlice(views), mini); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return imgio.WriteAtomic(path, func(w io.Writer) error { return encodeNPZ(w, arrays) })
+	return imgio.WriteAtomic(path, func(w io.Writer) error { return encodeNPZ(w, ViewSlice(views), mini) })
 }
 
 // EncodeNPZ writes the archive of WriteNPZ to w.
 func EncodeNPZ(w io.Writer, views []View, mini bool) error {
-	arrays, err := npzArrays(views, mini)
+	if err := checkNPZ(ViewSlice(views), mini); err != nil {
+		return err
+	}
+	return encodeNPZ(w, ViewSlice(views), mini)
+}
+
+// WriteNPZFrom writes the archive of WriteNPZ from views read one at a time (a streamed reconstruction on
+// disk): memory holds one view, the source is read once per array.
+func WriteNPZFrom(path string, src ViewSource, mini bool) error {
+	return imgio.WriteAtomic(path, func(w io.Writer) error {
+		if err := checkNPZ(src, mini); err != nil {
+			return err
+		}
+		return encodeNPZ(w, src, mini)
+	})
+}
+
+// checkNPZ validates the views for the archive: one size, confidence and cameras in all or none, the
+// image unless mini.
+func checkNPZ(src ViewSource, mini bool) error {
+	if src.Len() == 0 {
+		return errors.New("no views")
+	}
+	var w, h int
+	var hasConf, hasCam bool
+	for i := range src.Len() {
+		v, err := src.View(i)
+		if err != nil {
+			return fmt.Errorf("view %d: %w", i, err)
+		}
+		if err := v.check(i, false, true); err != nil {
+			return err
+		}
+		if i == 0 {
+			w, h, hasConf, hasCam = v.Width, v.Height, v.Conf != nil, v.Camera != nil
+		}
+		if v.Width != w || v.Height != h {
+			return fmt.Errorf("view %d is %dx%d, view 0 %dx%d: NPZ stacks views of one size", i, v.Width, v.Height, w, h)
+		}
+		if (v.Conf != nil) != hasConf || (v.Camera != nil) != hasCam {
+			return fmt.Errorf("view %d: confidence and cameras must be present in every view or in none", i)
+		}
+		if !mini && v.RGB == nil {
+			return fmt.Errorf("view %d: the npz export needs the image (RGB)", i)
+		}
+	}
+	return nil
+}
+
+// encodeNPZ writes the arrays of views checkNPZ accepted, one pass over the views per array.
+func encodeNPZ(w io.Writer, src ViewSource, mini bool) error {
+	v0, err := src.View(0)
 	if err != nil {
 		return err
 	}
-	return encodeNPZ(w, arrays)
-}
-
-func encodeNPZ(w io.Writer, arrays []npzArray) error {
+	n, wd, ht := src.Len(), v0.Width, v0.Height
 	z := zip.NewWriter(w)
-	for _, a := range arrays {
-		f, err := z.CreateHeader(&zip.FileHeader{Name: a.name + ".npy", Method: zip.Deflate})
+	array := func(name string, zero any, shape []int, data func(v *View) any) error {
+		f, err := z.CreateHeader(&zip.FileHeader{Name: name + ".npy", Method: zip.Deflate})
 		if err != nil {
 			return err
 		}
-		if err := imgio.EncodeNPY(f, a.data, a.shape...); err != nil {
+		if err := imgio.EncodeNPYHeader(f, zero, shape...); err != nil {
 			return err
 		}
-	}
-	return z.Close()
-}
-
-type npzArray struct {
-	name  string
-	data  any
-	shape []int
-}
-
-func npzArrays(views []View, mini bool) ([]npzArray, error) {
-	if err := checkViews(views, false); err != nil {
-		return nil, err
-	}
-	n, w, h := len(views), views[0].Width, views[0].Height
-	hasConf, hasCam, hasRGB := views[0].Conf != nil, views[0].Camera != nil, views[0].RGB != nil
-	for i, v := range views {
-		if v.Width != w || v.Height != h {
-			return nil, fmt.Errorf("view %d is %dx%d, view 0 %dx%d: NPZ stacks views of one size", i, v.Width, v.Height, w, h)
+		for i := range n {
+			v, err := src.View(i)
+			if err != nil {
+				return fmt.Errorf("view %d: %w", i, err)
+			}
+			if err := imgio.EncodeNPYData(f, data(&v)); err != nil {
+				return err
+			}
 		}
-		if (v.Conf != nil) != hasConf || (v.Camera != nil) != hasCam {
-			return nil, fmt.Errorf("view %d: confidence and cameras must be present in every view or in none", i)
-		}
-		if !mini && v.RGB == nil {
-			return nil, fmt.Errorf("view %d: the npz export needs the image (RGB)", i)
-		}
-	}
-	var out []npzArray
-	if !mini && hasRGB {
-		img := make([]uint8, 0, n*w*h*3)
-		for _, v := range views {
-			img = append(img, v.RGB...)
-		}
-		out = append(out, npzArray{"image", img, []int{n, h, w, 3}})
+		return nil
 	}
 	decimals := 6
 	if mini {
 		decimals = 8
 	}
-	rounded := func(get func(v *View) []float32, d int) []float32 {
-		s := make([]float32, 0, n*w*h)
-		for i := range views {
-			for _, x := range get(&views[i]) {
-				s = append(s, round32(x, d))
-			}
+	rounded := func(m []float32, d int) []float32 {
+		out := make([]float32, len(m))
+		for i, x := range m {
+			out[i] = round32(x, d)
 		}
-		return s
+		return out
 	}
-	out = append(out, npzArray{"depth", rounded(func(v *View) []float32 { return v.Depth }, decimals), []int{n, h, w}})
-	if hasConf {
-		out = append(out, npzArray{"conf", rounded(func(v *View) []float32 { return v.Conf }, 2), []int{n, h, w}})
+	type spec struct {
+		name  string
+		zero  any
+		shape []int
+		data  func(v *View) any
 	}
-	if hasCam {
-		ext := make([]float32, 0, 12*n)
-		ixt := make([]float32, 0, 9*n)
-		for _, v := range views {
-			for _, row := range v.Camera.Extrinsics {
-				for _, x := range row {
-					ext = append(ext, float32(x))
+	var specs []spec
+	if !mini {
+		specs = append(specs, spec{"image", []uint8(nil), []int{n, ht, wd, 3}, func(v *View) any { return v.RGB }})
+	}
+	specs = append(specs, spec{"depth", []float32(nil), []int{n, ht, wd}, func(v *View) any { return rounded(v.Depth, decimals) }})
+	if v0.Conf != nil {
+		specs = append(specs, spec{"conf", []float32(nil), []int{n, ht, wd}, func(v *View) any { return rounded(v.Conf, 2) }})
+	}
+	if v0.Camera != nil {
+		flat := func(rows ...[]float64) []float32 {
+			var out []float32
+			for _, r := range rows {
+				for _, x := range r {
+					out = append(out, float32(x))
 				}
 			}
-			for _, row := range v.Camera.Intrinsics {
-				for _, x := range row {
-					ixt = append(ixt, float32(x))
-				}
-			}
+			return out
 		}
-		out = append(out, npzArray{"extrinsics", ext, []int{n, 3, 4}}, npzArray{"intrinsics", ixt, []int{n, 3, 3}})
+		specs = append(specs,
+			spec{"extrinsics", []float32(nil), []int{n, 3, 4}, func(v *View) any {
+				e := &v.Camera.Extrinsics
+				return flat(e[0][:], e[1][:], e[2][:])
+			}},
+			spec{"intrinsics", []float32(nil), []int{n, 3, 3}, func(v *View) any {
+				k := &v.Camera.Intrinsics
+				return flat(k[0][:], k[1][:], k[2][:])
+			}})
 	}
-	return out, nil
+	for _, a := range specs {
+		if err := array(a.name, a.zero, a.shape, a.data); err != nil {
+			return err
+		}
+	}
+	return z.Close()
 }

@@ -19,9 +19,19 @@ func percentile[T float32 | float64](sorted []T, q float64) T {
 	if n == 0 {
 		return T(math.NaN())
 	}
-	lo, g := clampIndex(float64(n-1)*(q/100), n)
-	hi := min(lo+1, n-1)
-	a, b := sorted[lo], sorted[hi]
+	lo, hi, g := percentileRanks(n, q)
+	return lerpPercentile(sorted[lo], sorted[hi], g)
+}
+
+// percentileRanks returns the two order statistics (0-based ranks) numpy's linear percentile q of n > 0
+// values interpolates between, and the fraction.
+func percentileRanks(n int, q float64) (lo, hi int, g float64) {
+	lo, g = clampIndex(float64(n-1)*(q/100), n)
+	return lo, min(lo+1, n-1), g
+}
+
+// lerpPercentile interpolates between the order statistics a ≤ b as numpy does.
+func lerpPercentile[T float32 | float64](a, b T, g float64) T {
 	d := b - a
 	if g >= 0.5 {
 		return b - T(d*T(1-g))
@@ -70,4 +80,81 @@ func sorted32(v []float32) []float32 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s
+}
+
+// radixSelect finds order statistics of float32 values with constant memory, for data too large to hold
+// and sort (the confidences of a long streamed scene): the values are seen in two passes; the first
+// counts them by the top 16 bits of an order-preserving key, the second by the low 16 bits within the
+// bins that hold the ranks asked for (want). NaN values must be left out by the caller.
+type radixSelect struct {
+	n  int
+	hi []uint64
+	lo map[uint32][]uint64
+}
+
+// key maps a float32 to a uint32 with the same order (−0 just below +0).
+func key(x float32) uint32 {
+	b := math.Float32bits(x)
+	if b&0x80000000 != 0 {
+		return ^b
+	}
+	return b | 0x80000000
+}
+
+func unkey(k uint32) float32 {
+	if k&0x80000000 != 0 {
+		return math.Float32frombits(k &^ 0x80000000)
+	}
+	return math.Float32frombits(^k)
+}
+
+// add1 counts a value in the first pass.
+func (r *radixSelect) add1(x float32) {
+	if r.hi == nil {
+		r.hi = make([]uint64, 1<<16)
+	}
+	r.hi[key(x)>>16]++
+	r.n++
+}
+
+// want prepares the second pass for the given ranks (0-based, < n).
+func (r *radixSelect) want(ranks ...int) {
+	r.lo = map[uint32][]uint64{}
+	for _, k := range ranks {
+		if b, _ := r.bin(k); r.lo[b] == nil {
+			r.lo[b] = make([]uint64, 1<<16)
+		}
+	}
+}
+
+// bin returns the first-level bin that holds rank k and the rank within it.
+func (r *radixSelect) bin(k int) (uint32, int) {
+	c := uint64(k)
+	for b, n := range r.hi {
+		if c < n {
+			return uint32(b), int(c)
+		}
+		c -= n
+	}
+	panic("radixSelect: rank out of range")
+}
+
+// add2 counts a value in the second pass (the same values as the first).
+func (r *radixSelect) add2(x float32) {
+	k := key(x)
+	if h := r.lo[k>>16]; h != nil {
+		h[k&0xffff]++
+	}
+}
+
+// value returns the value of rank k after the second pass.
+func (r *radixSelect) value(k int) float32 {
+	b, c := r.bin(k)
+	for l, n := range r.lo[b] {
+		if uint64(c) < n {
+			return unkey(b<<16 | uint32(l))
+		}
+		c -= int(n)
+	}
+	panic("radixSelect: second pass saw other values than the first")
 }

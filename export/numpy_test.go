@@ -3,6 +3,7 @@ package export
 import (
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"testing"
@@ -88,5 +89,50 @@ func TestVisualizeDepthMatchesOfficial(t *testing.T) {
 				assert.Equal(t, c.RGB[3*i:3*i+3], px[:], "pixel %d (depth %v)", i, c.Depth[i])
 			}
 		})
+	}
+}
+
+// TestRadixSelectMatchesSort: the two-pass order statistics equal those of a sorted copy, bit for bit,
+// with negative values, infinities, ties and signed zeros, so the streamed threshold is numpy's.
+func TestRadixSelectMatchesSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 1, -1, math.MaxFloat32, math.SmallestNonzeroFloat32}
+	for _, n := range []int{1, 2, 3, 10, 1000, 70000} {
+		v := make([]float32, n)
+		for i := range v {
+			switch r.IntN(4) {
+			case 0:
+				v[i] = special[r.IntN(len(special))]
+			case 1:
+				v[i] = float32(r.IntN(5)) // ties
+			default:
+				v[i] = float32(r.NormFloat64() * math.Pow(10, float64(r.IntN(10)-5)))
+			}
+		}
+		var sel radixSelect
+		for _, x := range v {
+			sel.add1(x)
+		}
+		qs := []float64{0, 1, 5, 40, 50, 90, 99.9, 100}
+		var ranks []int
+		for _, q := range qs {
+			lo, hi, _ := percentileRanks(n, q)
+			ranks = append(ranks, lo, hi)
+		}
+		sel.want(ranks...)
+		for _, x := range v {
+			sel.add2(x)
+		}
+		s := sorted32(v)
+		for _, q := range qs {
+			lo, hi, g := percentileRanks(n, q)
+			// Signed zeros compare equal; the sort may order them either way.
+			assert.Equal(t, s[lo] == 0, sel.value(lo) == 0)
+			if s[lo] != 0 {
+				assert.Equal(t, math.Float32bits(s[lo]), math.Float32bits(sel.value(lo)), "n=%d rank %d", n, lo)
+			}
+			want, got := percentile(s, q), lerpPercentile(sel.value(lo), sel.value(hi), g)
+			assert.True(t, want == got || (math.IsNaN(float64(want)) && math.IsNaN(float64(got))), "n=%d q=%g: %g vs %g", n, q, want, got)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -61,18 +62,41 @@ func NewPointCloud(views []View, opt Options) (*PointCloud, error) {
 	if err := checkViews(views, true); err != nil {
 		return nil, err
 	}
+	return newPointCloud(ViewSlice(views), opt, 0, 0)
+}
+
+// NewPointCloudFrom builds the cloud of NewPointCloud from views read one at a time, for scenes too large
+// to hold (a streamed reconstruction on disk), and keeps at most maxPoints of its points (≤ 0: all),
+// chosen uniformly without replacement (reservoir sampling, seeded) and kept in view, row, column order.
+// The confidence threshold is the one NewPointCloud computes over all the views, found exactly in constant
+// memory (two passes over the views' confidence); a third pass selects the points. Memory holds one view
+// and the points kept. Its sample differs from Subsample's for the same seed.
+func NewPointCloudFrom(src ViewSource, opt Options, maxPoints int, seed uint64) (*PointCloud, error) {
+	if src.Len() == 0 {
+		return nil, errors.New("no views")
+	}
+	return newPointCloud(src, opt, maxPoints, seed)
+}
+
+func newPointCloud(src ViewSource, opt Options, maxPoints int, seed uint64) (*PointCloud, error) {
 	if opt.ConfPercentile < 0 || opt.ConfPercentile > 100 || opt.EnsurePercentile < 0 || opt.EnsurePercentile > 100 {
 		return nil, fmt.Errorf("confidence percentiles %g, %g out of range 0–100", opt.ConfPercentile, opt.EnsurePercentile)
 	}
 	if math.IsNaN(opt.ConfThreshold) {
 		return nil, fmt.Errorf("confidence threshold is NaN")
 	}
-	conf := effectiveConf(views, opt)
-	thr := confThreshold(views, conf, opt)
-	pc := &PointCloud{Threshold: thr}
+	thr, err := confThreshold(src, opt)
+	if err != nil {
+		return nil, err
+	}
 	hasConf := !math.IsNaN(float64(thr))
-	for vi := range views {
-		v := &views[vi]
+	res := newReservoir(maxPoints, seed, hasConf)
+	for vi := range src.Len() {
+		v, err := readView(src, vi)
+		if err != nil {
+			return nil, err
+		}
+		conf := opt.effectiveConf(&v)
 		kinv, _ := inverse3(v.Camera.Intrinsics)
 		c2w, _ := camToWorld(v.Camera.Extrinsics)
 		for y := range v.Height {
@@ -82,13 +106,13 @@ func NewPointCloud(views []View, opt Options) (*PointCloud, error) {
 				if !(d > 0) || math.IsInf(float64(d), 1) {
 					continue
 				}
-				var c float32
+				c := float32(math.NaN())
 				switch {
-				case conf[vi] != nil:
-					if c = conf[vi][i]; !(c >= thr) {
+				case conf != nil:
+					if c = conf[i]; !(c >= thr) {
 						continue
 					}
-				case opt.background(v, i):
+				case opt.background(&v, i):
 					continue
 				}
 				if v.Sky != nil && !opt.KeepSky && v.Sky[i] >= opt.SkyThreshold {
@@ -105,24 +129,26 @@ func NewPointCloud(views []View, opt Options) (*PointCloud, error) {
 				if !finite32(p32[0]) || !finite32(p32[1]) || !finite32(p32[2]) {
 					continue
 				}
-				pc.Points = append(pc.Points, p32[:]...)
+				col := [3]uint8{128, 128, 128}
 				if v.RGB != nil {
-					pc.Colors = append(pc.Colors, v.RGB[3*i:3*i+3]...)
-				} else {
-					pc.Colors = append(pc.Colors, 128, 128, 128)
+					col = [3]uint8(v.RGB[3*i : 3*i+3])
 				}
-				if hasConf {
-					if conf[vi] == nil {
-						c = float32(math.NaN())
-					}
-					pc.Conf = append(pc.Conf, c)
-				}
-				pc.View = append(pc.View, int32(vi))
-				pc.Pixel = append(pc.Pixel, int32(i))
+				res.offer(p32, col, c, int32(vi), int32(i))
 			}
 		}
 	}
+	pc := res.cloud()
+	pc.Threshold = thr
 	return pc, nil
+}
+
+// readView reads view i of src and validates it (with its camera and maps).
+func readView(src ViewSource, i int) (View, error) {
+	v, err := src.View(i)
+	if err != nil {
+		return View{}, fmt.Errorf("view %d: %w", i, err)
+	}
+	return v, v.check(i, true, true)
 }
 
 func finite32(x float32) bool { return !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0) }
@@ -136,61 +162,141 @@ func (o *Options) background(v *View, i int) bool {
 	return (o.FilterBlackBG && r < 16 && g < 16 && b < 16) || (o.FilterWhiteBG && r >= 240 && g >= 240 && b >= 240)
 }
 
-// effectiveConf returns each view's confidence with the background filters applied (a copy only when a
-// filter changes it); nil for views without confidence.
-func effectiveConf(views []View, opt Options) [][]float32 {
-	out := make([][]float32, len(views))
-	for vi := range views {
-		v := &views[vi]
-		out[vi] = v.Conf
-		if v.Conf == nil || v.RGB == nil || (!opt.FilterBlackBG && !opt.FilterWhiteBG) {
-			continue
-		}
-		c := slices.Clone(v.Conf)
-		for i := range c {
-			if opt.background(v, i) {
-				c[i] = 1
-			}
-		}
-		out[vi] = c
+// effectiveConf returns the view's confidence with the background filters applied (a copy only when a
+// filter changes it); nil for a view without confidence.
+func (o *Options) effectiveConf(v *View) []float32 {
+	if v.Conf == nil || v.RGB == nil || (!o.FilterBlackBG && !o.FilterWhiteBG) {
+		return v.Conf
 	}
-	return out
+	c := slices.Clone(v.Conf)
+	for i := range c {
+		if o.background(v, i) {
+			c[i] = 1
+		}
+	}
+	return c
 }
 
 // confThreshold is the official get_conf_thresh, in float32 as numpy compares a float32 map with it; NaN
-// when no view has confidence. NaN confidences are left out of the percentiles.
-func confThreshold(views []View, conf [][]float32, opt Options) float32 {
-	var all, nonSky []float32
+// when no view has confidence. NaN confidences are left out of the percentiles. The percentiles' order
+// statistics are found with two passes over the views (radixSelect), so the views need not be held.
+func confThreshold(src ViewSource, opt Options) (float32, error) {
+	pass := func(fn func(c float32, sky bool)) error {
+		for vi := range src.Len() {
+			v, err := readView(src, vi)
+			if err != nil {
+				return err
+			}
+			for i, c := range opt.effectiveConf(&v) {
+				fn(c, v.Sky != nil && v.Sky[i] >= opt.SkyThreshold)
+			}
+		}
+		return nil
+	}
+	var all, nonSky radixSelect
 	nNonSky := 0
-	for vi := range views {
-		if conf[vi] == nil {
-			continue
+	err := pass(func(c float32, sky bool) {
+		if !sky {
+			nNonSky++
 		}
-		sky := views[vi].Sky
-		for i, c := range conf[vi] {
-			isSky := sky != nil && sky[i] >= opt.SkyThreshold
-			if !isSky {
-				nNonSky++
-			}
-			if math.IsNaN(float64(c)) {
-				continue
-			}
-			all = append(all, c)
-			if !isSky {
-				nonSky = append(nonSky, c)
-			}
+		if math.IsNaN(float64(c)) {
+			return
 		}
+		all.add1(c)
+		if !sky {
+			nonSky.add1(c)
+		}
+	})
+	if err != nil || all.n == 0 {
+		return float32(math.NaN()), err
 	}
-	if len(all) == 0 {
-		return float32(math.NaN())
+	sel, skipSky := &all, false
+	if nNonSky > 10 && nNonSky < all.n {
+		sel, skipSky = &nonSky, true
 	}
-	pix := all
-	if nNonSky > 10 && nNonSky < len(all) {
-		pix = nonSky
+	l0, l1, lg := percentileRanks(sel.n, opt.ConfPercentile)
+	u0, u1, ug := percentileRanks(sel.n, opt.EnsurePercentile)
+	sel.want(l0, l1, u0, u1)
+	err = pass(func(c float32, sky bool) {
+		if !math.IsNaN(float64(c)) && !(skipSky && sky) {
+			sel.add2(c)
+		}
+	})
+	if err != nil {
+		return 0, err
 	}
-	s := sorted32(pix)
-	lower, upper := percentile(s, opt.ConfPercentile), percentile(s, opt.EnsurePercentile)
-	return min(max(float32(opt.ConfThreshold), lower), upper)
+	lower := lerpPercentile(sel.value(l0), sel.value(l1), lg)
+	upper := lerpPercentile(sel.value(u0), sel.value(u1), ug)
+	return min(max(float32(opt.ConfThreshold), lower), upper), nil
+}
+
+// reservoir collects points: all of them, or a uniform sample of at most n (Vitter's algorithm R: the
+// k-th point offered replaces a random slot with probability n/k), put back in the order they came in.
+type reservoir struct {
+	n       int
+	rng     *rand.Rand
+	offered int
+	order   []int // the offer index of each slot
+	pc      PointCloud
+	conf    bool
+}
+
+func newReservoir(n int, seed uint64, conf bool) *reservoir {
+	return &reservoir{n: n, rng: rand.New(rand.NewPCG(seed, 0x243f6a8885a308d3)), conf: conf}
+}
+
+func (r *reservoir) offer(p [3]float32, col [3]uint8, c float32, view, pixel int32) {
+	k := r.offered
+	r.offered++
+	slot := len(r.order)
+	if r.n > 0 && slot >= r.n {
+		if slot = r.rng.IntN(k + 1); slot >= r.n {
+			return
+		}
+		copy(r.pc.Points[3*slot:], p[:])
+		copy(r.pc.Colors[3*slot:], col[:])
+		if r.conf {
+			r.pc.Conf[slot] = c
+		}
+		r.pc.View[slot], r.pc.Pixel[slot], r.order[slot] = view, pixel, k
+		return
+	}
+	r.pc.Points = append(r.pc.Points, p[:]...)
+	r.pc.Colors = append(r.pc.Colors, col[:]...)
+	if r.conf {
+		r.pc.Conf = append(r.pc.Conf, c)
+	}
+	r.pc.View = append(r.pc.View, view)
+	r.pc.Pixel = append(r.pc.Pixel, pixel)
+	r.order = append(r.order, k)
+}
+
+// cloud returns the points in the order they were offered.
+func (r *reservoir) cloud() *PointCloud {
+	if slices.IsSorted(r.order) {
+		return &r.pc
+	}
+	idx := make([]int, len(r.order))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return r.order[a] - r.order[b] })
+	src := r.pc
+	out := &PointCloud{Points: make([]float32, 0, len(src.Points)), Colors: make([]uint8, 0, len(src.Colors)),
+		View: make([]int32, 0, len(idx)), Pixel: make([]int32, 0, len(idx))}
+	if src.Conf != nil {
+		out.Conf = make([]float32, 0, len(idx))
+	}
+	for _, i := range idx {
+		out.Points = append(out.Points, src.Points[3*i:3*i+3]...)
+		out.Colors = append(out.Colors, src.Colors[3*i:3*i+3]...)
+		if src.Conf != nil {
+			out.Conf = append(out.Conf, src.Conf[i])
+		}
+		out.View = append(out.View, src.View[i])
+		out.Pixel = append(out.Pixel, src.Pixel[i])
+	}
+	return out
 }
 
 // Subsample returns at most n points chosen uniformly without replacement (seeded, so runs are

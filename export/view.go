@@ -74,13 +74,14 @@ func (c *Camera) origIntrinsics() [3][3]float64 {
 // maxMapPixels bounds a view's map size (about 1e8 pixels: 400 MB of depth), far above any DA3 output.
 const maxMapPixels = 1 << 27
 
-// check validates a view's sizes; needCamera also requires an invertible camera.
-func (v *View) check(i int, needCamera bool) error {
+// check validates a view's sizes; needCamera also requires an invertible camera. With needMaps unset the
+// depth map may be nil (a view that only places its camera).
+func (v *View) check(i int, needCamera, needMaps bool) error {
 	if v.Width <= 0 || v.Height <= 0 || v.Width > maxMapPixels/v.Height {
 		return fmt.Errorf("view %d (%s): invalid map size %dx%d", i, v.Name, v.Width, v.Height)
 	}
 	n := v.Width * v.Height
-	if len(v.Depth) != n {
+	if len(v.Depth) != n && (needMaps || v.Depth != nil) {
 		return fmt.Errorf("view %d (%s): %dx%d map needs %d depth values, got %d", i, v.Name, v.Width, v.Height, n, len(v.Depth))
 	}
 	if v.Conf != nil && len(v.Conf) != n {
@@ -121,17 +122,38 @@ func (v *View) check(i int, needCamera bool) error {
 }
 
 // checkViews validates every view.
-func checkViews(views []View, needCamera bool) error {
+func checkViews(views []View, needCamera bool) error { return checkAll(views, needCamera, true) }
+
+// checkCameras validates views given for their cameras (the views of a cloud's points): their maps may
+// be nil.
+func checkCameras(views []View) error { return checkAll(views, true, false) }
+
+func checkAll(views []View, needCamera, needMaps bool) error {
 	if len(views) == 0 {
 		return errors.New("no views")
 	}
 	for i := range views {
-		if err := views[i].check(i, needCamera); err != nil {
+		if err := views[i].check(i, needCamera, needMaps); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// ViewSource gives a scene's views one at a time, for scenes too large to hold in memory (a streamed
+// reconstruction reads them back from disk). The writers that take one read each view once per pass
+// they make over the scene.
+type ViewSource interface {
+	Len() int
+	View(i int) (View, error)
+}
+
+// ViewSlice is a ViewSource over views in memory.
+type ViewSlice []View
+
+func (s ViewSlice) Len() int { return len(s) }
+
+func (s ViewSlice) View(i int) (View, error) { return s[i], nil }
 
 // inverse3 inverts a 3×3 matrix by the adjugate; ok is false when it is singular or not finite.
 func inverse3(m [3][3]float64) (inv [3][3]float64, ok bool) {

@@ -44,15 +44,16 @@ func WriteNPY(path string, data []float32, shape ...int) error {
 	return writeAtomic(path, func(out io.Writer) error { return EncodeNPY(out, data, shape...) })
 }
 
+// checkNPYShape checks that shape is valid and, unless n < 0, holds n values.
 func checkNPYShape(n int, shape []int) error {
 	want := 1
 	for _, d := range shape {
-		if d < 0 || (d > 0 && want > math.MaxInt32/d) {
+		if d < 0 || (d > 0 && want > math.MaxInt/d) {
 			return fmt.Errorf("invalid shape %v", shape)
 		}
 		want *= d
 	}
-	if want != n {
+	if n >= 0 && want != n {
 		return fmt.Errorf("shape %v needs %d values, got %d", shape, want, n)
 	}
 	return nil
@@ -63,19 +64,41 @@ func checkNPYShape(n int, shape []int) error {
 // 64 bytes. data is a []float32 ('<f4'), []float64 ('<f8') or []uint8 ('|u1'); the product of shape must
 // equal its length (an empty shape is a scalar).
 func EncodeNPY(w io.Writer, data any, shape ...int) error {
-	var descr string
-	var n, size int
-	switch d := data.(type) {
-	case []float32:
-		descr, n, size = "<f4", len(d), 4
-	case []float64:
-		descr, n, size = "<f8", len(d), 8
-	case []uint8:
-		descr, n, size = "|u1", len(d), 1
-	default:
-		return fmt.Errorf("npy: unsupported data type %T", data)
+	n, _, err := npyType(data)
+	if err != nil {
+		return err
 	}
 	if err := checkNPYShape(n, shape); err != nil {
+		return err
+	}
+	if err := EncodeNPYHeader(w, data, shape...); err != nil {
+		return err
+	}
+	return EncodeNPYData(w, data)
+}
+
+// npyType returns the length and numpy descr of data.
+func npyType(data any) (n int, descr string, err error) {
+	switch d := data.(type) {
+	case []float32:
+		return len(d), "<f4", nil
+	case []float64:
+		return len(d), "<f8", nil
+	case []uint8:
+		return len(d), "|u1", nil
+	}
+	return 0, "", fmt.Errorf("npy: unsupported data type %T", data)
+}
+
+// EncodeNPYHeader writes the header of an array of data's element type and the given shape; the caller
+// then writes the product of shape values with EncodeNPYData, in as many calls as it likes (an array too
+// large to hold, written piece by piece).
+func EncodeNPYHeader(w io.Writer, data any, shape ...int) error {
+	_, descr, err := npyType(data)
+	if err != nil {
+		return err
+	}
+	if err := checkNPYShape(-1, shape); err != nil {
 		return err
 	}
 	dims := make([]string, len(shape))
@@ -98,7 +121,15 @@ func EncodeNPY(w io.Writer, data any, shape ...int) error {
 	if _, err := w.Write(pre); err != nil {
 		return err
 	}
-	if _, err := io.WriteString(w, header); err != nil {
+	_, err = io.WriteString(w, header)
+	return err
+}
+
+// EncodeNPYData writes array values ([]float32, []float64 or []uint8) little-endian, as they follow an
+// EncodeNPYHeader.
+func EncodeNPYData(w io.Writer, data any) error {
+	n, _, err := npyType(data)
+	if err != nil {
 		return err
 	}
 	if u8, ok := data.([]uint8); ok {
@@ -106,14 +137,16 @@ func EncodeNPY(w io.Writer, data any, shape ...int) error {
 		return err
 	}
 	var put func(b []byte, i int)
+	size := 4
 	switch d := data.(type) {
 	case []float32:
 		put = func(b []byte, i int) { binary.LittleEndian.PutUint32(b, math.Float32bits(d[i])) }
 	case []float64:
 		put = func(b []byte, i int) { binary.LittleEndian.PutUint64(b, math.Float64bits(d[i])) }
+		size = 8
 	}
 	const chunk = 4096
-	buf := make([]byte, size*chunk)
+	buf := make([]byte, size*min(n, chunk))
 	for i := 0; i < n; i += chunk {
 		k := min(n-i, chunk)
 		for j := range k {

@@ -1,0 +1,373 @@
+package stream
+
+import (
+	"archive/zip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/model"
+)
+
+// A window's results live in <dir>/window-NNNNN.npz: a zip (stored, not compressed) of meta.json and
+// numpy arrays of its V views of H×W maps, raw as the window's scene gave them, in the window's own world
+// frame:
+//
+//	image                uint8   (V, H, W, 3)  processed RGB
+//	depth                float32 (V, H, W)
+//	conf, sky            float32 (V, H, W)     when the model gives them
+//	extrinsics           float64 (V, 3, 4)     world-to-camera
+//	intrinsics           float64 (V, 3, 3)     for the maps
+//	intrinsics_original  float64 (V, 3, 3)     for the original images
+//	pose_encoding        float32 (V, 9)
+//
+// meta.json holds the window, its frames' names, the sizes and units, and to_world: the similarity
+// x ↦ scale·rotation·x + translation from the window's frame to the run's (window 0's). The file is written to a temporary name and renamed
+// when complete, so a window file that exists is whole.
+
+const storeVersion = 1
+
+type windowMeta struct {
+	Version int           `json:"version"`
+	Window  Window        `json:"window"`
+	Frames  []string      `json:"frames"`
+	ToWorld sim3JSON `json:"to_world"`
+	// Align describes the alignment to the previous window (none for window 0).
+	Align *alignMeta `json:"align,omitempty"`
+	Views []viewMeta `json:"views"`
+	// Width, Height of every view's maps.
+	Width  int  `json:"width"`
+	Height int  `json:"height"`
+	Conf   bool `json:"conf"`
+	Sky    bool `json:"sky"`
+	RGB    bool `json:"rgb"`
+}
+
+// sim3JSON stores a Sim3 exactly (JSON numbers round-trip float64).
+type sim3JSON struct {
+	Scale       float64       `json:"scale"`
+	Rotation    [3][3]float64 `json:"rotation"`
+	Translation [3]float64    `json:"translation"`
+}
+
+func (j sim3JSON) sim3() (Sim3, error) {
+	a := Sim3{S: j.Scale, R: j.Rotation, T: j.Translation}
+	// Check through the matrix form: a positive scale times a rotation, finite.
+	if _, err := Sim3FromMatrix(a.Matrix()); err != nil || !(a.S > 0) {
+		return Sim3{}, fmt.Errorf("not a similarity (scale %g): %v", a.S, err)
+	}
+	return a, nil
+}
+
+type alignMeta struct {
+	Points, Valid, Iterations int
+	ConfThreshold             *float64 `json:",omitempty"`
+	RMS                       float64
+}
+
+type viewMeta struct {
+	ProcessedWidth  int    `json:"processed_width"`
+	ProcessedHeight int    `json:"processed_height"`
+	OrigWidth       int    `json:"orig_width"`
+	OrigHeight      int    `json:"orig_height"`
+	Cropped         bool   `json:"cropped,omitempty"`
+	Unit            string `json:"unit"`
+	NonFinite       string `json:"non_finite,omitempty"`
+}
+
+func windowPath(dir string, i int) string {
+	return filepath.Join(dir, fmt.Sprintf("window-%05d.npz", i))
+}
+
+// units maps DepthUnit names back to values.
+var units = map[string]model.DepthUnit{}
+
+func init() {
+	for _, u := range []model.DepthUnit{model.Relative, model.Disparity, model.FocalNormalised, model.Metres} {
+		units[u.String()] = u
+	}
+}
+
+// writeWindow writes a window's raw results (all at the processed size, one size, with cameras).
+func writeWindow(dir string, w Window, names []string, toWorld Sim3, st *AlignStats, res []model.Result) error {
+	if len(res) != w.Len() || len(names) != w.Len() {
+		return fmt.Errorf("window %d: %d results and %d names for %d frames", w.Index, len(res), len(names), w.Len())
+	}
+	W, H := res[0].Width, res[0].Height
+	meta := windowMeta{Version: storeVersion, Window: w, Frames: names, ToWorld: sim3JSON{toWorld.S, toWorld.R, toWorld.T}, Width: W, Height: H,
+		Conf: res[0].Conf != nil, Sky: res[0].Sky != nil, RGB: res[0].RGB != nil}
+	if st != nil {
+		meta.Align = &alignMeta{Points: st.Points, Valid: st.Valid, Iterations: st.Iterations, RMS: st.RMS}
+		if !math.IsNaN(st.ConfThreshold) {
+			c := st.ConfThreshold
+			meta.Align.ConfThreshold = &c
+		}
+	}
+	n := W * H
+	V := len(res)
+	var depth, conf, sky, penc []float32
+	var rgb []uint8
+	var ext, ixt, ixo []float64
+	for i := range res {
+		r := &res[i]
+		if r.Width != W || r.Height != H || len(r.Depth) != n {
+			return fmt.Errorf("window %d: view %d (%s) has %dx%d maps, view 0 %dx%d: streaming needs frames that process to one size", w.Index, i, names[i], r.Width, r.Height, W, H)
+		}
+		if r.Camera == nil {
+			return fmt.Errorf("window %d: view %d (%s) has no camera", w.Index, i, names[i])
+		}
+		if (r.Conf != nil) != meta.Conf || (r.Sky != nil) != meta.Sky || (r.RGB != nil) != meta.RGB ||
+			(r.Conf != nil && len(r.Conf) != n) || (r.Sky != nil && len(r.Sky) != n) || (r.RGB != nil && len(r.RGB) != 3*n) {
+			return fmt.Errorf("window %d: view %d (%s) has other maps than view 0", w.Index, i, names[i])
+		}
+		depth = append(depth, r.Depth...)
+		conf = append(conf, r.Conf...)
+		sky = append(sky, r.Sky...)
+		rgb = append(rgb, r.RGB...)
+		penc = append(penc, r.Camera.PoseEncoding[:]...)
+		for _, row := range r.Camera.Extrinsics {
+			ext = append(ext, row[:]...)
+		}
+		for k := range 3 {
+			ixt = append(ixt, r.Camera.Intrinsics[k][:]...)
+			ixo = append(ixo, r.Camera.IntrinsicsOriginal[k][:]...)
+		}
+		meta.Views = append(meta.Views, viewMeta{ProcessedWidth: r.ProcessedWidth, ProcessedHeight: r.ProcessedHeight,
+			OrigWidth: r.OrigWidth, OrigHeight: r.OrigHeight, Cropped: r.Cropped, Unit: r.Unit.String(), NonFinite: r.NonFinite})
+	}
+	js, err := json.MarshalIndent(meta, "", " ")
+	if err != nil {
+		return err
+	}
+	type array struct {
+		name  string
+		data  any
+		shape []int
+	}
+	arrays := []array{{"depth", depth, []int{V, H, W}}}
+	if meta.RGB {
+		arrays = append(arrays, array{"image", rgb, []int{V, H, W, 3}})
+	}
+	if meta.Conf {
+		arrays = append(arrays, array{"conf", conf, []int{V, H, W}})
+	}
+	if meta.Sky {
+		arrays = append(arrays, array{"sky", sky, []int{V, H, W}})
+	}
+	arrays = append(arrays, array{"extrinsics", ext, []int{V, 3, 4}}, array{"intrinsics", ixt, []int{V, 3, 3}},
+		array{"intrinsics_original", ixo, []int{V, 3, 3}}, array{"pose_encoding", penc, []int{V, 9}})
+	return imgio.WriteAtomic(windowPath(dir, w.Index), func(out io.Writer) error {
+		z := zip.NewWriter(out)
+		f, err := z.CreateHeader(&zip.FileHeader{Name: "meta.json", Method: zip.Store})
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(js); err != nil {
+			return err
+		}
+		for _, a := range arrays {
+			f, err := z.CreateHeader(&zip.FileHeader{Name: a.name + ".npy", Method: zip.Store})
+			if err != nil {
+				return err
+			}
+			if err := imgio.EncodeNPY(f, a.data, a.shape...); err != nil {
+				return err
+			}
+		}
+		return z.Close()
+	})
+}
+
+// storedWindow is a window read back from its file.
+type storedWindow struct {
+	meta    windowMeta
+	toWorld Sim3
+	results []model.Result // raw, in the window's frame
+}
+
+// readWindowMeta reads only a window file's meta.json.
+func readWindowMeta(path string) (windowMeta, error) {
+	z, err := zip.OpenReader(path)
+	if err != nil {
+		return windowMeta{}, fmt.Errorf("window file %s: %w", path, err)
+	}
+	defer z.Close()
+	m, _, err := decodeMeta(path, z)
+	return m, err
+}
+
+func decodeMeta(path string, z *zip.ReadCloser) (windowMeta, Sim3, error) {
+	var m windowMeta
+	f, err := z.Open("meta.json")
+	if err != nil {
+		return m, Sim3{}, fmt.Errorf("window file %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := json.NewDecoder(io.LimitReader(f, 16<<20)).Decode(&m); err != nil {
+		return m, Sim3{}, fmt.Errorf("window file %s: meta.json: %w", path, err)
+	}
+	bad := func(format string, args ...any) (windowMeta, Sim3, error) {
+		return m, Sim3{}, fmt.Errorf("window file %s: %s", path, fmt.Sprintf(format, args...))
+	}
+	w := m.Window
+	switch {
+	case m.Version != storeVersion:
+		return bad("version %d (this da3-go reads %d)", m.Version, storeVersion)
+	case w.Start < 0 || w.End <= w.Start || len(m.Frames) != w.Len() || len(m.Views) != w.Len():
+		return bad("window [%d, %d) with %d frame names and %d views", w.Start, w.End, len(m.Frames), len(m.Views))
+	case m.Width < 1 || m.Height < 1 || m.Width > 1<<14 || m.Height > 1<<14:
+		return bad("map size %dx%d", m.Width, m.Height)
+	}
+	for _, v := range m.Views {
+		if _, ok := units[v.Unit]; !ok {
+			return bad("unknown depth unit %q", v.Unit)
+		}
+	}
+	s, err := m.ToWorld.sim3()
+	if err != nil {
+		return bad("to_world: %v", err)
+	}
+	return m, s, nil
+}
+
+// readWindow reads a whole window file and checks every array against meta.json.
+func readWindow(path string) (*storedWindow, error) {
+	z, err := zip.OpenReader(path)
+	if err != nil {
+		return nil, fmt.Errorf("window file %s: %w", path, err)
+	}
+	defer z.Close()
+	m, s, err := decodeMeta(path, z)
+	if err != nil {
+		return nil, err
+	}
+	V, H, W := len(m.Views), m.Height, m.Width
+	read := func(name string, want []int) (any, error) {
+		f, err := z.Open(name + ".npy")
+		if err != nil {
+			return nil, fmt.Errorf("window file %s: %w", path, err)
+		}
+		defer f.Close()
+		n := 1
+		for _, d := range want {
+			n *= d
+		}
+		data, shape, err := imgio.DecodeNPY(f, n)
+		if err != nil {
+			return nil, fmt.Errorf("window file %s: %s: %w", path, name, err)
+		}
+		if fmt.Sprint(shape) != fmt.Sprint(want) {
+			return nil, fmt.Errorf("window file %s: %s has shape %v, want %v", path, name, shape, want)
+		}
+		return data, nil
+	}
+	f32 := func(name string, want ...int) ([]float32, error) {
+		d, err := read(name, want)
+		if err != nil {
+			return nil, err
+		}
+		if x, ok := d.([]float32); ok {
+			return x, nil
+		}
+		return nil, fmt.Errorf("window file %s: %s is not float32", path, name)
+	}
+	f64 := func(name string, want ...int) ([]float64, error) {
+		d, err := read(name, want)
+		if err != nil {
+			return nil, err
+		}
+		if x, ok := d.([]float64); ok {
+			return x, nil
+		}
+		return nil, fmt.Errorf("window file %s: %s is not float64", path, name)
+	}
+	var errs []error
+	get32 := func(ok bool, name string, want ...int) []float32 {
+		if !ok {
+			return nil
+		}
+		x, err := f32(name, want...)
+		errs = append(errs, err)
+		return x
+	}
+	depth := get32(true, "depth", V, H, W)
+	conf := get32(m.Conf, "conf", V, H, W)
+	sky := get32(m.Sky, "sky", V, H, W)
+	penc := get32(true, "pose_encoding", V, 9)
+	ext, err1 := f64("extrinsics", V, 3, 4)
+	ixt, err2 := f64("intrinsics", V, 3, 3)
+	ixo, err3 := f64("intrinsics_original", V, 3, 3)
+	errs = append(errs, err1, err2, err3)
+	var rgb []uint8
+	if m.RGB {
+		d, err := read("image", []int{V, H, W, 3})
+		errs = append(errs, err)
+		if err == nil {
+			var ok bool
+			if rgb, ok = d.([]uint8); !ok {
+				errs = append(errs, fmt.Errorf("window file %s: image is not uint8", path))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	n := W * H
+	out := &storedWindow{meta: m, toWorld: s, results: make([]model.Result, V)}
+	part := func(d []float32, i, k int) []float32 {
+		if d == nil {
+			return nil
+		}
+		return d[i*k : (i+1)*k : (i+1)*k]
+	}
+	for i, vm := range m.Views {
+		c := &model.Camera{}
+		for r := range 3 {
+			copy(c.Extrinsics[r][:], ext[12*i+4*r:])
+			copy(c.Intrinsics[r][:], ixt[9*i+3*r:])
+			copy(c.IntrinsicsOriginal[r][:], ixo[9*i+3*r:])
+		}
+		copy(c.PoseEncoding[:], penc[9*i:])
+		var img []uint8
+		if rgb != nil {
+			img = rgb[3*n*i : 3*n*(i+1) : 3*n*(i+1)]
+		}
+		out.results[i] = model.Result{Depth: part(depth, i, n), Conf: part(conf, i, n), Sky: part(sky, i, n), RGB: img,
+			Width: W, Height: H, ProcessedWidth: vm.ProcessedWidth, ProcessedHeight: vm.ProcessedHeight,
+			OrigWidth: vm.OrigWidth, OrigHeight: vm.OrigHeight, Cropped: vm.Cropped, Unit: units[vm.Unit],
+			NonFinite: vm.NonFinite, Camera: c}
+	}
+	return out, nil
+}
+
+// aligned returns a window's result of one of its views moved into the run's world frame: depth scaled by
+// the window's scale, the camera moved by its transform. The maps are copies when the scale is not 1.
+func aligned(r model.Result, toWorld Sim3) model.Result {
+	if toWorld.S != 1 {
+		d := make([]float32, len(r.Depth))
+		s := float32(toWorld.S)
+		for i, x := range r.Depth {
+			d[i] = x * s
+		}
+		r.Depth = d
+	}
+	if r.Camera != nil {
+		c := *r.Camera
+		c.Extrinsics = toWorld.Camera(c.Extrinsics)
+		r.Camera = &c
+	}
+	return r
+}
+
+// removeFile removes a file, ignoring a missing one.
+func removeFile(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,311 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/model"
+)
+
+// Scene runs images as the views of one scene: *model.Model, and the nested model, satisfy it.
+type Scene interface {
+	MultiView(ctx context.Context, imgs []model.Image, opt model.RunOptions) ([]model.Result, error)
+}
+
+// Frame is one image of a sequence, decoded only when a window that holds it runs.
+type Frame struct {
+	// Name names the frame in outputs (COLMAP image name); names must be unique.
+	Name string
+	// Key identifies the frame's content for resuming (e.g. its file's path and size); "" uses Name.
+	Key string
+	// Open decodes the image.
+	Open func() (model.Image, error)
+}
+
+// Files returns frames that decode image files; names nil names them by the files' base names.
+func Files(paths, names []string) []Frame {
+	out := make([]Frame, len(paths))
+	for i, p := range paths {
+		name := filepath.Base(p)
+		if names != nil {
+			name = names[i]
+		}
+		key := p
+		if fi, err := os.Stat(p); err == nil {
+			key = fmt.Sprintf("%s:%d", p, fi.Size())
+		}
+		out[i] = Frame{Name: name, Key: key, Open: func() (model.Image, error) { return imgio.Decode(p) }}
+	}
+	return out
+}
+
+// Options configure Run.
+type Options struct {
+	// Window is the number of frames run as one scene, Overlap the frames consecutive windows share.
+	Window, Overlap int
+	// Run are the options of every window's run; maps always come at the processed size.
+	Run model.RunOptions
+	// Align tunes the alignment of each window to the one before it (by default a similarity, or a rigid
+	// transform for windows whose depth is in metres).
+	Align AlignOptions
+	// Dir receives the windows' results (window-NNNNN.npz) and the run's manifest (stream.json).
+	Dir string
+	// Fingerprint identifies the model and settings: a run in a Dir that holds windows of a run with the
+	// same fingerprint, frames and windows resumes it (keeps its finished windows); one with another
+	// fingerprint is refused unless Restart.
+	Fingerprint string
+	// Restart discards the windows of a previous run in Dir.
+	Restart bool
+	// OnWindow, when set, is called in order with every window and its views in the run's world frame
+	// (frames [Start, End); the merged outputs take [OwnStart, OwnEnd) from it), also for windows a
+	// resumed run read back from Dir.
+	OnWindow func(w Window, views []model.Result) error
+	// Progress, when set, is called with the frames finished so far and the total.
+	Progress func(done, total int)
+	// Logger receives a line per window (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Stats say what a Run did.
+type Stats struct {
+	Windows, Ran, Resumed int
+}
+
+// manifest is <Dir>/stream.json: what a run's windows belong to.
+type manifest struct {
+	Version     int      `json:"version"`
+	Fingerprint string   `json:"fingerprint"`
+	Window      int      `json:"window"`
+	Overlap     int      `json:"overlap"`
+	Frames      []string `json:"frames"`
+	Keys        []string `json:"keys"`
+	Windows     []Window `json:"windows"`
+}
+
+const manifestName = "stream.json"
+
+// Run runs the frames in overlapping windows: each window as one scene, aligned to the one before it on
+// the frames they share (see Align), its results written to Dir as it finishes. Memory holds one window's
+// images and results and the shared frames of the one before, whatever the number of frames. A run that
+// is interrupted (an error, ctx cancelled, the process killed) keeps its finished windows, and the same
+// Run again resumes after them. The finished run is read back with Open.
+func Run(ctx context.Context, scene Scene, frames []Frame, opt Options) (*Reconstruction, Stats, error) {
+	var st Stats
+	plan, err := Plan(len(frames), opt.Window, opt.Overlap)
+	if err != nil {
+		return nil, st, err
+	}
+	st.Windows = len(plan)
+	log := opt.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if opt.Dir == "" {
+		return nil, st, errors.New("stream: no directory for the windows' results")
+	}
+	man := manifest{Version: storeVersion, Fingerprint: opt.Fingerprint, Window: opt.Window, Overlap: opt.Overlap, Windows: plan}
+	seen := map[string]int{}
+	for i, f := range frames {
+		if f.Name == "" || f.Open == nil {
+			return nil, st, fmt.Errorf("stream: frame %d has no name or no image", i)
+		}
+		if j, dup := seen[f.Name]; dup {
+			return nil, st, fmt.Errorf("stream: frames %d and %d have the same name %q", j, i, f.Name)
+		}
+		seen[f.Name] = i
+		key := f.Key
+		if key == "" {
+			key = f.Name
+		}
+		man.Frames = append(man.Frames, f.Name)
+		man.Keys = append(man.Keys, key)
+	}
+	if err := prepareDir(opt.Dir, man, opt.Restart, log); err != nil {
+		return nil, st, err
+	}
+	ropt := opt.Run
+	ropt.ProcessedSize = true
+	var (
+		prev     []model.Result // the previous window's raw results (only the frames the next window shares)
+		prevFrom int            // frame index of prev[0]
+		prevG    = Identity()
+		size     [2]int
+	)
+	done := 0
+	for _, w := range plan {
+		path := windowPath(opt.Dir, w.Index)
+		var raw []model.Result
+		g := Identity()
+		if sw, err := readWindow(path); err == nil && sw.meta.Window == w && slices.Equal(sw.meta.Frames, man.Frames[w.Start:w.End]) {
+			raw, g = sw.results, sw.toWorld
+			st.Resumed++
+			log.Info("stream: window resumed from disk", "window", w.Index, "frames", fmt.Sprintf("%d-%d", w.Start, w.End-1))
+		} else {
+			if err == nil || !errors.Is(err, os.ErrNotExist) {
+				log.Warn("stream: window file unusable, running the window again", "window", w.Index, "err", err)
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, st, err
+			}
+			imgs := make([]model.Image, 0, w.Len())
+			for _, f := range frames[w.Start:w.End] {
+				im, err := f.Open()
+				if err != nil {
+					return nil, st, fmt.Errorf("frame %s: %w", f.Name, err)
+				}
+				imgs = append(imgs, im)
+			}
+			raw, err = scene.MultiView(ctx, imgs, ropt)
+			imgs = nil
+			if err != nil {
+				return nil, st, fmt.Errorf("window %d (frames %d–%d): %w", w.Index, w.Start, w.End-1, err)
+			}
+			if len(raw) != w.Len() {
+				return nil, st, fmt.Errorf("window %d: %d results for %d frames", w.Index, len(raw), w.Len())
+			}
+			var ast *AlignStats
+			if w.Index > 0 {
+				if prev == nil {
+					if prev, prevFrom, prevG, err = sharedFromDisk(opt.Dir, plan[w.Index-1], w); err != nil {
+						return nil, st, err
+					}
+				}
+				if err := sameSize(size, raw, frames[w.Start].Name); err != nil {
+					return nil, st, err
+				}
+				shared := prev[w.Start-prevFrom:]
+				s, as, err := Align(shared, raw[:len(shared)], opt.Align)
+				if err != nil {
+					return nil, st, fmt.Errorf("window %d (frames %d–%d) to window %d: %w", w.Index, w.Start, w.End-1, w.Index-1, err)
+				}
+				ast = &as
+				g = prevG.Compose(s)
+				log.Info("stream: window aligned", "window", w.Index, "frames", fmt.Sprintf("%d-%d", w.Start, w.End-1),
+					"shared", len(shared), "points", as.Points, "scale", s.S, "rms", as.RMS)
+			}
+			if err := writeWindow(opt.Dir, w, man.Frames[w.Start:w.End], g, ast, raw); err != nil {
+				return nil, st, err
+			}
+			st.Ran++
+		}
+		if len(raw) > 0 && size == [2]int{} {
+			size = [2]int{raw[0].Width, raw[0].Height}
+		}
+		if opt.OnWindow != nil {
+			views := make([]model.Result, len(raw))
+			for i := range raw {
+				views[i] = aligned(raw[i], g)
+			}
+			if err := opt.OnWindow(w, views); err != nil {
+				return nil, st, err
+			}
+		}
+		// Keep the frames the next window shares.
+		prev, prevG = nil, g
+		if w.Index+1 < len(plan) {
+			next := plan[w.Index+1]
+			prevFrom = next.Start
+			prev = slices.Clone(raw[next.Start-w.Start:]) // not a subslice: raw's other views must go
+		}
+		done = w.OwnEnd
+		if opt.Progress != nil {
+			opt.Progress(done, len(frames))
+		}
+	}
+	r, err := Open(opt.Dir)
+	return r, st, err
+}
+
+// sameSize checks that a window's maps have the size of the first window's.
+func sameSize(size [2]int, raw []model.Result, name string) error {
+	if size != [2]int{} && (raw[0].Width != size[0] || raw[0].Height != size[1]) {
+		return fmt.Errorf("frame %s processes to %dx%d, the first window's frames to %dx%d: streaming needs frames that process to one size",
+			name, raw[0].Width, raw[0].Height, size[0], size[1])
+	}
+	return nil
+}
+
+// sharedFromDisk reads the finished window prev's results for the frames window next shares with it.
+func sharedFromDisk(dir string, prev, next Window) ([]model.Result, int, Sim3, error) {
+	sw, err := readWindow(windowPath(dir, prev.Index))
+	if err != nil {
+		return nil, 0, Sim3{}, err
+	}
+	return sw.results[next.Start-prev.Start:], next.Start, sw.toWorld, nil
+}
+
+// prepareDir creates dir and its manifest, or checks that the manifest there is this run's (a resume);
+// restart removes a previous run's windows.
+func prepareDir(dir string, man manifest, restart bool, log *slog.Logger) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("stream: %w", err)
+	}
+	path := filepath.Join(dir, manifestName)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil && !restart:
+		var old manifest
+		if err := json.Unmarshal(b, &old); err != nil {
+			return fmt.Errorf("stream: %s is not a run's manifest (%v): remove the directory or restart", path, err)
+		}
+		if diff := manifestDiff(old, man); diff != "" {
+			return fmt.Errorf("stream: %s holds the windows of another run (%s): restart to discard them, or choose another directory", dir, diff)
+		}
+		log.Info("stream: resuming the run in " + dir)
+		return nil
+	case err == nil && restart:
+		if err := removeRun(dir); err != nil {
+			return err
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("stream: %w", err)
+	}
+	js, err := json.MarshalIndent(man, "", " ")
+	if err != nil {
+		return err
+	}
+	return imgio.WriteFileAtomic(path, js)
+}
+
+// manifestDiff names the first difference between two runs' manifests, "" when they are the same run.
+func manifestDiff(a, b manifest) string {
+	switch {
+	case a.Version != b.Version:
+		return fmt.Sprintf("format version %d, not %d", a.Version, b.Version)
+	case a.Fingerprint != b.Fingerprint:
+		return fmt.Sprintf("model or settings %q, not %q", a.Fingerprint, b.Fingerprint)
+	case a.Window != b.Window || a.Overlap != b.Overlap:
+		return fmt.Sprintf("windows of %d with overlap %d, not %d with %d", a.Window, a.Overlap, b.Window, b.Overlap)
+	case len(a.Frames) != len(b.Frames):
+		return fmt.Sprintf("%d frames, not %d", len(a.Frames), len(b.Frames))
+	}
+	for i := range a.Frames {
+		if a.Frames[i] != b.Frames[i] || a.Keys[i] != b.Keys[i] {
+			return fmt.Sprintf("frame %d is %s, not %s", i, a.Keys[i], b.Keys[i])
+		}
+	}
+	if !slices.Equal(a.Windows, b.Windows) {
+		return "another window plan"
+	}
+	return ""
+}
+
+// removeRun deletes a run's files from dir (its manifest and window files, nothing else).
+func removeRun(dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "window-*.npz"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, f := range append(files, filepath.Join(dir, manifestName)) {
+		errs = append(errs, removeFile(f))
+	}
+	return errors.Join(errs...)
+}
