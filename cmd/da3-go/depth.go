@@ -13,6 +13,7 @@ import (
 
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
+	"github.com/da3-go/da3-go/model/stream"
 )
 
 func init() {
@@ -27,6 +28,7 @@ func init() {
 type depthFlags struct {
 	modelFlags
 	inputFlags
+	streamFlags
 	out           string
 	formats       string
 	cmap          string
@@ -43,6 +45,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var f depthFlags
 	f.modelFlags.register(fs)
 	f.inputFlags.register(fs)
+	f.streamFlags.register(fs)
 	fs.StringVar(&f.out, "o", "", "output directory (default: next to each image), or the output file for one image and one format")
 	fs.StringVar(&f.formats, "format", "png", "comma-separated outputs: png (colourised), png16 (16-bit), pfm, npy")
 	fs.StringVar(&f.cmap, "cmap", "turbo", "colour map for png: turbo or gray")
@@ -84,6 +87,9 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if opt.Gaussians && f.independent {
 		return usageError(fs, stderr, "-gaussians writes one scene: it does not go with -independent")
 	}
+	if err := f.streamFlags.check(f.independent); err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
 	if f.intrinsics != "" {
 		k, err := parseIntrinsics(f.intrinsics)
 		if err != nil {
@@ -103,12 +109,15 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return usageError(fs, stderr, "-o %s is a file, but several outputs are written: give a directory", f.out)
 		}
 	}
-	imgs, m, code := f.modelFlags.open(ctx, fs, in.paths, stderr)
+	size, err := checkImages(in.paths)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	m, code := f.modelFlags.loadModel(ctx, fs, stderr)
 	if m == nil {
 		return code
 	}
 	defer m.Close()
-	f.given.apply(&opt)
 	cfg := m.Config()
 	_, isNested := m.(nestedScene)
 	if f.conf && cfg.Arch != model.DA3 {
@@ -133,8 +142,57 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// DA2 relative models predict disparity (larger = nearer); all others depth.
 	invert := !(cfg.Arch == model.DA2 && !cfg.Metric)
 
+	// write writes a result's maps.
+	write := func(input string, r *model.Result) error {
+		warnNonFinite(stderr, input, r)
+		type outMap struct {
+			kind   string
+			data   []float32
+			invert bool
+		}
+		maps := []outMap{{"depth", r.Depth, invert}}
+		if f.conf {
+			maps = append(maps, outMap{"conf", r.Conf, false})
+		}
+		if f.sky {
+			maps = append(maps, outMap{"sky", r.Sky, false})
+		}
+		for _, mp := range maps {
+			for _, fm := range formats {
+				path := outputPath(f.out, single, input, mp.kind, fm)
+				if err := writeMap(path, fm, mp.data, r.Width, r.Height, cmap, mp.invert); err != nil {
+					return err
+				}
+				if !f.quiet {
+					fmt.Fprintf(stdout, "wrote %s\n", path)
+				}
+			}
+		}
+		return nil
+	}
+	asScene := (cfg.Arch == model.DA3 || isNested) && !f.independent
+	if asScene && len(inputs) > 1 {
+		lay, err := f.streamFlags.choose(len(inputs), opt.ChunkSize, flagGiven(fs, "chunk-size"), memoryFit(m, opt, size.X, size.Y))
+		if err != nil {
+			return fail(stderr, err)
+		}
+		opt.ChunkSize = lay.chunk
+		if lay.stream {
+			if err := f.depthStreamed(ctx, m, in, lay, opt, stderr, write); err != nil {
+				return fail(stderr, err)
+			}
+			return exitOK
+		}
+	} else if f.stream {
+		return fail(stderr, fmt.Errorf("-stream needs several images run as one scene by a DA3 any-view or nested model (%q is a %s model)", cfg.Name, cfg.Arch))
+	}
+	imgs, err := f.modelFlags.decode(in.paths, m, stderr)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	f.given.apply(&opt)
 	var results []model.Result
-	if (cfg.Arch == model.DA3 || isNested) && len(imgs) > 1 && !f.independent {
+	if asScene && len(imgs) > 1 {
 		if f.out != "" && !f.quiet {
 			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (-independent to run them one by one)\n", len(imgs))
 		}
@@ -163,33 +221,51 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stdout, "wrote %s\n", f.gaussians)
 		}
 	}
-	for i, r := range results {
-		warnNonFinite(stderr, inputs[i], &r)
-		type outMap struct {
-			kind   string
-			data   []float32
-			invert bool
-		}
-		maps := []outMap{{"depth", r.Depth, invert}}
-		if f.conf {
-			maps = append(maps, outMap{"conf", r.Conf, false})
-		}
-		if f.sky {
-			maps = append(maps, outMap{"sky", r.Sky, false})
-		}
-		for _, mp := range maps {
-			for _, fm := range formats {
-				path := outputPath(f.out, single, inputs[i], mp.kind, fm)
-				if err := writeMap(path, fm, mp.data, r.Width, r.Height, cmap, mp.invert); err != nil {
-					return fail(stderr, err)
-				}
-				if !f.quiet {
-					fmt.Fprintf(stdout, "wrote %s\n", path)
-				}
-			}
+	for i := range results {
+		if err := write(inputs[i], &results[i]); err != nil {
+			return fail(stderr, err)
 		}
 	}
 	return exitOK
+}
+
+// depthStreamed runs the frames in windows and writes each frame's maps as its window finishes: depth in
+// the run's one scale.
+func (f *depthFlags) depthStreamed(ctx context.Context, m scene, in *inputs, lay layout, opt model.RunOptions, stderr io.Writer,
+	write func(input string, r *model.Result) error) error {
+	switch {
+	case f.gaussians != "":
+		return errors.New("-gaussians: the 3D Gaussians are not merged across windows; drop -gaussians or -stream")
+	case f.cameras != "":
+		return errors.New("-cameras: streaming with known cameras is not supported; run the frames as one scene (-no-stream)")
+	}
+	if !f.quiet {
+		fmt.Fprintf(stderr, "da3-go: %s\n", lay.describe(len(in.paths)))
+	}
+	out := f.out
+	if out == "" {
+		out = filepath.Dir(in.names[0])
+	}
+	cfg := m.Config()
+	rec, err := runStreamed(ctx, m, f.modelFlags.frames(in.paths, imageNames(in.names), cfg.Arch), lay, &f.streamFlags,
+		f.streamDir(out), f.fingerprint(cfg), opt, f.quiet, stderr,
+		func(w stream.Window, views []model.Result) error {
+			for i := w.OwnStart; i < w.OwnEnd; i++ {
+				r := views[i-w.Start]
+				if !f.processedSize {
+					r.ToOriginalSize()
+				}
+				if err := write(in.names[i], &r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	finishStream(rec, &f.streamFlags, stderr)
+	return nil
 }
 
 // outputPath names an output: <dir>/<image base>_<kind>.<ext>, with dir the

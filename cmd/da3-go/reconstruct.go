@@ -44,6 +44,7 @@ func needsCamera(format string) bool { return format == "glb" || format == "ply"
 type reconstructFlags struct {
 	modelFlags
 	inputFlags
+	streamFlags
 	out                          string
 	formats                      string
 	colmapTxt                    bool
@@ -62,6 +63,7 @@ type reconstructFlags struct {
 func (f *reconstructFlags) register(fs *flag.FlagSet) {
 	f.modelFlags.register(fs)
 	f.inputFlags.register(fs)
+	f.streamFlags.register(fs)
 	names := make([]string, len(reconstructFormats))
 	for i, x := range reconstructFormats {
 		names[i] = x.name + " (" + x.path + ")"
@@ -73,7 +75,7 @@ func (f *reconstructFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.confThresh, "conf-thresh", 1.05, "GLB/PLY: base confidence threshold, clamped to [P(conf-percentile), P(ensure-percentile)]")
 	fs.Float64Var(&f.confPercentile, "conf-percentile", 40, "confidence percentile below which points are dropped (GLB, PLY, COLMAP)")
 	fs.Float64Var(&f.ensurePct, "ensure-percentile", 90, "GLB/PLY: upper percentile the threshold is clamped to")
-	fs.IntVar(&f.maxPoints, "max-points", 1_000_000, "GLB/PLY: at most this many points, uniformly subsampled (0 = all)")
+	fs.IntVar(&f.maxPoints, "max-points", 1_000_000, "GLB/PLY (and COLMAP of a streamed run): at most this many points, uniformly subsampled (0 = all)")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the -max-points subsample")
 	fs.BoolVar(&f.noCameras, "no-cameras", false, "GLB: leave out the camera frusta")
 	fs.Float64Var(&f.cameraSize, "camera-size", 0.03, "GLB: camera frustum depth as a fraction of the scene size")
@@ -118,6 +120,9 @@ func (f *reconstructFlags) parse() ([]string, error) {
 	}
 	if strings.TrimSpace(f.out) == "" {
 		return nil, errors.New("-o is empty")
+	}
+	if err := f.streamFlags.check(f.independent); err != nil {
+		return nil, err
 	}
 	return formats, nil
 }
@@ -172,12 +177,15 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := prepareOutputDir(f.out); err != nil {
 		return fail(stderr, err)
 	}
-	imgs, m, code := f.modelFlags.open(ctx, fs, in.paths, stderr)
+	size, err := checkImages(in.paths)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	m, code := f.modelFlags.loadModel(ctx, fs, stderr)
 	if m == nil {
 		return code
 	}
 	defer m.Close()
-	f.given.apply(&opt)
 	opt.Gaussians = slices.Contains(formats, "gs_ply")
 	cfg := m.Config()
 	switch {
@@ -195,7 +203,28 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	w := sceneWriter{f: &f, formats: formats, stdout: stdout, intrinsics: k}
-	if !f.independent && cfg.Arch == model.DA3 {
+	asScene := !f.independent && cfg.Arch == model.DA3
+	if asScene && len(in.paths) > 1 {
+		lay, err := f.streamFlags.choose(len(in.paths), opt.ChunkSize, flagGiven(fs, "chunk-size"), memoryFit(m, opt, size.X, size.Y))
+		if err != nil {
+			return fail(stderr, err)
+		}
+		opt.ChunkSize = lay.chunk
+		if lay.stream {
+			if err := f.reconstructStreamed(ctx, m, &w, in.paths, names, lay, opt, stderr); err != nil {
+				return fail(stderr, err)
+			}
+			return exitOK
+		}
+	} else if f.stream {
+		return fail(stderr, fmt.Errorf("-stream needs several images run as one scene by a DA3 any-view or nested model (%q is a %s model)", cfg.Name, cfg.Arch))
+	}
+	imgs, err := f.modelFlags.decode(in.paths, m, stderr)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	f.given.apply(&opt)
+	if asScene {
 		if len(imgs) > 1 && !f.quiet {
 			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (-independent to run them one by one)\n", len(imgs))
 		}
@@ -203,7 +232,7 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 		if err != nil {
 			return fail(stderr, err)
 		}
-		if err := w.write(f.out, res, names); err != nil {
+		if err := w.writeResults(f.out, res, names); err != nil {
 			return fail(stderr, err)
 		}
 		return exitOK
@@ -225,7 +254,7 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 				return fail(stderr, err)
 			}
 		}
-		if err := w.write(dir, []model.Result{*r}, names[i:i+1]); err != nil {
+		if err := w.writeResults(dir, []model.Result{*r}, names[i:i+1]); err != nil {
 			return fail(stderr, err)
 		}
 		update(int64(i+1), int64(len(imgs)))
@@ -283,8 +312,57 @@ func pinholeCamera(r *model.Result, k *model.Intrinsics) (*model.Camera, error) 
 	return &model.Camera{Extrinsics: [3][4]float64{{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}}, Intrinsics: kp, IntrinsicsOriginal: ko}, nil
 }
 
-// write writes the formats of one scene into dir.
-func (w *sceneWriter) write(dir string, res []model.Result, names []string) error {
+// reconstructStreamed runs the frames in windows and writes the merged scene.
+func (f *reconstructFlags) reconstructStreamed(ctx context.Context, m scene, w *sceneWriter, paths, names []string, lay layout,
+	opt model.RunOptions, stderr io.Writer) error {
+	if msg := f.streamUnsupported(w.formats); msg != "" {
+		return errors.New(msg)
+	}
+	if !f.quiet {
+		fmt.Fprintf(stderr, "da3-go: %s\n", lay.describe(len(paths)))
+	}
+	cfg := m.Config()
+	rec, err := runStreamed(ctx, m, f.modelFlags.frames(paths, names, cfg.Arch), lay, &f.streamFlags,
+		f.streamDir(f.out), f.fingerprint(cfg), opt, f.quiet, stderr, nil)
+	if err != nil {
+		return err
+	}
+	cams, err := rec.Cameras()
+	if err != nil {
+		return err
+	}
+	if err := w.write(f.out, sceneSource{views: rec, cams: cams, sampled: true}); err != nil {
+		return err
+	}
+	finishStream(rec, &f.streamFlags, stderr)
+	return nil
+}
+
+// streamUnsupported names the reason a streamed run cannot write the outputs asked for, "" when it can.
+func (f *reconstructFlags) streamUnsupported(formats []string) string {
+	switch {
+	case slices.Contains(formats, "gs_ply"):
+		return "-format gs_ply: the 3D Gaussians are not merged across windows; drop gs_ply or -stream"
+	case f.cameras != "":
+		return "-cameras: streaming with known cameras is not supported; run the frames as one scene (-no-stream)"
+	}
+	return ""
+}
+
+// sceneSource is a scene to write: its views (with their maps) and their cameras.
+type sceneSource struct {
+	views export.ViewSource
+	// cams are the views for their cameras (the views themselves in memory, maps left out when streamed).
+	cams []export.View
+	// sampled: the clouds are subsampled to -max-points while they are built (NewPointCloudFrom), COLMAP's
+	// too, so memory does not grow with the frames (a streamed scene).
+	sampled bool
+	// res are the model's results (gs_ply), in memory only.
+	res []model.Result
+}
+
+// writeResults writes the formats of one scene run in memory into dir.
+func (w *sceneWriter) writeResults(dir string, res []model.Result, names []string) error {
 	for i := range res {
 		if res[i].Camera == nil && w.intrinsics != nil {
 			c, err := pinholeCamera(&res[i], w.intrinsics)
@@ -298,18 +376,32 @@ func (w *sceneWriter) write(dir string, res []model.Result, names []string) erro
 	if err != nil {
 		return err
 	}
+	return w.write(dir, sceneSource{views: export.ViewSlice(views), cams: views, res: res})
+}
+
+// write writes the formats of one scene into dir.
+func (w *sceneWriter) write(dir string, s sceneSource) error {
 	f := w.f
+	cloud := func(o export.Options) (*export.PointCloud, error) {
+		if s.sampled {
+			return export.NewPointCloudFrom(s.views, o, f.maxPoints, f.seed)
+		}
+		return export.NewPointCloud(s.cams, o)
+	}
+	var pc *export.PointCloud // GLB and PLY share it
 	for _, fm := range w.formats {
 		var paths []string
 		switch fm {
 		case "glb", "ply":
-			pc, err := export.NewPointCloud(views, f.pointOptions())
-			if err != nil {
-				return err
+			var err error
+			if pc == nil {
+				if pc, err = cloud(f.pointOptions()); err != nil {
+					return err
+				}
 			}
 			path := filepath.Join(dir, "scene."+fm)
 			if fm == "glb" {
-				err = export.WriteGLB(path, pc, views, export.GLBOptions{MaxPoints: f.maxPoints, Seed: f.seed,
+				err = export.WriteGLB(path, pc, s.cams, export.GLBOptions{MaxPoints: f.maxPoints, Seed: f.seed,
 					ShowCameras: !f.noCameras, CameraSize: f.cameraSize})
 			} else {
 				err = export.WritePLY(path, pc.Subsample(f.maxPoints, f.seed))
@@ -319,11 +411,11 @@ func (w *sceneWriter) write(dir string, res []model.Result, names []string) erro
 			}
 			paths = append(paths, path)
 		case "colmap":
-			pc, err := export.NewPointCloud(views, f.colmapOptions())
+			cpc, err := cloud(f.colmapOptions())
 			if err != nil {
 				return err
 			}
-			if err := export.WriteCOLMAP(dir, pc, views, f.colmapTxt); err != nil {
+			if err := export.WriteCOLMAP(dir, cpc, s.cams, f.colmapTxt); err != nil {
 				return err
 			}
 			ext := map[bool]string{false: ".bin", true: ".txt"}[f.colmapTxt]
@@ -336,7 +428,7 @@ func (w *sceneWriter) write(dir string, res []model.Result, names []string) erro
 				return fmt.Errorf("output directory: %w", err)
 			}
 			path := filepath.Join(sub, "results.npz")
-			if err := export.WriteNPZ(path, views, fm == "mini_npz"); err != nil {
+			if err := export.WriteNPZFrom(path, s.views, fm == "mini_npz"); err != nil {
 				return err
 			}
 			paths = append(paths, path)
@@ -345,7 +437,7 @@ func (w *sceneWriter) write(dir string, res []model.Result, names []string) erro
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 				return fmt.Errorf("output directory: %w", err)
 			}
-			if err := writeGaussians(path, res); err != nil {
+			if err := writeGaussians(path, s.res); err != nil {
 				return err
 			}
 			paths = append(paths, path)
@@ -354,9 +446,13 @@ func (w *sceneWriter) write(dir string, res []model.Result, names []string) erro
 			if err := os.MkdirAll(sub, 0o755); err != nil {
 				return fmt.Errorf("output directory: %w", err)
 			}
-			for i := range views {
+			for i := range s.views.Len() {
+				v, err := s.views.View(i)
+				if err != nil {
+					return err
+				}
 				path := filepath.Join(sub, fmt.Sprintf("%04d.jpg", i))
-				if err := export.WriteDepthVis(path, &views[i]); err != nil {
+				if err := export.WriteDepthVis(path, &v); err != nil {
 					return err
 				}
 				paths = append(paths, path)

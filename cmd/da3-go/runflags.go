@@ -249,22 +249,58 @@ func errUsage(msg string) error { return usageErr(msg) }
 // work), then loads the model and applies the Exif orientation as -exif-rotate
 // says. On failure m is nil and code is the exit code.
 func (f *modelFlags) open(ctx context.Context, fs *flag.FlagSet, inputs []string, stderr io.Writer) (imgs []image.Image, m scene, code int) {
-	imgs = make([]image.Image, len(inputs))
-	orient := make([]imgio.Orientation, len(inputs))
-	for i, p := range inputs {
-		var err error
-		if imgs[i], orient[i], err = imgio.DecodeWithOrientation(p); err != nil {
-			return nil, nil, fail(stderr, err)
-		}
+	imgs, orient, err := decodeAll(inputs)
+	if err != nil {
+		return nil, nil, fail(stderr, err)
 	}
+	if m, code = f.loadModel(ctx, fs, stderr); m == nil {
+		return nil, nil, code
+	}
+	if err := f.prepare(imgs, orient, inputs, m, stderr); err != nil {
+		m.Close()
+		return nil, nil, fail(stderr, err)
+	}
+	return imgs, m, 0
+}
+
+// loadModel loads the model; on failure m is nil and code is the exit code.
+func (f *modelFlags) loadModel(ctx context.Context, fs *flag.FlagSet, stderr io.Writer) (m scene, code int) {
 	m, err := f.load(ctx, stderr)
 	if err != nil {
 		var ue usageErr
 		if errors.As(err, &ue) {
-			return nil, nil, usageError(fs, stderr, "%v", err)
+			return nil, usageError(fs, stderr, "%v", err)
 		}
-		return nil, nil, fail(stderr, err)
+		return nil, fail(stderr, err)
 	}
+	return m, 0
+}
+
+// decode decodes every input image for the loaded model m (see open), for commands that load the model
+// before they decide how to read the images (checkImages has read their headers).
+func (f *modelFlags) decode(inputs []string, m scene, stderr io.Writer) ([]image.Image, error) {
+	imgs, orient, err := decodeAll(inputs)
+	if err != nil {
+		return nil, err
+	}
+	return imgs, f.prepare(imgs, orient, inputs, m, stderr)
+}
+
+// decodeAll decodes the images as stored, with their Exif orientations.
+func decodeAll(inputs []string) ([]image.Image, []imgio.Orientation, error) {
+	imgs := make([]image.Image, len(inputs))
+	orient := make([]imgio.Orientation, len(inputs))
+	for i, p := range inputs {
+		var err error
+		if imgs[i], orient[i], err = imgio.DecodeWithOrientation(p); err != nil {
+			return nil, nil, err
+		}
+	}
+	return imgs, orient, nil
+}
+
+// prepare turns the images by their Exif orientation as -exif-rotate says and reads -cameras.
+func (f *modelFlags) prepare(imgs []image.Image, orient []imgio.Orientation, inputs []string, m scene, stderr io.Writer) error {
 	if f.exifRotate.set && f.exifRotate.value || !f.exifRotate.set && exifRotateByDefault(m.Config().Arch) {
 		for i := range imgs {
 			imgs[i] = imgio.Orient(imgs[i], orient[i])
@@ -275,11 +311,10 @@ func (f *modelFlags) open(ctx context.Context, fs *flag.FlagSet, inputs []string
 	if f.cameras != "" {
 		var err error
 		if f.given, err = loadCameras(f.cameras, inputs, imgs, stderr); err != nil {
-			m.Close()
-			return nil, nil, fail(stderr, err)
+			return err
 		}
 	}
-	return imgs, m, 0
+	return nil
 }
 
 // warnNonFinite tells the user that a result holds NaN or Inf values.

@@ -38,29 +38,63 @@ func Decode(path string) (image.Image, error) {
 // DecodeWithOrientation is Decode that also returns the JPEG's Exif orientation (1 for other formats and
 // for JPEGs without one), to be applied with Orient where wanted.
 func DecodeWithOrientation(path string) (image.Image, Orientation, error) {
+	data, err := readImageFile(path, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	return decode(data, path)
+}
+
+// DecodeHeader reads an image file's header as DecodeWithOrientation checks it, without decoding any
+// pixel: a file that it refuses for its header (not an image, an absurd size) is refused here with the
+// same error. Only the start of the file is read when the header is there (a long sequence's files need
+// not be read whole to be checked).
+func DecodeHeader(path string) (Header, error) {
+	const prefix = 256 << 10
+	data, err := readImageFile(path, prefix)
+	if err != nil {
+		return Header{}, err
+	}
+	hd, err := DecodeHeaderBytes(data, path)
+	if err != nil && len(data) == prefix {
+		if data, err = readImageFile(path, 0); err != nil {
+			return Header{}, err
+		}
+		hd, err = DecodeHeaderBytes(data, path)
+	}
+	return hd, err
+}
+
+// readImageFile reads an input image file, a regular, non-empty file of at most jpeg.MaxFileSize bytes:
+// all of it, or its first limit bytes when limit > 0.
+func readImageFile(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, 0, fmt.Errorf("open image: %w", err)
+		return nil, fmt.Errorf("open image: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, 0, fmt.Errorf("stat image %s: %w", path, err)
+		return nil, fmt.Errorf("stat image %s: %w", path, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, 0, fmt.Errorf("image %s: not a regular file", path)
+		return nil, fmt.Errorf("image %s: not a regular file", path)
 	}
 	if st.Size() == 0 {
-		return nil, 0, fmt.Errorf("image %s: empty file", path)
+		return nil, fmt.Errorf("image %s: empty file", path)
 	}
 	if st.Size() > jpeg.MaxFileSize {
-		return nil, 0, fmt.Errorf("image %s: file larger than %d bytes", path, jpeg.MaxFileSize)
+		return nil, fmt.Errorf("image %s: file larger than %d bytes", path, jpeg.MaxFileSize)
 	}
-	data, err := io.ReadAll(f)
+	var r io.Reader = f
+	if limit > 0 {
+		r = io.LimitReader(f, limit)
+	}
+	data, err := io.ReadAll(r)
 	if err != nil {
-		return nil, 0, fmt.Errorf("read image %s: %w", path, err)
+		return nil, fmt.Errorf("read image %s: %w", path, err)
 	}
-	return decode(data, path)
+	return data, nil
 }
 
 // DecodeBytes decodes an image held in memory exactly as DecodeWithOrientation decodes a file; name labels
