@@ -1,0 +1,268 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/da3-go/da3-go/export"
+)
+
+// TestMain lets a test run the CLI in a child process (runChild): its peak RSS is then the command's own.
+func TestMain(m *testing.M) {
+	if args := os.Getenv("DA3_GO_CLI_CHILD"); args != "" {
+		var argv []string
+		if err := json.Unmarshal([]byte(args), &argv); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		code := run(context.Background(), argv, os.Stdout, os.Stderr)
+		if b, err := os.ReadFile("/proc/self/status"); err == nil {
+			if m := regexp.MustCompile(`VmHWM:\s+(\d+) kB`).FindSubmatch(b); m != nil {
+				fmt.Fprintf(os.Stderr, "child-peak-rss-kb %s\n", m[1])
+			}
+		}
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// runChild runs the CLI in a child process and returns its exit code, stderr and peak RSS in bytes (0
+// where /proc is missing).
+func runChild(t *testing.T, args ...string) (code int, stderr string, peak int64) {
+	t.Helper()
+	js, err := json.Marshal(args)
+	require.NoError(t, err)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "DA3_GO_CLI_CHILD="+string(js))
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	if m := regexp.MustCompile(`child-peak-rss-kb (\d+)`).FindStringSubmatch(e.String()); m != nil {
+		kb, _ := strconv.ParseInt(m[1], 10, 64)
+		peak = kb << 10
+	}
+	return code, e.String(), peak
+}
+
+// writeFrames writes n w×h PNG frames of a pattern that moves from frame to frame.
+func writeFrames(t testing.TB, dir string, n, w, h int) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	for i := range n {
+		for y := range h {
+			for x := range w {
+				img.SetNRGBA(x, y, color.NRGBA{uint8(3*x + 2*i), uint8(5*y - i), uint8((x*y)/7 + 3*i), 255})
+			}
+		}
+		var b bytes.Buffer
+		require.NoError(t, (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&b, img))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("%05d.png", i)), b.Bytes(), 0o644))
+	}
+}
+
+// TestReconstructStream: a streamed run writes every merged output: one camera per frame under the frame's
+// name, a cloud capped by -max-points, NPZ stacking all frames; the windows' files go once it is done.
+func TestReconstructStream(t *testing.T) {
+	m := tinyDA3(t)
+	in := filepath.Join(t.TempDir(), "frames")
+	writeFrames(t, in, 23, 64, 48)
+	out := filepath.Join(t.TempDir(), "scene")
+	code, stdout, stderr := runCLI("reconstruct", "-model", m, "-threads", "1", "-process-res", "56", "-stream", "-window", "8", "-overlap", "2",
+		"-format", "glb,ply,colmap,npz,mini_npz,depth_vis", "-max-points", "5000", "-o", out, in)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "streaming 23 frames in 4 windows of 8 (overlap 2), head chunks of 8 (-stream)")
+	for _, f := range []string{"scene.glb", "scene.ply", "cameras.bin", "images.bin", "points3D.bin", "exports/npz/results.npz",
+		"exports/mini_npz/results.npz", "depth_vis/0000.jpg", "depth_vis/0022.jpg"} {
+		assert.FileExists(t, filepath.Join(out, f))
+		assert.Contains(t, stdout, filepath.Join(out, f))
+	}
+	assert.NoDirExists(t, filepath.Join(out, "stream"), "windows removed once merged")
+	sparse, err := export.ReadCOLMAP(out)
+	require.NoError(t, err)
+	require.Len(t, sparse.Images, 23)
+	for i, im := range sparse.Images {
+		assert.Equal(t, fmt.Sprintf("%05d.png", i), im.Name)
+	}
+	assert.Len(t, sparse.Points, 5000, "COLMAP of a streamed run is capped by -max-points")
+	ply, err := os.ReadFile(filepath.Join(out, "scene.ply"))
+	require.NoError(t, err)
+	assert.Contains(t, string(ply[:200]), "element vertex 5000\n")
+	assertNoTempFiles(t, out)
+
+	// -keep-windows keeps them; a second run resumes every window.
+	out2 := filepath.Join(t.TempDir(), "scene")
+	args := []string{"reconstruct", "-model", m, "-threads", "1", "-process-res", "56", "-stream", "-window", "8", "-overlap", "2",
+		"-format", "ply", "-max-points", "5000", "-keep-windows", "-o", out2, in}
+	code, _, stderr = runCLI(args...)
+	require.Equal(t, 0, code, stderr)
+	assert.FileExists(t, filepath.Join(out2, "stream", "window-00003.npz"))
+	code, _, stderr = runCLI(args...)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "resumed 4 of 4 windows")
+	again, err := os.ReadFile(filepath.Join(out2, "scene.ply"))
+	require.NoError(t, err)
+	assert.Equal(t, ply, again, "the same merged cloud from resumed windows")
+
+	// Other settings in the same directory are refused until -restart.
+	other := append(append([]string{}, args[:len(args)-1]...), "-process-res", "70", in)
+	code, _, stderr = runCLI(other...)
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, stderr, "holds the windows of another run")
+	assert.Contains(t, stderr, "process-res=56")
+	code, _, stderr = runCLI(append(append([]string{}, other[:len(other)-1]...), "-restart", in)...)
+	assert.Equal(t, exitOK, code, stderr)
+}
+
+// TestReconstructStreamResumesAfterInterrupt: a run cancelled after its second window keeps its finished
+// windows; the same command then runs only the rest, and writes the outputs an uninterrupted run writes.
+func TestReconstructStreamResumesAfterInterrupt(t *testing.T) {
+	m := tinyDA3(t)
+	in := filepath.Join(t.TempDir(), "frames")
+	writeFrames(t, in, 30, 64, 48)
+	out := filepath.Join(t.TempDir(), "scene")
+	args := []string{"reconstruct", "-model", m, "-threads", "1", "-process-res", "56", "-stream", "-window", "6", "-overlap", "2",
+		"-format", "ply,npz", "-o", out, in}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		var o, e bytes.Buffer
+		done <- run(ctx, args, &o, &e)
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := os.Stat(filepath.Join(out, "stream", "window-00001.npz")); err == nil {
+			cancel()
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no window written")
+		time.Sleep(time.Millisecond)
+	}
+	code := <-done
+	if code == exitOK {
+		t.Skip("the run finished before it could be interrupted")
+	}
+	assert.Equal(t, exitInterrupted, code)
+	kept, _ := filepath.Glob(filepath.Join(out, "stream", "window-*.npz"))
+	require.GreaterOrEqual(t, len(kept), 2)
+	require.Less(t, len(kept), 7)
+	code, _, stderr := runCLI(args...)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stderr, fmt.Sprintf("resumed %d of 7 windows", len(kept)))
+
+	whole := filepath.Join(t.TempDir(), "scene")
+	code, _, stderr = runCLI(append(args[:len(args)-3:len(args)-3], "-o", whole, in)...)
+	require.Equal(t, exitOK, code, stderr)
+	for _, f := range []string{"scene.ply", "exports/npz/results.npz"} {
+		a, err := os.ReadFile(filepath.Join(out, f))
+		require.NoError(t, err)
+		b, err := os.ReadFile(filepath.Join(whole, f))
+		require.NoError(t, err)
+		assert.Equal(t, b, a, "%s: interrupted and resumed = uninterrupted", f)
+	}
+}
+
+// TestDepthStream: depth -stream writes every frame's maps, in one scale across windows.
+func TestDepthStream(t *testing.T) {
+	m := tinyDA3(t)
+	in := filepath.Join(t.TempDir(), "frames")
+	writeFrames(t, in, 13, 64, 48)
+	out := t.TempDir()
+	code, stdout, stderr := runCLI("depth", "-model", m, "-threads", "1", "-process-res", "56", "-stream", "-window", "6", "-overlap", "2",
+		"-format", "npy", "-conf", "-o", out, in)
+	require.Equal(t, 0, code, stderr)
+	for i := range 13 {
+		for _, k := range []string{"depth", "conf"} {
+			p := filepath.Join(out, fmt.Sprintf("%05d_%s.npy", i, k))
+			assert.FileExists(t, p)
+			assert.Contains(t, stdout, p)
+		}
+	}
+	d := readNPYFloats(t, filepath.Join(out, "00012_depth.npy"))
+	assert.Len(t, d, 64*48, "maps at the image size")
+	assert.NoDirExists(t, filepath.Join(out, "stream"))
+
+	// Errors: flags that exclude each other, models that cannot stream.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-stream", "-no-stream"}, "exclude each other"},
+		{[]string{"-stream", "-independent"}, "drop -independent"},
+		{[]string{"-window", "4", "-overlap", "4"}, "must be less than -window"},
+		{[]string{"-window", "1"}, "2 or more"},
+	} {
+		code, _, stderr := runCLI(append(append([]string{"depth", "-model", m}, tc.args...), in)...)
+		assert.Equal(t, exitUsage, code, "%v", tc.args)
+		assert.Contains(t, stderr, tc.want)
+	}
+	code, _, stderr = runCLI("depth", "-model", tinyDA2(t), "-stream", "-o", out, in)
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, stderr, "-stream needs several images run as one scene")
+}
+
+// TestStreamMemoryFlat measures the peak RSS of streamed runs of 20 and 200 frames (320×240 PNGs, the tiny
+// model at 56 px, clouds capped at 20000 points) in child processes: the longer run may not hold more than
+// a few MiB more. Decoding every frame up front, as a one-scene run does, would add 200 × 300 KiB = 59 MiB.
+func TestStreamMemoryFlat(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("peak RSS is read from /proc")
+	}
+	m := tinyDA3(t)
+	peaks := map[int]int64{}
+	for _, n := range []int{20, 200} {
+		in := filepath.Join(t.TempDir(), "frames")
+		writeFrames(t, in, n, 320, 240)
+		out := filepath.Join(t.TempDir(), "scene")
+		code, stderr, peak := runChild(t, "reconstruct", "-model", m, "-threads", "1", "-process-res", "56", "-stream", "-window", "8", "-overlap", "2",
+			"-format", "glb,ply,colmap,npz", "-max-points", "20000", "-quiet", "-o", out, in)
+		require.Equal(t, 0, code, stderr)
+		require.Positive(t, peak)
+		peaks[n] = peak
+	}
+	t.Logf("peak RSS: 20 frames %.1f MiB, 200 frames %.1f MiB", float64(peaks[20])/(1<<20), float64(peaks[200])/(1<<20))
+	assert.Less(t, peaks[200]-peaks[20], int64(12<<20), "peak RSS grows with the number of frames")
+}
+
+// TestStream1000Frames: a 1000-frame sequence through the tiny model, streamed, every merged output. One
+// thread: on a loaded 2-core machine the tiny graphs' many small ops make two threads wait on each other
+// at every op (ggml's barrier), 20 times slower than one thread.
+func TestStream1000Frames(t *testing.T) {
+	m := tinyDA3(t)
+	in := filepath.Join(t.TempDir(), "frames")
+	writeFrames(t, in, 1000, 64, 48)
+	out := filepath.Join(t.TempDir(), "scene")
+	start := time.Now()
+	code, stdout, stderr := runCLI("reconstruct", "-model", m, "-threads", "1", "-process-res", "56", "-stream", "-window", "16", "-overlap", "4",
+		"-format", "glb,colmap,npz", "-max-points", "100000", "-o", out, in)
+	require.Equal(t, 0, code, stderr)
+	t.Logf("1000 frames: %.1f s (%s)", time.Since(start).Seconds(), strings.TrimSpace(strings.Split(stderr, "\n")[0]))
+	assert.Contains(t, stdout, "scene.glb")
+	sparse, err := export.ReadCOLMAP(out)
+	require.NoError(t, err)
+	assert.Len(t, sparse.Images, 1000)
+	assert.Len(t, sparse.Points, 100000)
+}
