@@ -33,9 +33,9 @@ import (
 const storeVersion = 1
 
 type windowMeta struct {
-	Version int           `json:"version"`
-	Window  Window        `json:"window"`
-	Frames  []string      `json:"frames"`
+	Version int      `json:"version"`
+	Window  Window   `json:"window"`
+	Frames  []string `json:"frames"`
 	ToWorld sim3JSON `json:"to_world"`
 	// Align describes the alignment to the previous window (none for window 0).
 	Align *alignMeta `json:"align,omitempty"`
