@@ -348,6 +348,9 @@ func readWindow(path string) (*storedWindow, error) {
 // aligned returns a window's result of one of its views moved into the run's world frame: depth scaled by
 // the window's scale, the camera moved by its transform. The maps are copies when the scale is not 1.
 func aligned(r model.Result, toWorld Sim3) model.Result {
+	if toWorld == Identity() {
+		return r // window 0: the run's frame, untouched
+	}
 	if toWorld.S != 1 {
 		d := make([]float32, len(r.Depth))
 		s := float32(toWorld.S)
