@@ -281,22 +281,7 @@ func (r *reservoir) cloud() *PointCloud {
 		idx[i] = i
 	}
 	slices.SortFunc(idx, func(a, b int) int { return r.order[a] - r.order[b] })
-	src := r.pc
-	out := &PointCloud{Points: make([]float32, 0, len(src.Points)), Colors: make([]uint8, 0, len(src.Colors)),
-		View: make([]int32, 0, len(idx)), Pixel: make([]int32, 0, len(idx))}
-	if src.Conf != nil {
-		out.Conf = make([]float32, 0, len(idx))
-	}
-	for _, i := range idx {
-		out.Points = append(out.Points, src.Points[3*i:3*i+3]...)
-		out.Colors = append(out.Colors, src.Colors[3*i:3*i+3]...)
-		if src.Conf != nil {
-			out.Conf = append(out.Conf, src.Conf[i])
-		}
-		out.View = append(out.View, src.View[i])
-		out.Pixel = append(out.Pixel, src.Pixel[i])
-	}
-	return out
+	return r.pc.pick(idx)
 }
 
 // Subsample returns at most n points chosen uniformly without replacement (seeded, so runs are
@@ -310,6 +295,12 @@ func (pc *PointCloud) Subsample(n int, seed uint64) *PointCloud {
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	idx := r.Perm(total)[:n]
 	slices.Sort(idx)
+	return pc.pick(idx)
+}
+
+// pick returns the points idx, in that order, with pc's threshold.
+func (pc *PointCloud) pick(idx []int) *PointCloud {
+	n := len(idx)
 	out := &PointCloud{Threshold: pc.Threshold, Points: make([]float32, 0, 3*n), Colors: make([]uint8, 0, 3*n),
 		View: make([]int32, 0, n), Pixel: make([]int32, 0, n)}
 	if pc.Conf != nil {

@@ -171,20 +171,15 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return nil
 	}
 	asScene := (cfg.Arch == model.DA3 || isNested) && !f.independent
-	if asScene && len(inputs) > 1 {
-		lay, err := f.streamFlags.choose(len(inputs), opt.ChunkSize, flagGiven(fs, "chunk-size"), memoryFit(m, opt, size.X, size.Y))
-		if err != nil {
+	lay, err := f.streamFlags.layoutFor(fs, m, len(inputs), asScene, size, &opt)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if lay.stream {
+		if err := f.depthStreamed(ctx, m, in, lay, opt, stderr, write); err != nil {
 			return fail(stderr, err)
 		}
-		opt.ChunkSize = lay.chunk
-		if lay.stream {
-			if err := f.depthStreamed(ctx, m, in, lay, opt, stderr, write); err != nil {
-				return fail(stderr, err)
-			}
-			return exitOK
-		}
-	} else if f.stream {
-		return fail(stderr, fmt.Errorf("-stream needs several images run as one scene by a DA3 any-view or nested model (%q is a %s model)", cfg.Name, cfg.Arch))
+		return exitOK
 	}
 	imgs, err := f.modelFlags.decode(in.paths, m, stderr)
 	if err != nil {

@@ -204,20 +204,15 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	w := sceneWriter{f: &f, formats: formats, stdout: stdout, intrinsics: k}
 	asScene := !f.independent && cfg.Arch == model.DA3
-	if asScene && len(in.paths) > 1 {
-		lay, err := f.streamFlags.choose(len(in.paths), opt.ChunkSize, flagGiven(fs, "chunk-size"), memoryFit(m, opt, size.X, size.Y))
-		if err != nil {
+	lay, err := f.streamFlags.layoutFor(fs, m, len(in.paths), asScene, size, &opt)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if lay.stream {
+		if err := f.reconstructStreamed(ctx, m, &w, in.paths, names, lay, opt, stderr); err != nil {
 			return fail(stderr, err)
 		}
-		opt.ChunkSize = lay.chunk
-		if lay.stream {
-			if err := f.reconstructStreamed(ctx, m, &w, in.paths, names, lay, opt, stderr); err != nil {
-				return fail(stderr, err)
-			}
-			return exitOK
-		}
-	} else if f.stream {
-		return fail(stderr, fmt.Errorf("-stream needs several images run as one scene by a DA3 any-view or nested model (%q is a %s model)", cfg.Name, cfg.Arch))
+		return exitOK
 	}
 	imgs, err := f.modelFlags.decode(in.paths, m, stderr)
 	if err != nil {

@@ -25,8 +25,12 @@ type streamFlags struct {
 }
 
 // maxAutoWindow caps the window chosen from the memory available: past it a window costs more per frame
-// (global attention over all its views) than the overlap it saves.
-const maxAutoWindow = 32
+// (global attention over all its views) than the overlap it saves. defaultWindow is the window when
+// there is no memory estimate.
+const (
+	maxAutoWindow = 32
+	defaultWindow = 16
+)
 
 func (f *streamFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.stream, "stream", false, "run the frames in overlapping windows, each window one scene, aligned into one world frame and scale (Sim(3) on the shared frames); "+
@@ -109,18 +113,18 @@ func (f *streamFlags) choose(n, chunk int, chunkSet bool, fit fitFunc) (layout, 
 			return layout{}, err
 		}
 		// Too large for one scene: windows.
-		lay, err2 := f.windows(n, bestChunk, overlap)
+		lay, err2 := f.windows(n, fit != nil, bestChunk, overlap)
 		lay.why = fmt.Sprintf("one scene of %d frames %v", n, err)
 		return lay, err2
 	}
-	lay, err := f.windows(n, bestChunk, overlap)
+	lay, err := f.windows(n, fit != nil, bestChunk, overlap)
 	lay.why = "-stream"
 	return lay, err
 }
 
 // windows picks the window: -window, else the largest that fits (binary search; memory grows with the
-// window), at most maxAutoWindow and n.
-func (f *streamFlags) windows(n int, bestChunk func(int) (int, error), overlap func(int) int) (layout, error) {
+// window), at most maxAutoWindow and n; without an estimate (estimated false) defaultWindow.
+func (f *streamFlags) windows(n int, estimated bool, bestChunk func(int) (int, error), overlap func(int) int) (layout, error) {
 	if f.window > 0 {
 		w := min(f.window, n)
 		c, err := bestChunk(w)
@@ -129,9 +133,9 @@ func (f *streamFlags) windows(n int, bestChunk func(int) (int, error), overlap f
 		}
 		return layout{stream: true, window: w, overlap: min(overlap(w), w-1), chunk: c}, nil
 	}
-	hi := min(n, maxAutoWindow)
-	if hi < 2 {
-		hi = 2
+	hi := max(2, min(n, maxAutoWindow))
+	if !estimated {
+		hi = max(2, min(n, defaultWindow))
 	}
 	c, err := bestChunk(hi)
 	if err == nil {
@@ -158,6 +162,25 @@ func (f *streamFlags) windows(n int, bestChunk func(int) (int, error), overlap f
 		}
 	}
 	return layout{stream: true, window: best, overlap: min(overlap(best), best-1), chunk: bestC}, nil
+}
+
+// layoutFor chooses how a command runs its n inputs (asScene: several images of one scene for a DA3
+// any-view or nested model) and sets the head chunk size on opt. -stream on inputs that are not one
+// scene is an error.
+func (f *streamFlags) layoutFor(fs *flag.FlagSet, m scene, n int, asScene bool, size image.Point, opt *model.RunOptions) (layout, error) {
+	if !asScene || n < 2 {
+		if f.stream {
+			cfg := m.Config()
+			return layout{}, fmt.Errorf("-stream needs several images run as one scene by a DA3 any-view or nested model (%q is a %s model)", cfg.Name, cfg.Arch)
+		}
+		return layout{chunk: opt.ChunkSize}, nil
+	}
+	lay, err := f.choose(n, opt.ChunkSize, flagGiven(fs, "chunk-size"), memoryFit(m, *opt, size.X, size.Y))
+	if err != nil {
+		return lay, err
+	}
+	opt.ChunkSize = lay.chunk
+	return lay, nil
 }
 
 // describe is the log line of a streaming layout.

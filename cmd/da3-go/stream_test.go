@@ -266,3 +266,51 @@ func TestStream1000Frames(t *testing.T) {
 	assert.Len(t, sparse.Images, 1000)
 	assert.Len(t, sparse.Points, 100000)
 }
+
+// TestChooseLayout: the layout from a memory model need = 100 + 10·views + 30·chunk (MiB) against a
+// budget.
+func TestChooseLayout(t *testing.T) {
+	fitUnder := func(budget int) fitFunc {
+		return func(views, chunk int) error {
+			if need := 100 + 10*views + 30*chunk; need > budget {
+				return fmt.Errorf("%d views need %d MiB, %d free: %w", views, need, budget, errNoFit)
+			}
+			return nil
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		flags    streamFlags
+		n, chunk int
+		chunkSet bool
+		fit      fitFunc
+		want     layout
+		err      string
+	}{
+		{"fits whole", streamFlags{}, 20, 8, false, fitUnder(1000), layout{chunk: 8}, ""},
+		{"smaller head chunk", streamFlags{}, 20, 8, false, fitUnder(400), layout{chunk: 3}, ""},
+		{"fixed chunk does not fit: windows", streamFlags{}, 20, 8, true, fitUnder(400), layout{stream: true, window: 7, overlap: 1, chunk: 7}, ""},
+		{"windows", streamFlags{}, 100, 8, false, fitUnder(600), layout{stream: true, window: 32, overlap: 8, chunk: 6}, ""},
+		{"largest window that fits", streamFlags{}, 100, 8, false, fitUnder(350), layout{stream: true, window: 22, overlap: 5, chunk: 1}, ""},
+		{"no-stream refuses", streamFlags{noStream: true}, 100, 8, false, fitUnder(350), layout{}, "-no-stream: 100 views need 1130 MiB, 350 free"},
+		{"-stream fits whole", streamFlags{stream: true}, 20, 8, false, fitUnder(1000), layout{stream: true, window: 20, overlap: 5, chunk: 8}, ""},
+		{"-window", streamFlags{stream: true, window: 10, overlap: 3}, 100, 8, false, fitUnder(1000), layout{stream: true, window: 10, overlap: 3, chunk: 8}, ""},
+		{"-window too large", streamFlags{stream: true, window: 40}, 100, 8, true, fitUnder(500), layout{}, "-window 40: 40 views need 740 MiB"},
+		{"nothing fits", streamFlags{}, 100, 8, false, fitUnder(100), layout{}, "even windows of 2 frames do not fit"},
+		{"no estimate: whole", streamFlags{}, 300, 8, false, nil, layout{chunk: 8}, ""},
+		{"no estimate: -stream", streamFlags{stream: true}, 300, 8, false, nil, layout{stream: true, window: 16, overlap: 4, chunk: 8}, ""},
+		{"estimate fails", streamFlags{}, 30, 8, false, func(int, int) error { return errors.New("planning failed") }, layout{}, "planning failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.flags.choose(tc.n, tc.chunk, tc.chunkSet, tc.fit)
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			got.why = ""
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}

@@ -266,56 +266,28 @@ func readWindow(path string) (*storedWindow, error) {
 		}
 		return data, nil
 	}
-	f32 := func(name string, want ...int) ([]float32, error) {
-		d, err := read(name, want)
-		if err != nil {
-			return nil, err
-		}
-		if x, ok := d.([]float32); ok {
-			return x, nil
-		}
-		return nil, fmt.Errorf("window file %s: %s is not float32", path, name)
-	}
-	f64 := func(name string, want ...int) ([]float64, error) {
-		d, err := read(name, want)
-		if err != nil {
-			return nil, err
-		}
-		if x, ok := d.([]float64); ok {
-			return x, nil
-		}
-		return nil, fmt.Errorf("window file %s: %s is not float64", path, name)
-	}
 	var errs []error
-	get32 := func(ok bool, name string, want ...int) []float32 {
+	get := func(ok bool, name string, want ...int) any {
 		if !ok {
 			return nil
 		}
-		x, err := f32(name, want...)
+		d, err := read(name, want)
 		errs = append(errs, err)
-		return x
+		return d
 	}
-	depth := get32(true, "depth", V, H, W)
-	conf := get32(m.Conf, "conf", V, H, W)
-	sky := get32(m.Sky, "sky", V, H, W)
-	penc := get32(true, "pose_encoding", V, 9)
-	ext, err1 := f64("extrinsics", V, 3, 4)
-	ixt, err2 := f64("intrinsics", V, 3, 3)
-	ixo, err3 := f64("intrinsics_original", V, 3, 3)
-	errs = append(errs, err1, err2, err3)
-	var rgb []uint8
-	if m.RGB {
-		d, err := read("image", []int{V, H, W, 3})
-		errs = append(errs, err)
-		if err == nil {
-			var ok bool
-			if rgb, ok = d.([]uint8); !ok {
-				errs = append(errs, fmt.Errorf("window file %s: image is not uint8", path))
-			}
-		}
-	}
+	depth, ok1 := get(true, "depth", V, H, W).([]float32)
+	conf, ok2 := get(m.Conf, "conf", V, H, W).([]float32)
+	sky, ok3 := get(m.Sky, "sky", V, H, W).([]float32)
+	penc, ok4 := get(true, "pose_encoding", V, 9).([]float32)
+	ext, ok5 := get(true, "extrinsics", V, 3, 4).([]float64)
+	ixt, ok6 := get(true, "intrinsics", V, 3, 3).([]float64)
+	ixo, ok7 := get(true, "intrinsics_original", V, 3, 3).([]float64)
+	rgb, ok8 := get(m.RGB, "image", V, H, W, 3).([]uint8)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	if !ok1 || !ok2 && m.Conf || !ok3 && m.Sky || !ok4 || !ok5 || !ok6 || !ok7 || !ok8 && m.RGB {
+		return nil, fmt.Errorf("window file %s: an array has the wrong type (depth, conf, sky, pose_encoding float32; cameras float64; image uint8)", path)
 	}
 	n := W * H
 	out := &storedWindow{meta: m, toWorld: s, results: make([]model.Result, V)}
