@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/da3-go/da3-go/internal/imgio"
 )
@@ -109,12 +110,13 @@ func encodeNPZ(w io.Writer, src ViewSource, mini bool) error {
 	if mini {
 		decimals = 8
 	}
+	var scratch []float32 // written out before the next view is rounded
 	rounded := func(m []float32, d int) []float32 {
-		out := make([]float32, len(m))
+		scratch = slices.Grow(scratch[:0], len(m))[:len(m)]
 		for i, x := range m {
-			out[i] = round32(x, d)
+			scratch[i] = round32(x, d)
 		}
-		return out
+		return scratch
 	}
 	type spec struct {
 		name  string

@@ -14,6 +14,12 @@ import (
 // returns its data ([]float32, []float64 or []uint8) and shape. Arrays of more than maxElems values are
 // refused before anything is allocated, as are malformed headers and short data: the input is untrusted.
 func DecodeNPY(r io.Reader, maxElems int) (data any, shape []int, err error) {
+	return DecodeNPYReuse(r, maxElems, nil)
+}
+
+// DecodeNPYReuse is DecodeNPY that decodes into reuse (a slice of the array's type with enough capacity)
+// instead of allocating, for readers of many arrays of one size.
+func DecodeNPYReuse(r io.Reader, maxElems int, reuse any) (data any, shape []int, err error) {
 	var pre [10]byte
 	if _, err := io.ReadFull(r, pre[:8]); err != nil {
 		return nil, nil, fmt.Errorf("npy: %w", noEOF(err))
@@ -65,26 +71,50 @@ func DecodeNPY(r io.Reader, maxElems int) (data any, shape []int, err error) {
 	if size == 0 {
 		return nil, nil, fmt.Errorf("npy: unsupported dtype %q (float32, float64 or uint8)", descr)
 	}
-	raw := make([]byte, n*size)
-	if _, err := io.ReadFull(r, raw); err != nil {
-		return nil, nil, fmt.Errorf("npy: data of shape %v: %w", shape, noEOF(err))
-	}
-	switch size {
-	case 1:
+	if size == 1 {
+		raw, ok := reuse.([]uint8)
+		if !ok || raw == nil || cap(raw) < n {
+			raw = make([]byte, n)
+		}
+		raw = raw[:n]
+		if _, err := io.ReadFull(r, raw); err != nil {
+			return nil, nil, fmt.Errorf("npy: data of shape %v: %w", shape, noEOF(err))
+		}
 		return raw, shape, nil
-	case 4:
-		out := make([]float32, n)
-		for i := range out {
-			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		}
-		return out, shape, nil
-	default:
-		out := make([]float64, n)
-		for i := range out {
-			out[i] = math.Float64frombits(binary.LittleEndian.Uint64(raw[8*i:]))
-		}
-		return out, shape, nil
 	}
+	// Converted a chunk at a time: no second copy of the array as bytes.
+	buf := make([]byte, size*min(n, 1<<14))
+	var f32 []float32
+	var f64 []float64
+	if size == 4 {
+		if f32, _ = reuse.([]float32); f32 == nil || cap(f32) < n {
+			f32 = make([]float32, n)
+		}
+		f32 = f32[:n]
+	} else {
+		if f64, _ = reuse.([]float64); f64 == nil || cap(f64) < n {
+			f64 = make([]float64, n)
+		}
+		f64 = f64[:n]
+	}
+	for i := 0; i < n; {
+		k := min(n-i, len(buf)/size)
+		if _, err := io.ReadFull(r, buf[:k*size]); err != nil {
+			return nil, nil, fmt.Errorf("npy: data of shape %v: %w", shape, noEOF(err))
+		}
+		for j := range k {
+			if size == 4 {
+				f32[i+j] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*j:]))
+			} else {
+				f64[i+j] = math.Float64frombits(binary.LittleEndian.Uint64(buf[8*j:]))
+			}
+		}
+		i += k
+	}
+	if size == 4 {
+		return f32, shape, nil
+	}
+	return f64, shape, nil
 }
 
 // noEOF turns a bare EOF into ErrUnexpectedEOF: a .npy file never ends where a read starts.

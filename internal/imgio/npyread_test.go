@@ -2,6 +2,10 @@ package imgio
 
 import (
 	"bytes"
+	"image"
+	"image/png"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -64,4 +68,45 @@ func TestDecodeNPYRefusesBadInput(t *testing.T) {
 	huge := append([]byte{0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, byte(len(hdr)), 0}, hdr...)
 	_, _, err := DecodeNPY(bytes.NewReader(huge), 1<<30)
 	assert.ErrorContains(t, err, "exceeds")
+}
+
+// TestDecodeHeader: the header as Decode reads it, from files of every size, and Decode's errors.
+func TestDecodeHeader(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{8, 600} { // a small file and one larger than the 256 KiB read first
+		img := image.NewNRGBA(image.Rect(0, 0, n, n/2))
+		for i := range img.Pix {
+			img.Pix[i] = uint8(i * 7919 % 251) // incompressible enough
+		}
+		p := filepath.Join(dir, "a.png")
+		var b bytes.Buffer
+		require.NoError(t, png.Encode(&b, img))
+		require.NoError(t, os.WriteFile(p, b.Bytes(), 0o644))
+		hd, err := DecodeHeader(p)
+		require.NoError(t, err)
+		assert.Equal(t, Header{Width: n, Height: n / 2, Format: "png", Orientation: OrientNormal}, hd)
+	}
+	bad := filepath.Join(dir, "bad.png")
+	require.NoError(t, os.WriteFile(bad, bytes.Repeat([]byte("not an image "), 30000), 0o644))
+	_, err := DecodeHeader(bad)
+	assert.ErrorContains(t, err, "unknown format")
+	_, err = DecodeHeader(filepath.Join(dir, "missing.png"))
+	assert.Error(t, err)
+}
+
+func TestDecodeNPYReuse(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, EncodeNPY(&b, []float32{1, 2, 3}, 3))
+	buf := make([]float32, 5)
+	got, _, err := DecodeNPYReuse(bytes.NewReader(b.Bytes()), 10, buf)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{1, 2, 3}, got)
+	assert.Same(t, &buf[0], &got.([]float32)[0], "decoded into the buffer given")
+	small := make([]float32, 2)
+	got, _, err = DecodeNPYReuse(bytes.NewReader(b.Bytes()), 10, small)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{1, 2, 3}, got, "a buffer too small is not used")
+	got, _, err = DecodeNPYReuse(bytes.NewReader(b.Bytes()), 10, []float64{0, 0, 0})
+	require.NoError(t, err)
+	assert.Equal(t, []float32{1, 2, 3}, got, "nor one of another type")
 }

@@ -15,8 +15,10 @@ import (
 // Reconstruction is a finished streamed run read back from its directory: every frame's result in the
 // run's world frame (that of window 0) and scale, each taken from the window that owns it
 // (Window.OwnStart–OwnEnd). It reads one window file at a time and keeps the last one read, so reading
-// the frames in order reads each file once. It is an export.ViewSource: the export writers' ...From
-// functions write the merged scene from it. Not safe for concurrent use.
+// the frames in order reads each file once; the next window is decoded into the same buffers, so the
+// maps of a Result or View are valid until a call reads another window (copy them to keep them). It is
+// an export.ViewSource: the export writers' ...From functions write the merged scene from it. Not safe for
+// concurrent use.
 type Reconstruction struct {
 	dir     string
 	man     manifest
@@ -87,10 +89,18 @@ func (r *Reconstruction) window(w int) (*storedWindow, error) {
 	if r.cached != nil && r.cached.meta.Window.Index == w {
 		return r.cached, nil
 	}
+	var reuse map[string]any
+	if r.cached != nil {
+		reuse = r.cached.arrays
+	}
 	r.cached = nil
-	sw, err := readWindow(windowPath(r.dir, w))
+	sw, err := readWindow(windowPath(r.dir, w), reuse)
 	if err != nil {
 		return nil, err
+	}
+	// Into the run's frame once, in place.
+	for i := range sw.results {
+		sw.results[i] = alignInPlace(sw.results[i], r.toWorld[w])
 	}
 	r.cached = sw
 	return sw, nil
@@ -98,7 +108,7 @@ func (r *Reconstruction) window(w int) (*storedWindow, error) {
 
 // Result returns frame i's result in the run's world frame: its owning window's result with the depth
 // scaled and the camera moved by the window's transform (Camera.PoseEncoding stays the window's raw
-// output). Maps are at the processed size.
+// output). Maps are at the processed size, valid until a call reads another window.
 func (r *Reconstruction) Result(i int) (model.Result, error) {
 	if i < 0 || i >= r.Len() {
 		return model.Result{}, fmt.Errorf("stream: frame %d of %d", i, r.Len())
@@ -108,7 +118,7 @@ func (r *Reconstruction) Result(i int) (model.Result, error) {
 	if err != nil {
 		return model.Result{}, err
 	}
-	return aligned(sw.results[i-sw.meta.Window.Start], r.toWorld[w]), nil
+	return sw.results[i-sw.meta.Window.Start], nil
 }
 
 // View returns frame i as an export view (see Result).

@@ -110,9 +110,6 @@ func writeWindow(dir string, w Window, names []string, toWorld Sim3, st *AlignSt
 	}
 	n := W * H
 	V := len(res)
-	var depth, conf, sky, penc []float32
-	var rgb []uint8
-	var ext, ixt, ixo []float64
 	for i := range res {
 		r := &res[i]
 		if r.Width != W || r.Height != H || len(r.Depth) != n {
@@ -125,18 +122,6 @@ func writeWindow(dir string, w Window, names []string, toWorld Sim3, st *AlignSt
 			(r.Conf != nil && len(r.Conf) != n) || (r.Sky != nil && len(r.Sky) != n) || (r.RGB != nil && len(r.RGB) != 3*n) {
 			return fmt.Errorf("window %d: view %d (%s) has other maps than view 0", w.Index, i, names[i])
 		}
-		depth = append(depth, r.Depth...)
-		conf = append(conf, r.Conf...)
-		sky = append(sky, r.Sky...)
-		rgb = append(rgb, r.RGB...)
-		penc = append(penc, r.Camera.PoseEncoding[:]...)
-		for _, row := range r.Camera.Extrinsics {
-			ext = append(ext, row[:]...)
-		}
-		for k := range 3 {
-			ixt = append(ixt, r.Camera.Intrinsics[k][:]...)
-			ixo = append(ixo, r.Camera.IntrinsicsOriginal[k][:]...)
-		}
 		meta.Views = append(meta.Views, viewMeta{ProcessedWidth: r.ProcessedWidth, ProcessedHeight: r.ProcessedHeight,
 			OrigWidth: r.OrigWidth, OrigHeight: r.OrigHeight, Cropped: r.Cropped, Unit: r.Unit.String(), NonFinite: r.NonFinite})
 	}
@@ -144,23 +129,38 @@ func writeWindow(dir string, w Window, names []string, toWorld Sim3, st *AlignSt
 	if err != nil {
 		return err
 	}
+	// Each array is written view by view (no copy of the window's maps).
+	rows := func(m [3][4]float64, k int) []float64 {
+		var out []float64
+		for r := range 3 {
+			out = append(out, m[r][:k]...)
+		}
+		return out
+	}
 	type array struct {
 		name  string
-		data  any
+		zero  any
 		shape []int
+		part  func(r *model.Result) any
 	}
-	arrays := []array{{"depth", depth, []int{V, H, W}}}
+	arrays := []array{{"depth", []float32(nil), []int{V, H, W}, func(r *model.Result) any { return r.Depth }}}
 	if meta.RGB {
-		arrays = append(arrays, array{"image", rgb, []int{V, H, W, 3}})
+		arrays = append(arrays, array{"image", []uint8(nil), []int{V, H, W, 3}, func(r *model.Result) any { return r.RGB }})
 	}
 	if meta.Conf {
-		arrays = append(arrays, array{"conf", conf, []int{V, H, W}})
+		arrays = append(arrays, array{"conf", []float32(nil), []int{V, H, W}, func(r *model.Result) any { return r.Conf }})
 	}
 	if meta.Sky {
-		arrays = append(arrays, array{"sky", sky, []int{V, H, W}})
+		arrays = append(arrays, array{"sky", []float32(nil), []int{V, H, W}, func(r *model.Result) any { return r.Sky }})
 	}
-	arrays = append(arrays, array{"extrinsics", ext, []int{V, 3, 4}}, array{"intrinsics", ixt, []int{V, 3, 3}},
-		array{"intrinsics_original", ixo, []int{V, 3, 3}}, array{"pose_encoding", penc, []int{V, 9}})
+	k3 := func(k [3][3]float64) [3][4]float64 {
+		return [3][4]float64{{k[0][0], k[0][1], k[0][2]}, {k[1][0], k[1][1], k[1][2]}, {k[2][0], k[2][1], k[2][2]}}
+	}
+	arrays = append(arrays,
+		array{"extrinsics", []float64(nil), []int{V, 3, 4}, func(r *model.Result) any { return rows(r.Camera.Extrinsics, 4) }},
+		array{"intrinsics", []float64(nil), []int{V, 3, 3}, func(r *model.Result) any { return rows(k3(r.Camera.Intrinsics), 3) }},
+		array{"intrinsics_original", []float64(nil), []int{V, 3, 3}, func(r *model.Result) any { return rows(k3(r.Camera.IntrinsicsOriginal), 3) }},
+		array{"pose_encoding", []float32(nil), []int{V, 9}, func(r *model.Result) any { return r.Camera.PoseEncoding[:] }})
 	return imgio.WriteAtomic(windowPath(dir, w.Index), func(out io.Writer) error {
 		z := zip.NewWriter(out)
 		f, err := z.CreateHeader(&zip.FileHeader{Name: "meta.json", Method: zip.Store})
@@ -175,8 +175,13 @@ func writeWindow(dir string, w Window, names []string, toWorld Sim3, st *AlignSt
 			if err != nil {
 				return err
 			}
-			if err := imgio.EncodeNPY(f, a.data, a.shape...); err != nil {
+			if err := imgio.EncodeNPYHeader(f, a.zero, a.shape...); err != nil {
 				return err
+			}
+			for i := range res {
+				if err := imgio.EncodeNPYData(f, a.part(&res[i])); err != nil {
+					return err
+				}
 			}
 		}
 		return z.Close()
@@ -188,6 +193,8 @@ type storedWindow struct {
 	meta    windowMeta
 	toWorld Sim3
 	results []model.Result // raw, in the window's frame
+	// arrays are the decoded arrays by name, for reuse by the next read.
+	arrays map[string]any
 }
 
 // readWindowMeta reads only a window file's meta.json.
@@ -235,8 +242,9 @@ func decodeMeta(path string, z *zip.ReadCloser) (windowMeta, Sim3, error) {
 	return m, s, nil
 }
 
-// readWindow reads a whole window file and checks every array against meta.json.
-func readWindow(path string) (*storedWindow, error) {
+// readWindow reads a whole window file and checks every array against meta.json. The arrays of reuse
+// (a previous storedWindow's, or nil) are decoded into when they are large enough.
+func readWindow(path string, reuse map[string]any) (*storedWindow, error) {
 	z, err := zip.OpenReader(path)
 	if err != nil {
 		return nil, fmt.Errorf("window file %s: %w", path, err)
@@ -257,7 +265,7 @@ func readWindow(path string) (*storedWindow, error) {
 		for _, d := range want {
 			n *= d
 		}
-		data, shape, err := imgio.DecodeNPY(f, n)
+		data, shape, err := imgio.DecodeNPYReuse(f, n, reuse[name])
 		if err != nil {
 			return nil, fmt.Errorf("window file %s: %s: %w", path, name, err)
 		}
@@ -267,12 +275,14 @@ func readWindow(path string) (*storedWindow, error) {
 		return data, nil
 	}
 	var errs []error
+	arrays := map[string]any{}
 	get := func(ok bool, name string, want ...int) any {
 		if !ok {
 			return nil
 		}
 		d, err := read(name, want)
 		errs = append(errs, err)
+		arrays[name] = d
 		return d
 	}
 	depth, ok1 := get(true, "depth", V, H, W).([]float32)
@@ -290,7 +300,7 @@ func readWindow(path string) (*storedWindow, error) {
 		return nil, fmt.Errorf("window file %s: an array has the wrong type (depth, conf, sky, pose_encoding float32; cameras float64; image uint8)", path)
 	}
 	n := W * H
-	out := &storedWindow{meta: m, toWorld: s, results: make([]model.Result, V)}
+	out := &storedWindow{meta: m, toWorld: s, results: make([]model.Result, V), arrays: arrays}
 	part := func(d []float32, i, k int) []float32 {
 		if d == nil {
 			return nil
@@ -336,6 +346,21 @@ func aligned(r model.Result, toWorld Sim3) model.Result {
 		c.Extrinsics = toWorld.Camera(c.Extrinsics)
 		r.Camera = &c
 	}
+	return r
+}
+
+// alignInPlace is aligned that scales the depth map in place (a stored window's own copy).
+func alignInPlace(r model.Result, toWorld Sim3) model.Result {
+	if toWorld == Identity() {
+		return r
+	}
+	s := float32(toWorld.S)
+	for i := range r.Depth {
+		r.Depth[i] *= s
+	}
+	c := *r.Camera
+	c.Extrinsics = toWorld.Camera(c.Extrinsics)
+	r.Camera = &c
 	return r
 }
 

@@ -143,7 +143,7 @@ func Run(ctx context.Context, scene Scene, frames []Frame, opt Options) (*Recons
 		path := windowPath(opt.Dir, w.Index)
 		var raw []model.Result
 		g := Identity()
-		if sw, err := readWindow(path); err == nil && sw.meta.Window == w && slices.Equal(sw.meta.Frames, man.Frames[w.Start:w.End]) {
+		if sw, err := readWindow(path, nil); err == nil && sw.meta.Window == w && slices.Equal(sw.meta.Frames, man.Frames[w.Start:w.End]) {
 			raw, g = sw.results, sw.toWorld
 			st.Resumed++
 			log.Info("stream: window resumed from disk", "window", w.Index, "frames", fmt.Sprintf("%d-%d", w.Start, w.End-1))
@@ -234,7 +234,7 @@ func sameSize(size [2]int, raw []model.Result, name string) error {
 
 // sharedFromDisk reads the finished window prev's results for the frames window next shares with it.
 func sharedFromDisk(dir string, prev, next Window) ([]model.Result, int, Sim3, error) {
-	sw, err := readWindow(windowPath(dir, prev.Index))
+	sw, err := readWindow(windowPath(dir, prev.Index), nil)
 	if err != nil {
 		return nil, 0, Sim3{}, err
 	}
