@@ -129,7 +129,8 @@ func TestRunRecoversExactTransforms(t *testing.T) {
 }
 
 // TestRunNoisy: 1 % depth noise per pixel and 0.2° of camera noise per view, 300 frames in windows of 12
-// with overlap 3 (33 windows chained): the merged trajectory stays within the bounds below of the truth.
+// with overlap 3 (33 windows chained): the merged trajectory stays within 2 % of its spread (camera
+// centres, after one Sim(3)) and 3° (rotations) of the truth (measured 0.57 %, 1.65°).
 func TestRunNoisy(t *testing.T) {
 	s := &windowScene{room: newRoom(32, 24), n: 300, noise: 0.01, poseNoise: 0.2 * math.Pi / 180, failAt: -1}
 	r, st, err := runSynth(t, s, t.TempDir(), 12, 3, nil)
@@ -139,7 +140,7 @@ func TestRunNoisy(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("noisy windows: ATE %.3g of the trajectory spread, worst rotation %.3g°", ate, rot)
 	assert.Less(t, ate, 0.02)
-	assert.Less(t, rot, 2.0)
+	assert.Less(t, rot, 3.0)
 }
 
 // TestRunMetricRigid: windows in metres are aligned rigidly: the scale stays 1.
