@@ -388,3 +388,27 @@ func TestDecodeErrors(t *testing.T) {
 	_, err = Decode(dir)
 	assert.Error(t, err)
 }
+
+// TestDecodeHeader: the header as Decode reads it, from files of every size, and Decode's errors.
+func TestDecodeHeader(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{8, 600} { // a small file and one larger than the 256 KiB read first
+		img := image.NewNRGBA(image.Rect(0, 0, n, n/2))
+		for i := range img.Pix {
+			img.Pix[i] = uint8(i * 7919 % 251) // incompressible enough
+		}
+		p := filepath.Join(dir, "a.png")
+		var b bytes.Buffer
+		require.NoError(t, png.Encode(&b, img))
+		require.NoError(t, os.WriteFile(p, b.Bytes(), 0o644))
+		hd, err := DecodeHeader(p)
+		require.NoError(t, err)
+		assert.Equal(t, Header{Width: n, Height: n / 2, Format: "png", Orientation: OrientNormal}, hd)
+	}
+	bad := filepath.Join(dir, "bad.png")
+	require.NoError(t, os.WriteFile(bad, bytes.Repeat([]byte("not an image "), 30000), 0o644))
+	_, err := DecodeHeader(bad)
+	assert.ErrorContains(t, err, "unknown format")
+	_, err = DecodeHeader(filepath.Join(dir, "missing.png"))
+	assert.Error(t, err)
+}

@@ -2,10 +2,6 @@ package imgio
 
 import (
 	"bytes"
-	"image"
-	"image/png"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -27,7 +23,7 @@ func TestDecodeNPYRoundTrip(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
 			require.NoError(t, EncodeNPY(&b, tc.data, tc.shape...))
-			data, shape, err := DecodeNPY(&b, 1<<20)
+			data, shape, err := DecodeNPYReuse(&b, 1<<20, nil)
 			require.NoError(t, err)
 			assert.Equal(t, tc.data, data)
 			assert.Equal(t, tc.shape, shape)
@@ -46,19 +42,19 @@ func TestDecodeNPYRefusesBadInput(t *testing.T) {
 		max  int
 		want string
 	}{
-		{"empty", nil, 100, "unexpected EOF"},
-		{"magic", append([]byte("XNUMPY"), good[6:]...), 100, "bad magic"},
+		{"empty", nil, 100, "not a .npy file"},
+		{"magic", append([]byte("XNUMPY"), good[6:]...), 100, "not a .npy file"},
 		{"version", append(append([]byte{}, good[:6]...), append([]byte{9, 0}, good[8:]...)...), 100, "version 9"},
-		{"truncated header", good[:20], 100, "header"},
+		{"truncated header", good[:20], 100, "truncated .npy header"},
 		{"truncated data", good[:len(good)-3], 100, "unexpected EOF"},
-		{"too large", good, 3, "exceeds 3 values"},
-		{"dtype", bytes.Replace(good, []byte("<f4"), []byte("<i4"), 1), 100, "unsupported dtype"},
-		{"fortran", bytes.Replace(good, []byte("False"), []byte("True "), 1), 100, "Fortran"},
+		{"too large", good, 3, "too large (at most 3 values)"},
+		{"dtype", bytes.Replace(good, []byte("<f4"), []byte("<i4"), 1), 100, "unsupported .npy dtype"},
+		{"fortran", bytes.Replace(good, []byte("False"), []byte("True "), 1), 100, "fortran-order"},
 		{"shape", bytes.Replace(good, []byte("(2, 2)"), []byte("(2, -2)"), 1), 100, "malformed"},
 		{"not a dict", append(append([]byte{}, good[:10]...), append(bytes.Repeat([]byte(" "), hdrEnd-10), good[hdrEnd:]...)...), 100, "malformed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := DecodeNPY(bytes.NewReader(tc.in), tc.max)
+			_, _, err := DecodeNPYReuse(bytes.NewReader(tc.in), tc.max, nil)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
@@ -66,32 +62,8 @@ func TestDecodeNPYRefusesBadInput(t *testing.T) {
 	// A huge declared shape is refused before any allocation.
 	hdr := "{'descr': '|u1', 'fortran_order': False, 'shape': (9999999999999,), }\n"
 	huge := append([]byte{0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, byte(len(hdr)), 0}, hdr...)
-	_, _, err := DecodeNPY(bytes.NewReader(huge), 1<<30)
-	assert.ErrorContains(t, err, "exceeds")
-}
-
-// TestDecodeHeader: the header as Decode reads it, from files of every size, and Decode's errors.
-func TestDecodeHeader(t *testing.T) {
-	dir := t.TempDir()
-	for _, n := range []int{8, 600} { // a small file and one larger than the 256 KiB read first
-		img := image.NewNRGBA(image.Rect(0, 0, n, n/2))
-		for i := range img.Pix {
-			img.Pix[i] = uint8(i * 7919 % 251) // incompressible enough
-		}
-		p := filepath.Join(dir, "a.png")
-		var b bytes.Buffer
-		require.NoError(t, png.Encode(&b, img))
-		require.NoError(t, os.WriteFile(p, b.Bytes(), 0o644))
-		hd, err := DecodeHeader(p)
-		require.NoError(t, err)
-		assert.Equal(t, Header{Width: n, Height: n / 2, Format: "png", Orientation: OrientNormal}, hd)
-	}
-	bad := filepath.Join(dir, "bad.png")
-	require.NoError(t, os.WriteFile(bad, bytes.Repeat([]byte("not an image "), 30000), 0o644))
-	_, err := DecodeHeader(bad)
-	assert.ErrorContains(t, err, "unknown format")
-	_, err = DecodeHeader(filepath.Join(dir, "missing.png"))
-	assert.Error(t, err)
+	_, _, err := DecodeNPYReuse(bytes.NewReader(huge), 1<<30, nil)
+	assert.ErrorContains(t, err, "too large")
 }
 
 func TestDecodeNPYReuse(t *testing.T) {
