@@ -706,17 +706,18 @@ func reorder(x []float32, order []int, per int) []float32 {
 	return out
 }
 
-// Forward runs already preprocessed input: pixels holds S views of 3×h×w
-// normalised floats (CHW per view, views consecutive), exactly what the
-// reference networks take. Maps are returned at w×h; RunOptions.Intrinsics
-// and ViewIntrinsics are then in pixels of that input. Researchers use it to
-// feed their own preprocessing; the parity tests use it to feed the
-// reference's input tensor.
-func (m *Model) Forward(ctx context.Context, pixels []float32, w, h, views int, opt RunOptions) ([]Result, error) {
+// Forward runs already preprocessed input (what Preprocess returns, or the
+// reference networks' input tensor): px.Views views of 3×Height×Width
+// normalised floats. Maps are returned at the processed size;
+// RunOptions.Intrinsics and ViewIntrinsics are then in pixels of that
+// input. Researchers use it to feed their own preprocessing; the parity
+// tests use it to feed the reference's input tensor.
+func (m *Model) Forward(ctx context.Context, px Pixels, opt RunOptions) ([]Result, error) {
 	if err := m.begin(); err != nil {
 		return nil, err
 	}
 	defer m.runs.Done()
+	pixels, w, h, views := px.Data, px.Width, px.Height, px.Views
 	if views < 1 || w < 1 || h < 1 || len(pixels) != 3*w*h*views {
 		return nil, fmt.Errorf("forward: %d values are not %d views of 3×%d×%d", len(pixels), views, h, w)
 	}

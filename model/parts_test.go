@@ -27,7 +27,7 @@ func TestPartsFusedAndSeparate(t *testing.T) {
 	require.NotNil(t, m.Camera())
 	px, err := m.Preprocess([]image.Image{photo(64, 48)}, model.RunOptions{ProcessRes: 56})
 	require.NoError(t, err)
-	ref, err := m.Forward(ctx, px.Data, px.Width, px.Height, px.Views, model.RunOptions{})
+	ref, err := m.Forward(ctx, px, model.RunOptions{})
 	require.NoError(t, err)
 	bb, head, cam := m.Backbone(), m.Head(), m.Camera()
 	pixels := func(b *backend.Builder) *ggml.Tensor {

@@ -33,13 +33,13 @@ func TestMetricLargeUnits(t *testing.T) {
 		return out
 	}
 
-	res, err := m.Forward(ctx, in.Data, w, h, 1, model.RunOptions{})
+	res, err := m.Forward(ctx, model.Pixels{Data: in.Data, Width: w, Height: h, Views: 1}, model.RunOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, model.FocalNormalised, res[0].Unit, "no focal: not metres")
 	gate(t, "focal-normalised depth", ref["depth"].Data, res[0].Depth, 0.99999, 1e-4)
 
 	// Forward's input is the processed image: the intrinsics are in its pixels.
-	res, err = m.Forward(ctx, in.Data, w, h, 1, model.RunOptions{Intrinsics: &model.Intrinsics{Fx: 100, Fy: 120, Cx: 28, Cy: 35}})
+	res, err = m.Forward(ctx, model.Pixels{Data: in.Data, Width: w, Height: h, Views: 1}, model.RunOptions{Intrinsics: &model.Intrinsics{Fx: 100, Fy: 120, Cx: 28, Cy: 35}})
 	require.NoError(t, err)
 	assert.Equal(t, model.Metres, res[0].Unit)
 	gate(t, "metres (processed focal 110)", scaled(110.0/300), res[0].Depth, 0.99999, 1e-4)

@@ -40,7 +40,7 @@ func TestParityDA2(t *testing.T) {
 			ref := refTensors(t, dir+"/ref.safetensors")
 			in := ref["input"]
 			h, w := in.Shape[2], in.Shape[3]
-			res, err := m.Forward(context.Background(), in.Data, w, h, 1, model.RunOptions{Taps: func(string) bool { return true }})
+			res, err := m.Forward(context.Background(), model.Pixels{Data: in.Data, Width: w, Height: h, Views: 1}, model.RunOptions{Taps: func(string) bool { return true }})
 			require.NoError(t, err)
 			r := res[0]
 			stages := [][2]string{{"embed", "vit.embed"}}

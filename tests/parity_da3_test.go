@@ -66,7 +66,7 @@ func parityDA3(t *testing.T, name string, p *kernels.Policy) {
 			ref := refTensors(t, dir+"/"+tc+"/ref.safetensors")
 			in := ref["input"]
 			S, h, w := in.Shape[1], in.Shape[3], in.Shape[4]
-			res, err := m.Forward(context.Background(), in.Data, w, h, S, model.RunOptions{Taps: func(string) bool { return true }})
+			res, err := m.Forward(context.Background(), model.Pixels{Data: in.Data, Width: w, Height: h, Views: S}, model.RunOptions{Taps: func(string) bool { return true }})
 			require.NoError(t, err)
 			refView := -1
 			if rv, ok := meta["ref_view"].(float64); ok {

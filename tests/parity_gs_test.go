@@ -133,7 +133,7 @@ func TestParityGaussians(t *testing.T) {
 					opt.ViewIntrinsics = append(opt.ViewIntrinsics, model.Intrinsics{Fx: k[0][0], Fy: k[1][1], Cx: k[0][2], Cy: k[1][2]})
 				}
 			}
-			res, err := m.Forward(context.Background(), in.Data, w, h, S, opt)
+			res, err := m.Forward(context.Background(), model.Pixels{Data: in.Data, Width: w, Height: h, Views: S}, opt)
 			require.NoError(t, err)
 			order := viewOrder(res)
 			for k := 0; k < 4; k++ {

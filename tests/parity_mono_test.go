@@ -25,7 +25,7 @@ func TestParityDA3Mono(t *testing.T) {
 	ref := refTensors(t, dir+"/one/ref.safetensors")
 	in := ref["input"]
 	h, w := in.Shape[3], in.Shape[4]
-	res, err := m.Forward(context.Background(), in.Data, w, h, 1, model.RunOptions{Taps: func(string) bool { return true }})
+	res, err := m.Forward(context.Background(), model.Pixels{Data: in.Data, Width: w, Height: h, Views: 1}, model.RunOptions{Taps: func(string) bool { return true }})
 	require.NoError(t, err)
 	r := res[0]
 	compareMonoStages(t, ref, "", r.Taps)

@@ -60,7 +60,7 @@ func parityNestedCase(t *testing.T, nm *nested.Model, dir string, committed bool
 	all := model.RunOptions{Taps: func(string) bool { return true }}
 
 	// Any-view branch, every stage.
-	av, err := nm.AnyView().Forward(ctx, in.Data, w, h, S, all)
+	av, err := nm.AnyView().Forward(ctx, model.Pixels{Data: in.Data, Width: w, Height: h, Views: S}, all)
 	require.NoError(t, err)
 	compareDA3Stages(t, ref, "av.", av, int(meta["ref_view"].(float64)))
 
@@ -68,7 +68,7 @@ func parityNestedCase(t *testing.T, nm *nested.Model, dir string, committed bool
 	taps := map[string]backend.Tensor{}
 	var mDepth, mSky []float32
 	for v := 0; v < S; v++ {
-		mr, err := nm.Metric().Forward(ctx, in.Data[v*n:(v+1)*n], w, h, 1, all)
+		mr, err := nm.Metric().Forward(ctx, model.Pixels{Data: in.Data[v*n:(v+1)*n], Width: w, Height: h, Views: 1}, all)
 		require.NoError(t, err)
 		for k, tp := range mr[0].Taps {
 			taps[k] = backend.Tensor{Data: append(taps[k].Data, tp.Data...)}
@@ -121,7 +121,7 @@ func parityNestedCase(t *testing.T, nm *nested.Model, dir string, committed bool
 	gate(t, "aligned conf (reference branches)", ref["conf"].Data, conf, 0.99999, 1e-6)
 
 	// End to end from the reference input.
-	out, err := nm.Forward(ctx, in.Data, w, h, S, model.RunOptions{})
+	out, err := nm.Forward(ctx, model.Pixels{Data: in.Data, Width: w, Height: h, Views: S}, model.RunOptions{})
 	require.NoError(t, err)
 	checkNestedOutput(t, "", ref, meta, out)
 

@@ -278,7 +278,7 @@ func paritySimRange(t *testing.T, dir string) {
 	t.Cleanup(func() { m.Close() })
 	in := ref["input"]
 	S, h, w := in.Shape[1], in.Shape[3], in.Shape[4]
-	res, err := m.Forward(context.Background(), in.Data, w, h, S, model.RunOptions{RefView: model.RefSaddleSimRange})
+	res, err := m.Forward(context.Background(), model.Pixels{Data: in.Data, Width: w, Height: h, Views: S}, model.RunOptions{RefView: model.RefSaddleSimRange})
 	require.NoError(t, err)
 	var order []float32
 	for _, i := range viewOrder(res) {
@@ -379,7 +379,7 @@ func parityRayPose(t *testing.T, dir string) {
 			ref := refTensors(t, filepath.Join(dir, tc, "ref.safetensors"))
 			in := ref["input"]
 			S, h, w := in.Shape[1], in.Shape[3], in.Shape[4]
-			res, err := m.Forward(context.Background(), in.Data, w, h, S, model.RunOptions{RayPose: true,
+			res, err := m.Forward(context.Background(), model.Pixels{Data: in.Data, Width: w, Height: h, Views: S}, model.RunOptions{RayPose: true,
 				RaySeed: uint64(meta["torch_manual_seed"].(float64)), Taps: func(string) bool { return true }})
 			require.NoError(t, err)
 			order := viewOrder(res)
@@ -421,7 +421,7 @@ func parityGivenCameras(t *testing.T, dir string) {
 				opt.Extrinsics = append(opt.Extrinsics, e)
 				opt.ViewIntrinsics = append(opt.ViewIntrinsics, model.Intrinsics{Fx: k[0][0], Fy: k[1][1], Cx: k[0][2], Cy: k[1][2]})
 			}
-			res, err := m.Forward(context.Background(), in.Data, w, h, S, opt)
+			res, err := m.Forward(context.Background(), model.Pixels{Data: in.Data, Width: w, Height: h, Views: S}, opt)
 			require.NoError(t, err)
 			taps := res[0].Taps
 			order := viewOrder(res)

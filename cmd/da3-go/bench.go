@@ -231,7 +231,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		var rs []model.Result
 		var err error
 		if pixels != nil {
-			rs, err = m.Forward(ctx, pixels, pw, ph, rep.Views, opt)
+			rs, err = m.Forward(ctx, model.Pixels{Data: pixels, Width: pw, Height: ph, Views: rep.Views}, opt)
 		} else {
 			rs, err = m.MultiView(ctx, imgs, opt)
 		}

@@ -119,19 +119,19 @@ func (m *Model) MultiView(ctx context.Context, imgs []model.Image, opt model.Run
 	return m.align(ctx, res, input, processedSize)
 }
 
-// Forward runs already preprocessed input (see model.Model.Forward): pixels
-// holds S views of 3×h×w normalised floats; maps are returned at w×h.
-func (m *Model) Forward(ctx context.Context, pixels []float32, w, h, views int, opt model.RunOptions) (*Output, error) {
+// Forward runs already preprocessed input (see model.Model.Forward); maps
+// are returned at the processed size.
+func (m *Model) Forward(ctx context.Context, px model.Pixels, opt model.RunOptions) (*Output, error) {
 	if err := checkOptions(opt); err != nil {
 		return nil, err
 	}
 	opt.Taps = nil
-	res, err := m.anyView.Forward(ctx, pixels, w, h, views, opt)
+	res, err := m.anyView.Forward(ctx, px, opt)
 	if err != nil {
 		return nil, err
 	}
-	n := 3 * w * h
-	return m.align(ctx, res, func(i int) ([]float32, error) { return pixels[i*n : (i+1)*n], nil }, true)
+	n := 3 * px.Width * px.Height
+	return m.align(ctx, res, func(i int) ([]float32, error) { return px.Data[i*n : (i+1)*n], nil }, true)
 }
 
 func checkOptions(opt model.RunOptions) error {
@@ -154,7 +154,7 @@ func (m *Model) align(ctx context.Context, res []model.Result, input func(i int)
 		if err != nil {
 			return nil, err
 		}
-		mr, err := m.metric.Forward(ctx, px, r.Width, r.Height, 1, model.RunOptions{})
+		mr, err := m.metric.Forward(ctx, model.Pixels{Data: px, Width: r.Width, Height: r.Height, Views: 1}, model.RunOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("nested metric branch, view %d: %w", i, err)
 		}
