@@ -129,7 +129,7 @@ func anysizeDA3(t *testing.T, dir string, meta *anysizeMeta) {
 				// processed image instead, and report the figures from the file.
 				_, _, depthCorr := testutil.Stats(ref[p+"depth"].Data, res.Depth)
 				t.Logf("from the file: depth corr %.8f (not gated: preprocessing ties)", depthCorr)
-				rs, err := m.Forward(context.Background(), normalise(want, m.Config()), res.ProcessedWidth, res.ProcessedHeight, 1, model.RunOptions{})
+				rs, err := m.Forward(context.Background(), model.Pixels{Data: normalise(want, m.Config()), Width: res.ProcessedWidth, Height: res.ProcessedHeight, Views: 1}, model.RunOptions{})
 				require.NoError(t, err)
 				res = &rs[0]
 			}

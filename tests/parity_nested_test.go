@@ -68,7 +68,7 @@ func parityNestedCase(t *testing.T, nm *nested.Model, dir string, committed bool
 	taps := map[string]backend.Tensor{}
 	var mDepth, mSky []float32
 	for v := 0; v < S; v++ {
-		mr, err := nm.Metric().Forward(ctx, model.Pixels{Data: in.Data[v*n:(v+1)*n], Width: w, Height: h, Views: 1}, all)
+		mr, err := nm.Metric().Forward(ctx, model.Pixels{Data: in.Data[v*n : (v+1)*n], Width: w, Height: h, Views: 1}, all)
 		require.NoError(t, err)
 		for k, tp := range mr[0].Taps {
 			taps[k] = backend.Tensor{Data: append(taps[k].Data, tp.Data...)}
