@@ -26,6 +26,7 @@ float * da3_scratch(int i, size_t n);
 // userdata by the Go side:
 //   gemm:      act | prec << 8 | variant << 16
 //   conv2d:    stride | pad << 8 | dil << 16 | act << 24 | prec << 26 | variant << 28
+//   winograd:  pad | act << 8 | prec << 10 | variant << 12
 //   attention: the scale's float bits | prec << 32 | variant << 40 (64-bit
 //              pointers; elsewhere the best variant, f32)
 enum { DA3_ACT_NONE = 0, DA3_ACT_RELU = 1, DA3_ACT_GELU = 2 };
@@ -48,12 +49,15 @@ int da3_best_variant(void);
 int da3_precision_ok(int v, int p);
 // da3_variant_calls counts the kernel calls run by variant v in precision p.
 uint64_t da3_variant_calls(int v, int p);
+// da3_winograd_calls counts the calls of the Winograd convolution.
+uint64_t da3_winograd_calls(void);
 
 // The variants' entry points (variant_*.c); the da3_op_* functions check
 // the operands and call the one the userdata names.
 #define DA3_DECLARE_VARIANT(sfx)                                                          \
     void da3_gemm_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata);      \
     void da3_conv2d_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata);    \
+    void da3_winograd_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata);  \
     void da3_attention_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 DA3_DECLARE_VARIANT(generic)
 DA3_DECLARE_VARIANT(avx2)
@@ -61,5 +65,6 @@ DA3_DECLARE_VARIANT(avx512)
 
 void da3_op_gemm(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_conv2d(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void da3_op_winograd(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_attention(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_bilinear(struct ggml_tensor * dst, int ith, int nth, void * userdata);

@@ -36,13 +36,13 @@ int da3_cpu_features(void) {
 
 typedef void (*op_fn)(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
-struct variant { op_fn gemm, conv2d, attention; };
+struct variant { op_fn gemm, conv2d, winograd, attention; };
 
 static const struct variant variants[DA3_NVAR] = {
-    [DA3_VAR_PORTABLE] = { da3_gemm_generic, da3_conv2d_generic, da3_attention_generic },
+    [DA3_VAR_PORTABLE] = { da3_gemm_generic, da3_conv2d_generic, da3_winograd_generic, da3_attention_generic },
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    [DA3_VAR_AVX2] = { da3_gemm_avx2, da3_conv2d_avx2, da3_attention_avx2 },
-    [DA3_VAR_AVX512] = { da3_gemm_avx512, da3_conv2d_avx512, da3_attention_avx512 },
+    [DA3_VAR_AVX2] = { da3_gemm_avx2, da3_conv2d_avx2, da3_winograd_avx2, da3_attention_avx2 },
+    [DA3_VAR_AVX512] = { da3_gemm_avx512, da3_conv2d_avx512, da3_winograd_avx512, da3_attention_avx512 },
 #endif
 };
 
@@ -87,7 +87,9 @@ int da3_precision_ok(int v, int p) {
 
 // calls counts the kernel calls (one per thread and node) run by each
 // variant and precision: what the tests check the dispatch with.
-static uint64_t calls[DA3_NVAR][3];
+static uint64_t calls[DA3_NVAR][3], wino_calls;
+
+uint64_t da3_winograd_calls(void) { return __atomic_load_n(&wino_calls, __ATOMIC_RELAXED); }
 
 uint64_t da3_variant_calls(int v, int p) {
     return v >= 0 && v < DA3_NVAR && p >= 0 && p < 3 ? __atomic_load_n(&calls[v][p], __ATOMIC_RELAXED) : 0;
@@ -161,6 +163,16 @@ static int conv_operands_ok(const struct ggml_tensor * dst, intptr_t prm) {
     return ow > 0 && oh > 0 && dst->ne[0] == ow && dst->ne[1] == oh;
 }
 
+// winograd_operands_ok checks da3_op_winograd's operands (see there).
+static int winograd_operands_ok(const struct ggml_tensor * dst, intptr_t prm) {
+    const struct ggml_tensor * w = dst->src[0], * x = dst->src[1];
+    const int64_t pad = prm & 0xff, act = (prm >> 8) & 0x3;
+    return contiguous_f32(w) && contiguous_f32(x) && contiguous_f32(dst) && w->ne[0] == 3 && w->ne[1] == 3 && pad <= 2 &&
+        act <= DA3_ACT_GELU && w->ne[2] == x->ne[2] && dst->ne[2] == w->ne[3] && dst->ne[3] == x->ne[3] &&
+        bias_ok(dst->src[2], w->ne[3]) && x->ne[0] + 2 * pad - 2 == dst->ne[0] && x->ne[1] + 2 * pad - 2 == dst->ne[1] &&
+        dst->ne[0] > 0 && dst->ne[1] > 0 && x->ne[0] + 2 * pad < ((int64_t) 1 << 31); // 32-bit gather offsets in a row
+}
+
 // attention_operands_ok checks da3_op_attention's operands (see there).
 static int attention_operands_ok(const struct ggml_tensor * dst) {
     const struct ggml_tensor * t[3] = { dst->src[0], dst->src[1], dst->src[2] };
@@ -209,6 +221,22 @@ void da3_op_conv2d(struct ggml_tensor * dst, int ith, int nth, void * userdata) 
     const struct variant * v = pick((int) ((u >> 28) & 0xf), (int) ((u >> 26) & 0x3));
     if (v != NULL) {
         v->conv2d(dst, ith, nth, userdata);
+    }
+}
+
+// da3_op_winograd: the convolution of da3_op_conv2d for a 3×3 kernel,
+// stride 1, dilation 1 and padding ≤ 2, by Winograd's F(2×2, 3×3) (16
+// products per 2×2 outputs instead of 36; see kernels_body.h).
+void da3_op_winograd(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const intptr_t u = (intptr_t) userdata;
+    if (!winograd_operands_ok(dst, u)) {
+        da3_fault(DA3_FAULT_OPERANDS);
+        return;
+    }
+    const struct variant * v = pick((int) ((u >> 12) & 0xf), (int) ((u >> 10) & 0x3));
+    if (v != NULL) {
+        __atomic_fetch_add(&wino_calls, 1, __ATOMIC_RELAXED);
+        v->winograd(dst, ith, nth, userdata);
     }
 }
 

@@ -16,6 +16,7 @@ import (
 var (
 	opGEMM      = unsafe.Pointer(C.da3_op_gemm)
 	opConv2D    = unsafe.Pointer(C.da3_op_conv2d)
+	opWinograd  = unsafe.Pointer(C.da3_op_winograd)
 	opAttention = unsafe.Pointer(C.da3_op_attention)
 )
 
@@ -152,17 +153,48 @@ func Conv2DFits(w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) bool {
 // x [W, H, IC, N] gives [OW, OH, OC, N]) with ep fused into the store,
 // computed as an implicit-im2col GEMM: the patches are packed straight from
 // the input into the GEMM's cache-sized panels, so no im2col matrix is
-// built. It panics with a *ggml.ShapeError unless Conv2DFits(w, x, p, ep).
-// CPU backend only.
+// built. Where the graph's policy has Winograd and WinogradFits, it is
+// Winograd's F(2×2, 3×3) instead (Conv2DWinograd). It panics with a
+// *ggml.ShapeError unless Conv2DFits(w, x, p, ep). CPU backend only.
 func Conv2D(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
 	ts := ep.args([]*ggml.Tensor{w, x})
 	mustFit(Conv2DFits(w, x, p, ep), "conv2d_gemm", ts, "want kernels on (DA3_KERNELS), f32 contiguous operands with matching channels, stride, pad, dilation < 256, and a bias of OC f32 values")
+	pol, v := nodeKernels(g)
+	if pol.Winograd && WinogradFits(w, x, p, ep) {
+		return Conv2DWinograd(g, w, x, p, ep)
+	}
 	s, pad, d := p.Norm()
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), w.Dim(0), w.Dim(1))
-	pol, v := nodeKernels(g)
 	prec := precisionFor(pol, v, ggml.TypeF32)
 	return g.Custom(opConv2D, ggml.TypeF32, []int{ow, oh, w.Dim(3), x.Dim(3)}, ts,
 		uintptr(s|pad<<8|d<<16|int(ep.Act)<<24|int(prec)<<26|int(v)<<28))
+}
+
+// WinogradFits reports whether Conv2DWinograd accepts the operands: those
+// of Conv2DFits with a 3×3 kernel, stride 1, dilation 1 and padding ≤ 2,
+// and at least 8 input and output channels (fewer gain too little over the
+// GEMM to pay for the transforms).
+func WinogradFits(w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) bool {
+	s, pad, d := p.Norm()
+	return Conv2DFits(w, x, p, ep) && w.Dim(0) == 3 && w.Dim(1) == 3 && s == 1 && d == 1 && pad <= 2 &&
+		w.Dim(2) >= 8 && w.Dim(3) >= 8 && x.Dim(0)+2*pad < 1<<31
+}
+
+// Conv2DWinograd is Conv2D for 3×3 kernels by Winograd's F(2×2, 3×3): each
+// 2×2 block of outputs takes 16 products per channel pair instead of 36
+// (2.25x fewer), the rest being additions in the input, kernel and output
+// transforms (exact but for their rounding). The result differs from the
+// direct convolution by rounding only; see TestWinograd for the bound. It
+// panics with a *ggml.ShapeError unless WinogradFits(w, x, p, ep).
+func Conv2DWinograd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
+	ts := ep.args([]*ggml.Tensor{w, x})
+	mustFit(WinogradFits(w, x, p, ep), "conv2d_winograd", ts, "want the operands of Conv2D with a 3x3 kernel, stride 1, dilation 1, pad <= 2 and at least 8 channels in and out")
+	_, pad, _ := p.Norm()
+	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), 3, 3)
+	pol, v := nodeKernels(g)
+	prec := precisionFor(pol, v, ggml.TypeF32)
+	return g.Custom(opWinograd, ggml.TypeF32, []int{ow, oh, w.Dim(3), x.Dim(3)}, ts,
+		uintptr(pad|int(ep.Act)<<8|int(prec)<<10|int(v)<<12))
 }
 
 // AttentionFits reports whether Attention accepts q, k, v: this build has

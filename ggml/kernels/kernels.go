@@ -170,6 +170,10 @@ func PrecisionRuns(v Variant, p Precision) bool {
 // ran, for tests and diagnostics.
 func Calls(v Variant, p Precision) uint64 { return uint64(C.da3_variant_calls(C.int(v), C.int(p))) }
 
+// WinogradCalls counts the calls of the Winograd convolution (one per
+// thread and node) since the process started.
+func WinogradCalls() uint64 { return uint64(C.da3_winograd_calls()) }
+
 // CPUFeatures lists the CPU features the kernel variants use that this CPU
 // has (avx2 stands for AVX2 with FMA and F16C, avx512 for F, BW, DQ and VL).
 func CPUFeatures() []string {
@@ -202,6 +206,9 @@ type Policy struct {
 	// GEMM computes linear layers and convolutions with GEMM and Conv2D
 	// (bias and activation fused).
 	GEMM bool
+	// Winograd computes the 3×3 stride-1 convolutions that fit with
+	// Winograd's F(2×2, 3×3) (Conv2DWinograd) instead of the direct GEMM.
+	Winograd bool
 	// Attention computes attention with the fused kernel.
 	Attention bool
 	// Resize computes bilinear resizes with Bilinear. Any build.
@@ -239,6 +246,7 @@ func Default(cpu bool) Policy {
 	}
 	p := Available()
 	p.Flash = false // two products and a softmax are faster than ggml's CPU flash attention
+	p.Winograd = p.GEMM
 	if p.Variant == VariantOff {
 		p.Resize = false
 	}

@@ -510,6 +510,226 @@ void ISA_FN(da3_conv2d)(struct ggml_tensor * dst, int ith, int nth, void * userd
     }
 }
 
+// ---- Winograd F(2×2, 3×3) convolution ----
+//
+// A 3×3 stride-1 convolution computes each 2×2 block of outputs from a 4×4
+// block of input with 16 products per (input, output channel) pair instead
+// of 36 (Lavin & Gray's F(2×2, 3×3)): with
+//
+//	Bᵀ = [1 0 −1 0; 0 1 1 0; 0 −1 1 0; 0 1 0 −1]
+//	G  = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1]
+//	Aᵀ = [1 1 1 0; 0 1 −1 −1]
+//
+// Y = Aᵀ [Σ_ic (G g Gᵀ) ⊙ (Bᵀ d B)] A for kernel g and input block d. The
+// transforms only add, subtract and halve (exact up to the additions'
+// rounding), and the Σ_ic is, for each of the 16 positions ξ, a matrix
+// product U_ξ [OC×IC] · V_ξ [IC×tiles] computed by the GEMM's tiles.
+//
+// Per call each thread transforms the whole kernel into packed A panels
+// U_ξ; it then takes blocks of up to WB tiles along a row of tiles,
+// transforms their input into packed B panels V_ξ (NR tiles a panel, the
+// columns of VL blocks from two loads and a deinterleave), multiplies, and
+// transforms the
+// products M_ξ [OC×WB] back into 2×2 outputs with the bias and activation.
+
+#define WB (4 * NR) // tiles per block
+
+// wino_kernel writes U_ξ = (G g Gᵀ)_ξ for every output channel oc and input
+// channel ic of w [3, 3, IC, OC] as packed A panels: u + ξ·OCp·IC holds
+// [oc/mr][ic][oc%mr] (OCp: OC rounded up to mr; padding rows zero).
+static void wino_kernel(const float * w, int64_t IC, int64_t OC, int mr, float * u) {
+    const int64_t OCp = (OC + mr - 1) / mr * mr;
+    memset(u, 0, sizeof(float) * 16 * OCp * IC);
+    for (int64_t oc = 0; oc < OC; oc++) {
+        for (int64_t ic = 0; ic < IC; ic++) {
+            const float * g = w + (oc * IC + ic) * 9;
+            float gg[4][3]; // G g
+            for (int c = 0; c < 3; c++) {
+                gg[0][c] = g[c];
+                gg[1][c] = 0.5f * (g[c] + g[3 + c] + g[6 + c]);
+                gg[2][c] = 0.5f * (g[c] - g[3 + c] + g[6 + c]);
+                gg[3][c] = g[6 + c];
+            }
+            const int64_t at = (oc / mr) * mr * IC + ic * mr + oc % mr;
+            for (int r = 0; r < 4; r++) { // (G g) Gᵀ
+                const float v[4] = { gg[r][0], 0.5f * (gg[r][0] + gg[r][1] + gg[r][2]),
+                                     0.5f * (gg[r][0] - gg[r][1] + gg[r][2]), gg[r][2] };
+                for (int c = 0; c < 4; c++) {
+                    u[(r * 4 + c) * OCp * IC + at] = v[c];
+                }
+            }
+        }
+    }
+}
+
+// wino_input transforms the input blocks of tiles tx0 … tx0+nt−1 of tile
+// row ty of x [W, H, IC] into packed B panels: v + ξ·WB·IC holds
+// [tile/NR][ic][tile%NR] (tiles past nt zero).
+static void wino_input(const float * x, int64_t W, int64_t H, int64_t IC, int64_t pad, int64_t ty, int64_t tx0,
+                       int64_t nt, float * v) {
+    const int64_t HW = W * H;
+    const int64_t xs = 2 * tx0 - pad;                    // the block's first input column
+    const int64_t span = 2 * ((nt + VL - 1) / VL) * VL + 2; // and the columns it reads
+    for (int64_t ic = 0; ic < IC; ic++) {
+        const float * rows[4];
+        for (int r = 0; r < 4; r++) {
+            const int64_t iy = 2 * ty - pad + r;
+            rows[r] = iy >= 0 && iy < H ? x + ic * HW + iy * W : NULL;
+            // the next channel's lines: each channel is a separate stream the hardware prefetcher misses
+            if (ic + 1 < IC && rows[r] != NULL) {
+                for (int64_t o = xs > 0 ? xs : 0; o < xs + span && o < W; o += 16) {
+                    v_prefetch(rows[r] + HW + o);
+                }
+            }
+        }
+        for (int64_t j = 0; j < nt; j += VL) {
+            // lane l is tile tx0 + j + l, whose 4×4 block starts at column x0 + 2l
+            const int64_t x0 = xs + 2 * j;
+            vf d[4][4];
+            for (int r = 0; r < 4; r++) {
+                if (rows[r] == NULL) {
+                    d[r][0] = d[r][1] = d[r][2] = d[r][3] = v_zero();
+                    continue;
+                }
+                v_load_deint(rows[r], x0, W, &d[r][0], &d[r][1]);     // columns 0, 1 of each block
+                v_load_deint(rows[r], x0 + 2, W, &d[r][2], &d[r][3]); // columns 2, 3
+            }
+            vf t[4][4]; // Bᵀ d
+            for (int c = 0; c < 4; c++) {
+                t[0][c] = v_sub(d[0][c], d[2][c]);
+                t[1][c] = v_add(d[1][c], d[2][c]);
+                t[2][c] = v_sub(d[2][c], d[1][c]);
+                t[3][c] = v_sub(d[1][c], d[3][c]);
+            }
+            float * dst = v + (j / NR) * NR * IC + ic * NR + j % NR;
+            for (int r = 0; r < 4; r++) { // (Bᵀ d) B
+                v_store(dst + (r * 4 + 0) * WB * IC, v_sub(t[r][0], t[r][2]));
+                v_store(dst + (r * 4 + 1) * WB * IC, v_add(t[r][1], t[r][2]));
+                v_store(dst + (r * 4 + 2) * WB * IC, v_sub(t[r][2], t[r][1]));
+                v_store(dst + (r * 4 + 3) * WB * IC, v_sub(t[r][1], t[r][3]));
+            }
+        }
+    }
+}
+
+// wino_output transforms the products m + ξ·OCp·WB ([oc][tile]) of the
+// block's nt tiles back into 2×2 outputs of y [OW, OH, OC] at tile row ty,
+// from tile tx0, with the epilogue.
+static void wino_output(const float * m, int64_t OCp, int64_t OC, const struct epi * e, float * y, int64_t OW,
+                        int64_t OH, int64_t ty, int64_t tx0, int64_t nt) {
+    for (int64_t oc = 0; oc < OC; oc++) {
+        const vf bias = v_set1(e->bias != NULL ? e->bias[oc] : 0.0f);
+        float * plane = y + oc * OW * OH;
+        for (int64_t j = 0; j < nt; j += VL) {
+            vf p[16];
+            for (int q = 0; q < 16; q++) {
+                p[q] = v_load(m + (q * OCp + oc) * WB + j);
+            }
+            vf t[2][4]; // Aᵀ M
+            for (int c = 0; c < 4; c++) {
+                t[0][c] = v_add(v_add(p[c], p[4 + c]), p[8 + c]);
+                t[1][c] = v_sub(v_sub(p[4 + c], p[8 + c]), p[12 + c]);
+            }
+            float o[2][2][VL]; // (Aᵀ M) A, per output row and column
+            for (int r = 0; r < 2; r++) {
+                v_storeu(o[r][0], activate(v_add(v_add(v_add(t[r][0], t[r][1]), t[r][2]), bias), e->act));
+                v_storeu(o[r][1], activate(v_add(v_sub(v_sub(t[r][1], t[r][2]), t[r][3]), bias), e->act));
+            }
+            const int64_t n = nt - j < VL ? nt - j : VL;
+            for (int r = 0; r < 2; r++) {
+                const int64_t oy = 2 * ty + r;
+                if (oy >= OH) {
+                    continue;
+                }
+                float * row = plane + oy * OW;
+                for (int64_t l = 0; l < n; l++) {
+                    const int64_t ox = 2 * (tx0 + j + l);
+                    row[ox] = o[r][0][l];
+                    if (ox + 1 < OW) {
+                        row[ox + 1] = o[r][1][l];
+                    }
+                }
+            }
+        }
+    }
+}
+
+// da3_op_winograd: the convolution of da3_op_conv2d for a 3×3 kernel with
+// stride 1, dilation 1 and padding pad (F(2×2, 3×3) above). userdata packs
+// pad | act<<8 | prec<<10 (custom.h).
+void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const intptr_t prm = (intptr_t) userdata;
+    const struct ggml_tensor * w = dst->src[0];
+    const struct ggml_tensor * x = dst->src[1];
+    const struct ggml_tensor * bias = dst->src[2];
+    const int64_t W = x->ne[0], H = x->ne[1], IC = w->ne[2], OC = w->ne[3];
+    const int64_t OW = dst->ne[0], OH = dst->ne[1];
+    const int64_t pad = prm & 0xff;
+    const int prec = (int) ((prm >> 10) & 0x3);
+    const struct epi ep = { .bias = bias != NULL ? (const float *) bias->data : NULL, .per_row = 1, .act = (int) ((prm >> 8) & 0x3) };
+    const int mr = choose_mr(OC);
+    const int64_t OCp = (OC + mr - 1) / mr * mr;
+    const int64_t TW = (OW + 1) / 2, TH = (OH + 1) / 2, bpr = (TW + WB - 1) / WB; // blocks per tile row
+    const int64_t items = x->ne[3] * TH * bpr;
+    const int64_t i0 = items * ith / nth, i1 = items * (ith + 1) / nth;
+    if (i0 >= i1) {
+        return;
+    }
+    float * u = da3_scratch(DA3_BUF_A, (size_t) 16 * OCp * IC);
+    float * v = da3_scratch(DA3_BUF_B, (size_t) 16 * WB * IC);
+    float * m = da3_scratch(DA3_BUF_O, (size_t) 16 * OCp * WB);
+    void * uh = NULL, * vh = NULL;
+    tile_fn tile = tile_for(mr);
+    int64_t kt = IC;
+#if defined(ISA_BF16)
+    if (prec == DA3_PREC_BF16) {
+        uh = da3_scratch(DA3_BUF_AH, (size_t) 16 * OCp * ((IC + 1) / 2));
+        vh = da3_scratch(DA3_BUF_BH, (size_t) 16 * WB * ((IC + 1) / 2));
+        tile = tile_bf16_for(mr);
+        kt = (IC + 1) / 2;
+    }
+#else
+    (void) prec;
+#endif
+    if (u == NULL || v == NULL || m == NULL || (kt != IC && (uh == NULL || vh == NULL))) {
+        da3_fault(DA3_FAULT_NOMEM);
+        return;
+    }
+    wino_kernel((const float *) w->data, IC, OC, mr, u);
+#if defined(ISA_BF16)
+    if (uh != NULL) {
+        for (int q = 0; q < 16; q++) {
+            pairs_panels(u + q * OCp * IC, OCp, mr, IC, (uint32_t *) uh + q * OCp * kt);
+        }
+    }
+#endif
+    for (int64_t it = i0; it < i1; it++) {
+        const int64_t n = it / (TH * bpr), ty = (it / bpr) % TH, tx0 = (it % bpr) * WB;
+        const int64_t nt = TW - tx0 < WB ? TW - tx0 : WB;
+        const int64_t np = (nt + NR - 1) / NR * NR; // tiles in whole panels
+        wino_input((const float *) x->data + n * W * H * IC, W, H, IC, pad, ty, tx0, nt, v);
+        const void * ua = u, * vb = v;
+#if defined(ISA_BF16)
+        if (vh != NULL) {
+            for (int q = 0; q < 16; q++) {
+                pairs_panels(v + q * WB * IC, np, NR, IC, (uint32_t *) vh + q * WB * kt);
+            }
+            ua = uh;
+            vb = vh;
+        }
+#endif
+        for (int q = 0; q < 16; q++) {
+            const uint32_t * uq = (const uint32_t *) ua + q * OCp * kt, * vq = (const uint32_t *) vb + q * WB * kt;
+            for (int64_t jr = 0; jr < np; jr += NR) {
+                for (int64_t ir = 0; ir < OC; ir += mr) {
+                    tile(kt, uq + ir * kt, vq + jr * kt, m + (q * OCp + ir) * WB + jr, WB, mr, NR, 0, NULL, 0, 0);
+                }
+            }
+        }
+        wino_output(m, OCp, OC, &ep, (float *) dst->data + n * OW * OH * OC, OW, OH, ty, tx0, nt);
+    }
+}
+
 // ---- fused attention ----
 
 // da3_op_attention: dst = softmax(q·kᵀ·scale)·v per head, for F32 q [hd, H,

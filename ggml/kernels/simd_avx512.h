@@ -47,6 +47,16 @@ static inline vm m_inside(vi i, int32_t n) { return _mm512_cmplt_epu32_mask(i, _
 static inline vf v_gather_m(const float * base, vi idx, vm m) {
     return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, base, 4);
 }
+// v_load_deint loads row[x0 + i] for i in [0, 2·VL) (zero where x0 + i is
+// outside [0, n)) and returns the even i in *even, the odd in *odd.
+static inline void v_load_deint(const float * row, int64_t x0, int64_t n, vf * even, vf * odd) {
+    const int64_t lo = -x0, hi = n - x0; // valid i: lo <= i < hi
+    const vf a = v_loadu_m(row + x0, m_range(lo, hi));
+    const vf b = v_loadu_m(row + x0 + VL, m_range(lo - VL, hi - VL));
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    *even = _mm512_permutex2var_ps(a, ie, b);
+    *odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(ie, _mm512_set1_epi32(1)), b);
+}
 static inline void v_prefetch(const void * p) { _mm_prefetch((const char *) p, _MM_HINT_T0); }
 
 // v_transpose writes the transpose of the VL×VL block at src (row stride

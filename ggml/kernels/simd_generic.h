@@ -74,6 +74,15 @@ static inline vf v_gather_m(const float * base, vi idx, vm m) {
     }
     return v;
 }
+// v_load_deint loads row[x0 + i] for i in [0, 2·VL) (zero where x0 + i is
+// outside [0, n)) and returns the even i in *even, the odd in *odd.
+static inline void v_load_deint(const float * row, int64_t x0, int64_t n, vf * even, vf * odd) {
+    for (int i = 0; i < VL; i++) {
+        const int64_t e = x0 + 2 * i, o = e + 1;
+        (*even)[i] = e >= 0 && e < n ? row[e] : 0.0f;
+        (*odd)[i] = o >= 0 && o < n ? row[o] : 0.0f;
+    }
+}
 static inline void v_prefetch(const void * p) { (void) p; }
 
 static inline void v_transpose(const float * src, int64_t lds, float * dst, int64_t ldd) {

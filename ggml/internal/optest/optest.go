@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -283,6 +284,15 @@ func RunCases(t *testing.T, cases []Case) {
 // Dims4 is the tensor's shape as [ne0, ne1, ne2, ne3].
 func Dims4(x *ggml.Tensor) [4]int { return [4]int{x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)} }
 
+// cpuSeconds is the user and system CPU time of the process so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+}
+
 // Bench allocates the graph with out as its output on the CPU, feeds the
 // inputs, and times Compute on every core, reporting GFLOP/s for flops
 // floating-point operations per run.
@@ -291,6 +301,7 @@ func (h *Harness) Bench(b *testing.B, out *ggml.Tensor, flops float64) {
 	h.Alloc(out)
 	be := NewCPUBackend(b, 0)
 	require.NoError(b, be.Compute(h.G)) // warm up: thread pool, work buffers
+	cpu0 := cpuSeconds()
 	b.ResetTimer()
 	for b.Loop() {
 		if err := be.Compute(h.G); err != nil {
@@ -299,4 +310,8 @@ func (h *Harness) Bench(b *testing.B, out *ggml.Tensor, flops float64) {
 	}
 	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	b.ReportMetric(float64(runtime.NumCPU()), "threads")
+	// CPU time of the process per run: on a machine shared with other work,
+	// it moves much less than the wall time (run with taskset -c 0 for one
+	// thread: then it is the kernel's time).
+	b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N)*1e3, "cpu-ms/op")
 }
