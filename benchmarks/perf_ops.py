@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-VARIANT = re.compile(r"da3_(gemm|conv2d|attention)_(avx512|avx2|generic)")
+VARIANT = re.compile(r"da3_(gemm|conv2d|winograd|attention)_(avx512|avx2|generic)")
 OP = re.compile(r"ggml_compute_forward_([a-z0-9_]+?)(?:_f32|_f16|_non_quantized|_flt|_q_f32|<.*|\.isra.*|\.part.*)?$")
 
 

@@ -189,3 +189,22 @@ func TestBilinear(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkAttention times Attention on the global attention of DA3-BASE at
+// 504×336 (12 heads of 64, 865 tokens a view) over 1, 4 and 8 views.
+func BenchmarkAttention(b *testing.B) {
+	if !kernels.Available().Attention {
+		b.Skip("kernels off (DA3_KERNELS=off)")
+	}
+	for _, views := range []int{1, 4, 8} {
+		n, hd, H := 865*views, 64, 12
+		b.Run(fmt.Sprintf("views%d_n%d", views, n), func(b *testing.B) {
+			h := optest.NewHarness(b, 16)
+			rng := optest.RNG(1)
+			q := h.Input(ggml.TypeF32, optest.Randn(rng, hd*H*n, 1), hd, H, n, 1)
+			k := h.Input(ggml.TypeF32, optest.Randn(rng, hd*H*n, 1), hd, H, n, 1)
+			v := h.Input(ggml.TypeF32, optest.Randn(rng, hd*H*n, 1), hd, H, n, 1)
+			h.Bench(b, kernels.Attention(h.G, q, k, v, 0.125), 4*float64(n)*float64(n)*float64(hd*H))
+		})
+	}
+}

@@ -123,9 +123,9 @@ func panicMessage(t *testing.T, fn func()) (msg string) {
 }
 
 // BenchmarkGEMM compares GEMM with ggml_mul_mat on the matrix products of
-// a ViT-B block at 504×336 (866 tokens).
+// a ViT-B block at 504×336 (866 tokens; 3460: four views).
 func BenchmarkGEMM(b *testing.B) {
-	for _, s := range [][3]int{{768, 2304, 866}, {768, 3072, 866}, {3072, 768, 866}} {
+	for _, s := range [][3]int{{768, 2304, 866}, {768, 3072, 866}, {3072, 768, 866}, {768, 3072, 3460}, {3072, 768, 3460}} {
 		K, N, M := s[0], s[1], s[2]
 		for _, kernel := range []string{"ggml", "gemm"} {
 			if kernel == "gemm" && !kernels.Available().GEMM {

@@ -19,7 +19,8 @@
 #define MR_BIG 14   // rows of the big tile: 28 accumulators of the 32 registers
 #define MR_SMALL 8
 #define SMALL_TILE_SPEED 0.85
-#define KC 128      // depth of a packed block: a B micro-panel (KC×NR, 16 KiB) and the A panel streaming past it fit L1
+#define KC 128      // depth of a convolution's packed block: its B micro-panel (KC×NR, 16 KiB) and the A panel
+                    // streaming past it fit L1 (matrices: 256, see gemm)
 #define MC 112      // rows of A per block (MC×KC stays in L2)
 #define NC 1024     // columns of B per packed block
 #include "simd_avx512.h"
