@@ -219,14 +219,16 @@ func AttentionFits(q, k, v *ggml.Tensor) bool {
 // to [hd·H, n, B] for the output projection). Per head, kᵀ and v are packed
 // once, and each block of queries has its scores, probabilities and
 // outputs computed in cache: neither the score matrix nor any permuted copy
-// of q, k, v or the output exists in the graph. It panics with a
+// of q, k, v or the output exists in the graph. In bf16 (and int8)
+// precision q, k, v and the probabilities are rounded to bf16 for the two
+// products; the softmax stays f32. It panics with a
 // *ggml.ShapeError unless AttentionFits(q, k, v). CPU backend only.
 func Attention(g *ggml.Context, q, k, v *ggml.Tensor, scale float32) *ggml.Tensor {
 	ts := []*ggml.Tensor{q, k, v}
 	mustFit(AttentionFits(q, k, v), "attention", ts, "want kernels on (DA3_KERNELS) and f32 [hd, H, n, B] operands with contiguous rows of hd <= 256")
 	ud := uint64(math.Float32bits(scale))
-	if _, vr := nodeKernels(g); unsafe.Sizeof(uintptr(0)) == 8 { // else the C side takes the best variant
-		ud |= uint64(PrecisionF32)<<32 | uint64(vr)<<40
+	if pol, vr := nodeKernels(g); unsafe.Sizeof(uintptr(0)) == 8 { // else the C side takes the best variant, f32
+		ud |= uint64(precisionFor(pol, vr, ggml.TypeF32))<<32 | uint64(vr)<<40
 	}
 	return g.Custom(opAttention, ggml.TypeF32, dims(q), ts, uintptr(ud))
 }

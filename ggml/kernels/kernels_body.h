@@ -753,6 +753,7 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
     const struct ggml_tensor * v = dst->src[2];
     union { int32_t i; float f; } sc = { .i = (int32_t) (intptr_t) userdata };
     const float scale = sc.f;
+    const int prec = sizeof(void *) == 8 ? (int) (((uint64_t) (uintptr_t) userdata >> 32) & 0xff) : DA3_PREC_F32;
     const int64_t hd = q->ne[0], H = q->ne[1], n = q->ne[2], B = q->ne[3];
     const int64_t nk = k->ne[2];
     const int mk = MR_BIG, md = choose_mr(hd);
@@ -773,7 +774,33 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
         return;
     }
     float * qp = st + nk * NR;
-    const tile_fn tk = tile_for(mk), td = tile_for(md);
+    tile_fn tk = tile_for(mk), td = tile_for(md);
+    // Depth steps of the two products: hd (scores) and nk (outputs), or their pairs in bf16.
+    int64_t kts = hd;
+    const void * ka = kp, * va = vp, * qa = qp, * sa = st;
+#if defined(ISA_BF16)
+    // bf16: q, k, v and the probabilities rounded to bf16, the products summed in f32 (the softmax in f32).
+    uint32_t * kh = NULL, * vh = NULL, * qh = NULL, * sh = NULL;
+    const int64_t kth = (hd + 1) / 2, nkt = (nk + 1) / 2;
+    if (prec == DA3_PREC_BF16) {
+        // qᵀ and sᵀ follow the k and vᵀ panels, 64-byte aligned (the tiles load B panels aligned)
+        const int64_t ko = (nkp * kth + 15) / 16 * 16, vo = (hdp * nkt + 15) / 16 * 16;
+        kh = (uint32_t *) da3_scratch(DA3_BUF_AH, (size_t) ko + NR * kth);
+        vh = (uint32_t *) da3_scratch(DA3_BUF_BH, (size_t) vo + NR * nkt);
+        if (kh == NULL || vh == NULL) {
+            da3_fault(DA3_FAULT_NOMEM);
+            return;
+        }
+        qh = kh + ko;
+        sh = vh + vo;
+        tk = tile_bf16_for(mk);
+        td = tile_bf16_for(md);
+        kts = kth;
+        ka = kh, va = vh, qa = qh, sa = sh;
+    }
+#else
+    (void) prec;
+#endif
     const int64_t dld = H * hd; // dst row stride (one query token)
     int64_t packed = -1;
     for (int64_t it = i0; it < i1; it++) {
@@ -793,6 +820,12 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
                     vp[(d / md) * nk * md + j * md + d % md] = vr[d];
                 }
             }
+#if defined(ISA_BF16)
+            if (kh != NULL) {
+                pairs_panels(kp, nkp, mk, hd, kh);
+                pairs_panels(vp, hdp, md, nk, vh);
+            }
+#endif
             packed = bh;
         }
         const int64_t t0 = qb * NR;
@@ -807,10 +840,15 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
                 qp[d * NR + j] = qr[d];
             }
         }
+#if defined(ISA_BF16)
+        if (qh != NULL) {
+            pairs_panels(qp, NR, NR, hd, qh);
+        }
+#endif
         // scores sᵀ = k·qᵀ
         for (int64_t j = 0; j < nk; j += mk) {
             const int64_t mr = nk - j < mk ? nk - j : mk;
-            tk(hd, kp + j * hd, qp, st + j * NR, NR, mr, NR, 0, NULL, 0, 0);
+            tk(kts, (const uint32_t *) ka + j * kts, qa, st + j * NR, NR, mr, NR, 0, NULL, 0, 0);
         }
         // probabilities, as torch: exp(x·scale − max(x·scale)) / Σ, per column
         const vf vs = v_set1(scale);
@@ -832,12 +870,21 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
                 v_store(c + j * NR, v_mul(v_load(c + j * NR), inv));
             }
         }
-        // oᵀ = vᵀ·sᵀ
+        // oᵀ = vᵀ·sᵀ, in chunks of KC keys (KC is even: the bf16 pairs do not straddle chunks)
+        int64_t step = 1; // depth steps per key
+#if defined(ISA_BF16)
+        if (sh != NULL) {
+            pairs_panels(st, NR, NR, nk, sh);
+            step = 2;
+        }
+#endif
         for (int64_t d = 0; d < hd; d += md) {
             const int64_t mr = hd - d < md ? hd - d : md;
             for (int64_t pc = 0; pc < nk; pc += KC) {
                 const int64_t kc = nk - pc < KC ? nk - pc : KC;
-                td(kc, vp + d * nk + pc * md, st + pc * NR, ot + d * NR, NR, mr, NR, pc > 0, NULL, 0, 0);
+                const int64_t nkd = (nk + step - 1) / step; // the panels' depth
+                td((kc + step - 1) / step, (const uint32_t *) va + d * nkd + pc / step * md,
+                   (const uint32_t *) sa + pc / step * NR, ot + d * NR, NR, mr, NR, pc > 0, NULL, 0, 0);
             }
         }
         float * o = (float *) dst->data + ((b * n + t0) * H + h) * hd;

@@ -319,3 +319,67 @@ func TestPrecisionCheck(t *testing.T) {
 	_, err := kernels.ParsePrecision("fp8")
 	assert.Error(t, err)
 }
+
+// TestAttentionBF16 checks Attention in bf16 precision against float64:
+// with q, k, v rounded to bf16 the scores are within 2^-7·Σ|q·k| of
+// exact; through the softmax, a score error e scales the probabilities by
+// at most exp(±2e·scale), so each output stays within (exp(2·e_max) − 1 +
+// 2^-7)·Σ_j p_j·|v_j| of the reference (the probabilities and v rounded
+// too), with e_max the largest scaled score bound of the query.
+func TestAttentionBF16(t *testing.T) {
+	if !kernels.PrecisionRuns(kernels.VariantAVX512, kernels.PrecisionBF16) {
+		t.Skipf("bf16 needs AVX-512 with AVX512_BF16 (CPU features: %v)", kernels.CPUFeatures())
+	}
+	before := kernels.Calls(kernels.VariantAVX512, kernels.PrecisionBF16)
+	for _, s := range []struct{ hd, H, n, nk int }{{64, 2, 33, 33}, {20, 2, 7, 300}, {64, 1, 70, 129}} {
+		t.Run(fmt.Sprintf("hd%d_H%d_n%d_nk%d", s.hd, s.H, s.n, s.nk), func(t *testing.T) {
+			h := optest.NewHarness(t, 16)
+			kernels.SetPolicy(h.G, kernels.Policy{Attention: true, Variant: kernels.VariantAVX512, Precision: kernels.PrecisionBF16})
+			rng := optest.RNG(uint64(s.nk))
+			q, qr := h.Rand(rng, s.hd, s.H, s.n, 1)
+			k, kr := h.Rand(rng, s.hd, s.H, s.nk, 1)
+			v, vr := h.Rand(rng, s.hd, s.H, s.nk, 1)
+			scale := 1 / math.Sqrt(float64(s.hd))
+			got := h.Compute(kernels.Attention(h.G, q, k, v, float32(scale)))[0]
+			bad, worst := 0, 0.0
+			for hh := 0; hh < s.H; hh++ {
+				for i := 0; i < s.n; i++ {
+					sc := make([]float64, s.nk)
+					emax, mx := 0.0, math.Inf(-1)
+					for j := range sc {
+						dot, mag := 0.0, 0.0
+						for d := 0; d < s.hd; d++ {
+							dot += qr.At(d, hh, i, 0) * kr.At(d, hh, j, 0)
+							mag += math.Abs(qr.At(d, hh, i, 0) * kr.At(d, hh, j, 0))
+						}
+						sc[j] = dot * scale
+						emax = math.Max(emax, bf16Bound*mag*scale)
+						mx = math.Max(mx, sc[j])
+					}
+					sum := 0.0
+					for j := range sc {
+						sc[j] = math.Exp(sc[j] - mx)
+						sum += sc[j]
+					}
+					for d := 0; d < s.hd; d++ {
+						want, mag := 0.0, 0.0
+						for j := range sc {
+							want += sc[j] / sum * vr.At(d, hh, j, 0)
+							mag += sc[j] / sum * math.Abs(vr.At(d, hh, j, 0))
+						}
+						bound := (math.Expm1(2*emax)+2*bf16Bound)*mag + 1e-6
+						diff := math.Abs(float64(got[(i*s.H+hh)*s.hd+d]) - want)
+						worst = math.Max(worst, diff/bound)
+						if diff > bound {
+							bad++
+						}
+					}
+				}
+			}
+			assert.Zero(t, bad, "outputs over the bound")
+			t.Logf("largest |d|/bound %.3f", worst)
+			assert.Greater(t, worst, 1e-3, "the error is at the float32 level: bf16 did not run")
+		})
+	}
+	assert.Greater(t, kernels.Calls(kernels.VariantAVX512, kernels.PrecisionBF16), before)
+}
