@@ -27,7 +27,7 @@ func init() {
 	register(command{
 		name: "bench",
 		usage: "da3-go bench -model M.gguf [-image I[,I2...] | -size WxH | -pixels X.npy] [-views N] [-repeat N] " +
-			"[-threads T] [-process-res R] [-device D] [-kernels auto|none|LIST] [-precision f32|bf16|int8] [-json] [-cpuprofile F]",
+			"[-independent] [-threads T] [-process-res R] [-device D] [-kernels auto|none|LIST] [-precision f32|bf16|int8] [-json] [-cpuprofile F]",
 		summary: "time a model: load, first run, median/p90/min per run, peak resident memory, device and buffers",
 		run:     runBench,
 	})
@@ -69,6 +69,10 @@ type benchReport struct {
 	MeanMS   float64   `json:"mean_ms"`
 	// PerViewMS is MedianMS divided by the number of views.
 	PerViewMS float64 `json:"per_view_ms"`
+	// Independent: the views ran as independent images in one batch
+	// (-independent); ImagesPerSec is views per second at the median.
+	Independent  bool    `json:"independent"`
+	ImagesPerSec float64 `json:"images_per_s"`
 
 	WeightsMiB float64 `json:"weights_mib"`
 	// RSS (VmRSS) after Load, and the peak (VmHWM) at the end; 0 where
@@ -89,6 +93,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sizeArg := fs.String("size", "640x427", "size WxH of the synthetic image used without -image (640x427 processes at 504x336 for DA3)")
 	pixelsArg := fs.String("pixels", "", "preprocessed input: a float32 .npy of shape (3,H,W), (S,3,H,W) or (1,S,3,H,W); times the network only (Model.Forward)")
 	views := fs.Int("views", 0, "views per run (multi-view timing); default: the number of images, else 1")
+	independent := fs.Bool("independent", false, "run the views as independent images, batched as one graph without cross-view attention (throughput: images/s)")
 	repeat := fs.Int("repeat", 5, "timed runs after the first (warm-up) run")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile (pprof) of the whole command to this file")
@@ -230,9 +235,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		start := time.Now()
 		var rs []model.Result
 		var err error
-		if pixels != nil {
+		switch {
+		case pixels != nil && *independent:
+			rs, err = m.ForwardIndependent(ctx, model.Pixels{Data: pixels, Width: pw, Height: ph, Views: rep.Views}, opt)
+		case pixels != nil:
 			rs, err = m.Forward(ctx, model.Pixels{Data: pixels, Width: pw, Height: ph, Views: rep.Views}, opt)
-		} else {
+		case *independent:
+			rs, err = m.Independent(ctx, imgs, opt)
+		default:
 			rs, err = m.MultiView(ctx, imgs, opt)
 		}
 		d := time.Since(start)
@@ -263,6 +273,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	rep.MedianMS, rep.P90MS, rep.MinMS, rep.MeanMS = summarize(rep.RunsMS)
 	rep.PerViewMS = rep.MedianMS / float64(rep.Views)
+	rep.Independent = *independent
+	rep.ImagesPerSec = float64(rep.Views) / (rep.MedianMS / 1000)
 	rep.PeakRSSMiB = procStatusMiB("VmHWM")
 
 	if *asJSON {
@@ -288,7 +300,11 @@ func writeBench(w io.Writer, r *benchReport) error {
 	fmt.Fprintf(&b, "first run  %.1f ms\n", r.FirstMS)
 	fmt.Fprintf(&b, "runs       %d: median %.1f ms, p90 %.1f ms, min %.1f ms, mean %.1f ms", len(r.RunsMS), r.MedianMS, r.P90MS, r.MinMS, r.MeanMS)
 	if r.Views > 1 {
-		fmt.Fprintf(&b, " (%.1f ms per view)", r.PerViewMS)
+		kind := "view"
+		if r.Independent {
+			kind = "image"
+		}
+		fmt.Fprintf(&b, " (%.1f ms per %s, %.2f images/s)", r.PerViewMS, kind, r.ImagesPerSec)
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "memory     weights %.1f MiB, RSS after load %.1f MiB, peak RSS %.1f MiB\n", r.WeightsMiB, r.LoadRSSMiB, r.PeakRSSMiB)

@@ -51,7 +51,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&f.cmap, "cmap", "turbo", "colour map for png: turbo or gray")
 	fs.BoolVar(&f.conf, "conf", false, "also write the confidence map (DA3 any-view models)")
 	fs.BoolVar(&f.sky, "sky", false, "also write the sky map (DA3 mono/metric models)")
-	fs.BoolVar(&f.independent, "independent", false, "run each image alone instead of as views of one scene")
+	fs.BoolVar(&f.independent, "independent", false, "run each image as its own scene instead of as views of one scene (same-size images are batched, -chunk-size at a time)")
 	fs.BoolVar(&f.processedSize, "processed-size", false, "write maps at the network's processed size instead of the image size")
 	fs.StringVar(&f.intrinsics, "intrinsics", "", "fx,fy,cx,cy of the camera of the input images, in their pixels: the DA3 metric model (metric-large) then gives depth in metres")
 	fs.StringVar(&f.gaussians, "gaussians", "", "also write the scene's 3D Gaussians (DA3-GIANT) to this gs_ply file, as the official gs_ply export")
@@ -192,6 +192,12 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (-independent to run them one by one)\n", len(imgs))
 		}
 		results, err = m.MultiView(ctx, imgs, opt)
+		if err != nil {
+			return fail(stderr, err)
+		}
+	} else if mm, ok := m.(*model.Model); ok && len(imgs) > 1 {
+		// Independent images: same-size ones run as batches (no cross-view attention).
+		results, err = mm.Independent(ctx, imgs, opt)
 		if err != nil {
 			return fail(stderr, err)
 		}

@@ -13,6 +13,9 @@ import (
 type Pass struct {
 	B    nn.Builder
 	Grid Grid
+	// Independent: the S views are independent images (a batch), not the
+	// views of one scene, so global attention stays within each.
+	Independent bool
 }
 
 // Layer maps tokens x [C, T, S] (T = 1 + Np tokens per view, S views) to
@@ -102,7 +105,7 @@ func (a *Attention) Forward(g *ggml.Context, x *ggml.Tensor, p *Pass) *ggml.Tens
 		q = a.RoPE.Forward(g, q, p, a.Global)
 		k = a.RoPE.Forward(g, k, p, a.Global)
 	}
-	if a.Global && S > 1 { // all views' tokens attend jointly
+	if a.Global && S > 1 && !p.Independent { // all views' tokens attend jointly
 		q, k, v = joinViews(g, q), joinViews(g, k), joinViews(g, v)
 	}
 	o := nn.Attention(g, q, k, v, float32(1/math.Sqrt(float64(hd)))) // [hd, H, n, batch], contiguous

@@ -89,6 +89,12 @@ type Features struct {
 // or, when given is not nil, the camera tokens [C, S] of given cameras (the
 // camera encoder's output, pose-conditioned runs).
 func (m *Model) InjectCameraTokens(g *ggml.Context, x, given *ggml.Tensor) *ggml.Tensor {
+	return m.injectCameraTokens(g, x, given, false)
+}
+
+// injectCameraTokens is InjectCameraTokens; with independent every view is
+// the reference view of its own scene (a batch of independent images).
+func (m *Model) injectCameraTokens(g *ggml.Context, x, given *ggml.Tensor, independent bool) *ggml.Tensor {
 	C, T, S := x.Dim(0), x.Dim(1), x.Dim(2)
 	rest := x.View(g, x.Stride(1), []int{C, T - 1, S}, []int{x.Stride(1), x.Stride(2)})
 	if given != nil {
@@ -96,7 +102,9 @@ func (m *Model) InjectCameraTokens(g *ggml.Context, x, given *ggml.Tensor) *ggml
 	}
 	ref := m.CameraToken.View(g, 0, []int{C, 1, 1}, nil)
 	tok := ref
-	if S > 1 {
+	if S > 1 && independent {
+		tok = ref.Repeat(g, g.NewTensor(ggml.TypeF32, C, 1, S))
+	} else if S > 1 {
 		src := m.CameraToken.View(g, m.CameraToken.Stride(1), []int{C, 1, 1}, nil)
 		if S > 2 {
 			src = src.Repeat(g, g.NewTensor(ggml.TypeF32, C, 1, S-1))
@@ -116,14 +124,26 @@ func (m *Model) Forward(g *ggml.Context, b nn.Builder, x *ggml.Tensor, gr Grid, 
 // ForwardWith is Forward with the camera tokens [C, S] of given cameras
 // injected at alt_start instead of the learned ones (nil: the learned ones).
 func (m *Model) ForwardWith(g *ggml.Context, b nn.Builder, x *ggml.Tensor, gr Grid, from int, camTokens *ggml.Tensor) Features {
+	return m.forward(g, x, &Pass{B: b, Grid: gr}, from, camTokens)
+}
+
+// ForwardIndependent runs every block on x [C, T, S] holding S independent
+// images (a batch, not the views of one scene): the global blocks attend
+// within each image and each gets the reference camera token, so image s
+// comes out as it would alone.
+func (m *Model) ForwardIndependent(g *ggml.Context, b nn.Builder, x *ggml.Tensor, gr Grid) Features {
+	return m.forward(g, x, &Pass{B: b, Grid: gr, Independent: true}, 0, nil)
+}
+
+func (m *Model) forward(g *ggml.Context, x *ggml.Tensor, p *Pass, from int, camTokens *ggml.Tensor) Features {
 	cfg := m.Cfg
+	b, gr := p.B, p.Grid
 	local := x
 	var f Features
 	f.Grid = gr
-	p := &Pass{B: b, Grid: gr}
 	for i := from; i < cfg.Depth; i++ {
 		if i == cfg.AltStart && m.CameraToken != nil {
-			x = b.Tap("vit.cam_injected", m.InjectCameraTokens(g, x, camTokens))
+			x = b.Tap("vit.cam_injected", m.injectCameraTokens(g, x, camTokens, p.Independent))
 		}
 		x = m.Blocks[i].Forward(g, x, p)
 		if !cfg.Global(i) {
