@@ -230,13 +230,16 @@ func (m *Model) estimate(opt RunOptions, S, W, H int) (MemoryEstimate, error) {
 }
 
 // scratchPerThread bounds the CPU kernels' scratch buffers of one thread
-// (ggml/gemm.c: the packed GEMM panels, and the fused attention's packed
-// keys, values and scores over at most S·T keys) plus its stack.
+// (ggml/kernels: the packed GEMM panels and their bf16 copies, the Winograd
+// convolution's transformed kernel, input and products for up to 256
+// channels, and the fused attention's packed keys, values and scores over
+// at most S·T keys, and their bf16 copies) plus its stack.
 func scratchPerThread(S, T, headDim int) int64 {
-	const gemm = (256*1024 + 256*112 + 32*256 + 32*64) * 4
+	const gemm = (256*1024 + 256*112 + 32*256 + 32*64) * 4 * 3 / 2
+	const winograd = (16*256*256 + 2*16*128*256) * 4
 	keys := int64(S) * int64(T)
-	attn := (2*keys*int64(headDim+16) + keys*32 + int64(headDim+16)*32) * 4
-	return gemm + attn + 8<<20
+	attn := (2*keys*int64(headDim+16) + keys*32 + int64(headDim+16)*32) * 4 * 3 / 2
+	return gemm + winograd + attn + 8<<20
 }
 
 // checkMemory refuses a request that would not fit in the memory left (the
