@@ -102,6 +102,11 @@ func (m *Model) batches(ctx context.Context, views []*preprocess.View, opt RunOp
 			for j, i := range part {
 				batch[j] = views[i]
 			}
+			// The estimate of the same views run as one scene bounds the batch's graph (whose
+			// attention is per image, and whose head takes the whole batch, at most a chunk).
+			if err := m.checkMemory(opt, len(batch), k.w, k.h, nil); err != nil {
+				return nil, err
+			}
 			exec := func(o RunOptions) ([]Result, error) { return m.batch(ctx, batch, o) }
 			rs, err := exec(opt)
 			if err != nil {
