@@ -140,6 +140,33 @@ func (m *Model) EstimateMemory(opt RunOptions, views, w, h int) (MemoryEstimate,
 	return e, nil
 }
 
+// CheckMemory reports whether running views images of w×h pixels each (the
+// original size) with opt fits in the memory left and in opt.MaxMemory:
+// nil when it does, else the *MemoryError the run would be refused with.
+// Callers use it to choose how many views to run at once and the head
+// chunk size (the CLI's streaming windows).
+func (m *Model) CheckMemory(opt RunOptions, views, w, h int) error {
+	if err := m.begin(); err != nil {
+		return err
+	}
+	defer m.runs.Done()
+	if views < 1 {
+		return fmt.Errorf("memory check: %d views", views)
+	}
+	pw, ph, err := m.processedSize(w, h, opt)
+	if err != nil {
+		return err
+	}
+	if pw < m.cfg.ViT.PatchSize || ph < m.cfg.ViT.PatchSize {
+		return fmt.Errorf("memory check: %dx%d processes to %dx%d, smaller than a patch", w, h, pw, ph)
+	}
+	orig := make([]image.Point, views)
+	for i := range orig {
+		orig[i] = image.Pt(w, h)
+	}
+	return m.checkMemory(opt, views, pw, ph, orig)
+}
+
 // outputMaps is the number of per-pixel maps a view returns.
 func (m *Model) outputMaps() int {
 	if m.cfg.Arch == DA2 {

@@ -231,3 +231,23 @@ func poseDiscrepancy(t *testing.T, est, ref [][3][4]float64) (ate, rotDeg float6
 	}
 	return math.Sqrt(ss / spread), rotDeg
 }
+
+// TestCheckMemory: CheckMemory answers what a run of the same shape would meet: the refusal with the
+// figures one byte under the estimate, nothing at it.
+func TestCheckMemory(t *testing.T) {
+	m := loadTinyDA3(t)
+	opt := model.RunOptions{ProcessRes: 98, ChunkSize: 4}
+	est, err := m.EstimateMemory(opt, 6, 120, 90)
+	require.NoError(t, err)
+	opt.MaxMemory = est.Total() - 1
+	err = m.CheckMemory(opt, 6, 120, 90)
+	require.ErrorIs(t, err, model.ErrNotEnoughMemory)
+	var me *model.MemoryError
+	require.ErrorAs(t, err, &me)
+	assert.Equal(t, 6, me.Estimate.Views)
+	_, runErr := m.MultiView(context.Background(), views(6, 120, 90), opt)
+	assert.Equal(t, err.Error(), runErr.Error(), "the run is refused with the same message")
+	opt.MaxMemory = est.Total()
+	assert.NoError(t, m.CheckMemory(opt, 6, 120, 90))
+	assert.Error(t, m.CheckMemory(opt, 0, 120, 90))
+}

@@ -189,7 +189,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var results []model.Result
 	if asScene && len(imgs) > 1 {
 		if f.out != "" && !f.quiet {
-			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (-independent to run them one by one)\n", len(imgs))
+			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (%s; -stream to run them in windows, -independent one by one)\n", len(imgs), lay.why)
 		}
 		results, err = m.MultiView(ctx, imgs, opt)
 		if err != nil {

@@ -221,7 +221,7 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 	f.given.apply(&opt)
 	if asScene {
 		if len(imgs) > 1 && !f.quiet {
-			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (-independent to run them one by one)\n", len(imgs))
+			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (%s; -stream to run them in windows, -independent one by one)\n", len(imgs), lay.why)
 		}
 		res, err := m.MultiView(ctx, imgs, opt)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/internal/sysmem"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/stream"
 )
@@ -69,12 +70,9 @@ type layout struct {
 }
 
 // fitFunc reports whether views frames with head chunks of chunk views fit in memory: nil when they do,
-// an error that wraps errNoFit and names the figures when they do not, another error when the estimate
-// failed.
+// an error that wraps model.ErrNotEnoughMemory and names the figures when they do not, another error
+// when the estimate failed.
 type fitFunc func(views, chunk int) error
-
-// errNoFit is wrapped by fitFunc's refusals.
-var errNoFit = errors.New("does not fit in memory")
 
 // choose picks the layout of n frames: one scene when they fit (the largest head chunk up to chunk that
 // fits, unless chunkSet fixes it), else windows of the most frames that fit (at most maxAutoWindow), unless
@@ -89,7 +87,7 @@ func (f *streamFlags) choose(n, chunk int, chunkSet bool, fit fitFunc) (layout, 
 		}
 		var err error
 		for ; c >= 1; c-- {
-			if err = fit(views, c); err == nil || !errors.Is(err, errNoFit) || chunkSet {
+			if err = fit(views, c); err == nil || !errors.Is(err, model.ErrNotEnoughMemory) || chunkSet {
 				return c, err
 			}
 		}
@@ -104,17 +102,21 @@ func (f *streamFlags) choose(n, chunk int, chunkSet bool, fit fitFunc) (layout, 
 	if !f.stream {
 		c, err := bestChunk(n)
 		if err == nil {
-			return layout{chunk: c, why: "fits in memory"}, nil
+			why := "fits in memory"
+			if fit == nil {
+				why = "no memory estimate"
+			}
+			return layout{chunk: c, why: why}, nil
 		}
-		if !errors.Is(err, errNoFit) || f.noStream || n <= 2 {
-			if f.noStream && errors.Is(err, errNoFit) {
+		if !errors.Is(err, model.ErrNotEnoughMemory) || f.noStream || n <= 2 {
+			if f.noStream && errors.Is(err, model.ErrNotEnoughMemory) {
 				err = fmt.Errorf("-no-stream: %w", err)
 			}
 			return layout{}, err
 		}
 		// Too large for one scene: windows.
 		lay, err2 := f.windows(n, fit != nil, bestChunk, overlap)
-		lay.why = fmt.Sprintf("one scene of %d frames %v", n, err)
+		lay.why = err.Error()
 		return lay, err2
 	}
 	lay, err := f.windows(n, fit != nil, bestChunk, overlap)
@@ -141,7 +143,7 @@ func (f *streamFlags) windows(n int, estimated bool, bestChunk func(int) (int, e
 	if err == nil {
 		return layout{stream: true, window: hi, overlap: min(overlap(hi), hi-1), chunk: c}, nil
 	}
-	if !errors.Is(err, errNoFit) {
+	if !errors.Is(err, model.ErrNotEnoughMemory) {
 		return layout{}, err
 	}
 	lo := 2
@@ -155,7 +157,7 @@ func (f *streamFlags) windows(n int, estimated bool, bestChunk func(int) (int, e
 		switch {
 		case err == nil:
 			lo, best, bestC = mid, mid, c
-		case errors.Is(err, errNoFit):
+		case errors.Is(err, model.ErrNotEnoughMemory):
 			hi = mid
 		default:
 			return layout{}, err
@@ -180,6 +182,11 @@ func (f *streamFlags) layoutFor(fs *flag.FlagSet, m scene, n int, asScene bool, 
 		return lay, err
 	}
 	opt.ChunkSize = lay.chunk
+	if mm, ok := m.(*model.Model); ok && !lay.stream {
+		if e, err := mm.EstimateMemory(*opt, n, size.X, size.Y); err == nil {
+			lay.why = fmt.Sprintf("%s: about %s, head chunks of %d", lay.why, sysmem.Bytes(uint64(e.Total())), lay.chunk)
+		}
+	}
 	return lay, nil
 }
 
@@ -189,11 +196,30 @@ func (l layout) describe(n int) string {
 	return fmt.Sprintf("streaming %d frames in %d windows of %d (overlap %d), head chunks of %d (%s)", n, len(ws), l.window, l.overlap, l.chunk, l.why)
 }
 
-// memoryFit is the memory estimate the layout is chosen from. It returns nil (no estimate) until the
-// model package estimates a request's memory; then fit(views, chunk) runs that estimate for views images
-// of w×h pixels with head chunks of chunk views and wraps its refusal in errNoFit.
+// memoryFit is the memory estimate the layout is chosen from: the model package's check of a request
+// (Model.CheckMemory: its estimate against the memory left and -max-memory) for views images of w×h
+// pixels with head chunks of chunk views; both branches of the nested pair must fit. nil for a scene
+// that cannot be checked.
 func memoryFit(m scene, opt model.RunOptions, w, h int) fitFunc {
-	return nil
+	var models []*model.Model
+	switch s := m.(type) {
+	case *model.Model:
+		models = []*model.Model{s}
+	case nestedScene:
+		models = []*model.Model{s.AnyView(), s.Metric()}
+	default:
+		return nil
+	}
+	return func(views, chunk int) error {
+		o := opt
+		o.ChunkSize = chunk
+		for _, mm := range models {
+			if err := mm.CheckMemory(o, views, w, h); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // checkImages reads every input's header (a file that is not an image fails before the model loads) and

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/model"
 )
 
 // TestMain lets a test run the CLI in a child process (runChild): its peak RSS is then the command's own.
@@ -276,7 +277,7 @@ func TestChooseLayout(t *testing.T) {
 	fitUnder := func(budget int) fitFunc {
 		return func(views, chunk int) error {
 			if need := 100 + 10*views + 30*chunk; need > budget {
-				return fmt.Errorf("%d views need %d MiB, %d free: %w", views, need, budget, errNoFit)
+				return fmt.Errorf("%d views need %d MiB, %d free: %w", views, need, budget, model.ErrNotEnoughMemory)
 			}
 			return nil
 		}
@@ -316,4 +317,56 @@ func TestChooseLayout(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// TestStreamChosenFromMemory: under -max-memory that one scene of 40 frames exceeds, reconstruct switches
+// to windows of the most frames that fit (the head chunk fixed by -chunk-size) and says so; -no-stream
+// refuses with the figures; without -chunk-size a smaller head chunk lets larger windows fit.
+func TestStreamChosenFromMemory(t *testing.T) {
+	path := tinyDA3(t)
+	m, err := model.Load(context.Background(), path, model.Options{Device: "cpu", Threads: 1})
+	require.NoError(t, err)
+	opt := model.RunOptions{ProcessRes: 56, ProcessedSize: true, ChunkSize: 8}
+	total := func(views int) int64 {
+		e, err := m.EstimateMemory(opt, views, 64, 48)
+		require.NoError(t, err)
+		return e.Total()
+	}
+	whole, ten, eleven := total(40), total(10), total(11)
+	require.Less(t, eleven, whole)
+	limit := (ten + eleven) / 2
+	// The window the CLI should choose: the most views that pass the model's own check under the limit.
+	opt.MaxMemory = limit
+	want := 0
+	for v := 2; v < 40 && m.CheckMemory(opt, v, 64, 48) == nil; v++ {
+		want = v
+	}
+	require.NoError(t, m.Close())
+	require.GreaterOrEqual(t, want, 10)
+	in := filepath.Join(t.TempDir(), "frames")
+	writeFrames(t, in, 40, 64, 48)
+	cli := func(extra ...string) (int, string) {
+		args := []string{"reconstruct", "-model", path, "-threads", "1", "-process-res", "56", "-format", "ply",
+			"-max-memory", strconv.FormatInt(limit, 10), "-o", filepath.Join(t.TempDir(), "scene")}
+		code, _, stderr := runCLI(append(append(args, extra...), in)...)
+		return code, stderr
+	}
+	code, stderr := cli("-chunk-size", "8")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stderr, fmt.Sprintf("windows of %d (overlap %d), head chunks of 8 (not enough memory for 40 view(s) at 56x42", want, want/4))
+	code, stderr = cli()
+	require.Equal(t, exitOK, code, stderr)
+	var w, c int
+	_, err = fmt.Sscanf(stderr[strings.Index(stderr, "windows of "):], "windows of %d (overlap %d), head chunks of %d", &w, new(int), &c)
+	require.NoError(t, err, stderr)
+	assert.Greater(t, w, want, "a smaller head chunk leaves room for more views")
+	assert.Less(t, c, 8)
+	code, stderr = cli("-no-stream")
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, stderr, "-no-stream: not enough memory for 40 view(s) at 56x42")
+	assert.Contains(t, stderr, "-max-memory")
+	// Enough memory: one scene, and the estimate is said.
+	code, stderr = cli("-max-memory", strconv.FormatInt(whole, 10))
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stderr, "running 40 images as views of one scene (fits in memory: about")
 }
