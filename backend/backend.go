@@ -147,6 +147,12 @@ func Open(opts Options) (*Runtime, error) {
 			rt.Close()
 			return nil, err
 		}
+		// Where a backend supports it, a cancelled Run stops its graph
+		// after the node in flight (see Run).
+		if _, err := b.EnableAbort(); err != nil {
+			rt.Close()
+			return nil, err
+		}
 	}
 	if cpu && runtime.GOARCH == "amd64" && !ggml.HasAVX2() {
 		log.Warn("ggml's CPU backend was compiled without AVX2 (CGO_CFLAGS without -march): it runs about 35x slower; build with CGO_CFLAGS=\"-O3 -march=native\" (see the README's Library section)")

@@ -147,7 +147,7 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 		return nil, err
 	}
 	faults := kernels.Faults()
-	if err := rt.sched.Compute(g); err != nil {
+	if err := rt.compute(ctx, g); err != nil {
 		return nil, err
 	}
 	if err := kernels.FaultsSince(faults); err != nil {
@@ -165,6 +165,37 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 		out[name] = Tensor{Data: data, Shape: t.Shape()}
 	}
 	return out, nil
+}
+
+// compute runs g and stops it within a node when ctx is cancelled: a
+// watcher sets the backends' abort flags, which ggml's CPU backend checks
+// after every node; the error is then ctx's.
+func (rt *Runtime) compute(ctx context.Context, g *ggml.Context) error {
+	if ctx.Done() == nil {
+		return rt.sched.Compute(g)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-ctx.Done():
+			for _, b := range rt.backends() {
+				b.Abort()
+			}
+		case <-stop:
+		}
+	}()
+	err := rt.sched.Compute(g)
+	close(stop)
+	<-done
+	for _, b := range rt.backends() {
+		b.ClearAbort()
+	}
+	var se *ggml.StatusError
+	if err != nil && errors.As(err, &se) && se.Status == ggml.StatusAborted && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // Measurement is the memory a graph needs, from the scheduler's planning.

@@ -39,6 +39,22 @@ static int da3_set_n_threads(ggml_backend_t b, int n) {
     fn(b, n);
     return 1;
 }
+
+// The abort callback ggml's CPU backend calls after every node: it reads a
+// flag in C memory that Go sets (atomically) to stop a graph.
+static bool da3_abort_cb(void * data) { return __atomic_load_n((int *) data, __ATOMIC_RELAXED) != 0; }
+typedef void (*da3_set_abort_t)(ggml_backend_t, ggml_abort_callback, void *);
+static int da3_set_abort(ggml_backend_t b, int * flag) {
+    ggml_backend_dev_t dev = ggml_backend_get_device(b);
+    if (dev == NULL) return 0;
+    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
+    if (reg == NULL) return 0;
+    da3_set_abort_t fn = (da3_set_abort_t) ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_abort_callback");
+    if (fn == NULL) return 0;
+    fn(b, da3_abort_cb, flag);
+    return 1;
+}
+static void da3_store_flag(int * flag, int v) { __atomic_store_n(flag, v, __ATOMIC_RELAXED); }
 */
 import "C"
 
@@ -256,8 +272,9 @@ func LoadBackend(path string) error {
 
 // Backend is an initialised ggml_backend_t. Close it when done.
 type Backend struct {
-	b   C.ggml_backend_t
-	dev Device
+	b     C.ggml_backend_t
+	dev   Device
+	abort *C.int // the flag of the abort callback (C memory), nil without one
 }
 
 // Name is ggml_backend_name.
@@ -282,6 +299,46 @@ func (b *Backend) SetThreads(n int) (bool, error) {
 		return false, fmt.Errorf("ggml: thread count %d must be positive", n)
 	}
 	return C.da3_set_n_threads(b.b, C.int(n)) != 0, nil
+}
+
+// EnableAbort installs an abort callback (through the registry's
+// ggml_backend_set_abort_callback; the CPU backend checks it after every
+// node) so that Abort can stop a running graph, whose compute then returns
+// a StatusError with StatusAborted. It reports whether the backend supports
+// it.
+func (b *Backend) EnableAbort() (bool, error) {
+	if b == nil || b.b == nil {
+		return false, ErrClosed
+	}
+	if b.abort != nil {
+		return true, nil
+	}
+	flag := (*C.int)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int(0)))))
+	if flag == nil {
+		return false, ErrOutOfMemory
+	}
+	if C.da3_set_abort(b.b, flag) == 0 {
+		C.free(unsafe.Pointer(flag))
+		return false, nil
+	}
+	b.abort = flag
+	return true, nil
+}
+
+// Abort asks the graph running on b (or the next one) to stop; ClearAbort
+// lets graphs run again. Both are safe to call from any goroutine while a
+// graph computes; they do nothing without EnableAbort.
+func (b *Backend) Abort() {
+	if b != nil && b.abort != nil {
+		C.da3_store_flag(b.abort, 1)
+	}
+}
+
+// ClearAbort resets the flag Abort set.
+func (b *Backend) ClearAbort() {
+	if b != nil && b.abort != nil {
+		C.da3_store_flag(b.abort, 0)
+	}
 }
 
 // Compute runs g's graph on this backend alone (ggml_backend_graph_compute).
@@ -342,6 +399,10 @@ func (b *Backend) Close() error {
 	}
 	C.ggml_backend_free(b.b)
 	b.b = nil
+	if b.abort != nil {
+		C.free(unsafe.Pointer(b.abort))
+		b.abort = nil
+	}
 	return nil
 }
 

@@ -64,6 +64,9 @@ var (
 	ErrClosed = errors.New("use of closed ggml resource")
 )
 
+// StatusAborted is the status of a compute stopped by Backend.Abort.
+const StatusAborted = int(C.GGML_STATUS_ABORTED)
+
 // StatusError is a non-success ggml_status returned by a compute call.
 type StatusError struct {
 	Op     string

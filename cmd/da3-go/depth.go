@@ -3,15 +3,17 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"image"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/internal/sysmem"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/stream"
 )
@@ -46,7 +48,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	f.modelFlags.register(fs)
 	f.inputFlags.register(fs)
 	f.streamFlags.register(fs)
-	fs.StringVar(&f.out, "o", "", "output directory (default: next to each image), or the output file for one image and one format")
+	fs.StringVar(&f.out, "o", "", "output directory (created if missing; default: next to each image), or, with a .png/.pfm/.npy extension, the one output file (its extension sets the format)")
 	fs.StringVar(&f.formats, "format", "png", "comma-separated outputs: png (colourised), png16 (16-bit), pfm, npy")
 	fs.StringVar(&f.cmap, "cmap", "turbo", "colour map for png: turbo or gray")
 	fs.BoolVar(&f.conf, "conf", false, "also write the confidence map (DA3 any-view models)")
@@ -103,15 +105,27 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer in.cleanup()
 	inputs := in.names
-	single := len(inputs) == 1 && len(formats) == 1 && !f.conf && !f.sky
-	if f.out != "" && !single {
-		if fi, err := os.Stat(f.out); err == nil && !fi.IsDir() {
-			return usageError(fs, stderr, "-o %s is a file, but several outputs are written: give a directory", f.out)
-		}
+	kinds := []string{"depth"}
+	if f.conf {
+		kinds = append(kinds, "conf")
 	}
-	size, err := checkImages(in.paths)
+	if f.sky {
+		kinds = append(kinds, "sky")
+	}
+	formatSet := false
+	fs.Visit(func(fl *flag.Flag) { formatSet = formatSet || fl.Name == "format" })
+	// Every output is named, checked and its directory made before any
+	// image is decoded or the model loaded.
+	plan, formats, err := outputPlan(f.out, inputs, kinds, formats, formatSet)
 	if err != nil {
-		return fail(stderr, err)
+		return usageError(fs, stderr, "%v", err)
+	}
+	// Headers first: a bad image fails before any model work.
+	sizes := make([]imgio.Header, len(in.paths))
+	for i, p := range in.paths {
+		if sizes[i], err = imgio.DecodeHeader(p); err != nil {
+			return fail(stderr, err)
+		}
 	}
 	m, code := f.modelFlags.loadModel(ctx, fs, stderr)
 	if m == nil {
@@ -139,93 +153,121 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case focalNormalised && opt.Intrinsics == nil:
 		fmt.Fprintf(stderr, "da3-go: note: %q predicts focal-normalised depth, NOT metres (metres = focal · depth / 300, focal in pixels of the processed image); pass -intrinsics fx,fy,cx,cy to get metres\n", cfg.Name)
 	}
-	// DA2 relative models predict disparity (larger = nearer); all others depth.
-	invert := !(cfg.Arch == model.DA2 && !cfg.Metric)
+	w := &mapWriter{plan: plan, cmap: cmap, invert: !(cfg.Arch == model.DA2 && !cfg.Metric), quiet: f.quiet, stdout: stdout, stderr: stderr, inputs: inputs}
+	orient := f.exifRotate.set && f.exifRotate.value || !f.exifRotate.set && exifRotateByDefault(cfg.Arch)
 
-	// write writes a result's maps.
-	write := func(input string, r *model.Result) error {
-		warnNonFinite(stderr, input, r)
-		type outMap struct {
-			kind   string
-			data   []float32
-			invert bool
-		}
-		maps := []outMap{{"depth", r.Depth, invert}}
-		if f.conf {
-			maps = append(maps, outMap{"conf", r.Conf, false})
-		}
-		if f.sky {
-			maps = append(maps, outMap{"sky", r.Sky, false})
-		}
-		for _, mp := range maps {
-			for _, fm := range formats {
-				path := outputPath(f.out, single, input, mp.kind, fm)
-				if err := writeMap(path, fm, mp.data, r.Width, r.Height, cmap, mp.invert); err != nil {
-					return err
-				}
-				if !f.quiet {
-					fmt.Fprintf(stdout, "wrote %s\n", path)
-				}
-			}
-		}
-		return nil
-	}
 	asScene := (cfg.Arch == model.DA3 || isNested) && !f.independent
+	size := image.Pt(sizes[0].Width, sizes[0].Height)
 	lay, err := f.streamFlags.layoutFor(fs, m, len(inputs), asScene, size, &opt)
 	if err != nil {
 		return fail(stderr, err)
 	}
 	if lay.stream {
-		if err := f.depthStreamed(ctx, m, in, lay, opt, stderr, write); err != nil {
+		if err := f.depthStreamed(ctx, m, in, lay, opt, stderr, w.write); err != nil {
 			return fail(stderr, err)
 		}
 		return exitOK
 	}
-	imgs, err := f.modelFlags.decode(in.paths, m, stderr)
-	if err != nil {
-		return fail(stderr, err)
+	if asScene && len(inputs) > 1 || f.cameras != "" || f.gaussians != "" {
+		// One scene (or the inputs of -cameras, -gaussians): every view is
+		// needed at once.
+		if asScene && len(inputs) > 1 && f.out != "" && !f.quiet {
+			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (%s; -stream to run them in windows, -independent one by one)\n", len(inputs), lay.why)
+		}
+		if err := checkDecodeMemory(sizes); err != nil {
+			return fail(stderr, err)
+		}
+		imgs, err := f.modelFlags.decode(in.paths, m, stderr)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		f.given.apply(&opt)
+		var results []model.Result
+		if asScene && len(imgs) > 1 {
+			results, err = m.MultiView(ctx, imgs, opt)
+		} else {
+			for _, im := range imgs {
+				var r *model.Result
+				if r, err = m.Depth(ctx, im, opt); err != nil {
+					break
+				}
+				results = append(results, *r)
+			}
+		}
+		if err != nil {
+			return fail(stderr, err)
+		}
+		imgs = nil
+		noteCropped(stderr, inputs, results, opt.ProcessedSize, f.quiet)
+		if f.gaussians != "" {
+			if err := writeGaussians(f.gaussians, results); err != nil {
+				return fail(stderr, err)
+			}
+			if !f.quiet {
+				fmt.Fprintf(stdout, "wrote %s\n", f.gaussians)
+			}
+		}
+		for i := range results {
+			if err := w.write(i, &results[i]); err != nil {
+				return fail(stderr, err)
+			}
+		}
+		return exitOK
 	}
-	f.given.apply(&opt)
-	var results []model.Result
-	if asScene && len(imgs) > 1 {
-		if f.out != "" && !f.quiet {
-			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (%s; -stream to run them in windows, -independent one by one)\n", len(imgs), lay.why)
+	// A group at a time: decode, run, write, forget, so memory stays flat
+	// over any number of images and an interruption keeps what is done.
+	// Groups are consecutive same-size images, up to the batch size (one
+	// image for models that do not batch).
+	batch := 1
+	if _, ok := m.(*model.Model); ok {
+		batch = opt.ChunkSize
+		if batch < 1 {
+			batch = 8
 		}
-		results, err = m.MultiView(ctx, imgs, opt)
-		if err != nil {
-			return fail(stderr, err)
+	}
+	update, finish := newBar(int64(len(inputs)), "depth", false, f.quiet || len(inputs) == 1, stderr)
+	defer finish()
+	for start := 0; start < len(inputs); {
+		end := start + 1
+		for end < len(inputs) && end-start < batch && sizes[end].Width == sizes[start].Width && sizes[end].Height == sizes[start].Height && sizes[end].Orientation == sizes[start].Orientation {
+			end++
 		}
-	} else if mm, ok := m.(*model.Model); ok && len(imgs) > 1 {
-		// Independent images: same-size ones run as batches (no cross-view attention).
-		results, err = mm.Independent(ctx, imgs, opt)
-		if err != nil {
-			return fail(stderr, err)
-		}
-	} else {
-		update, finish := newBar(int64(len(imgs)), "depth", false, f.quiet || len(imgs) == 1, stderr)
-		for i, im := range imgs {
-			r, err := m.Depth(ctx, im, opt)
+		group := make([]image.Image, 0, end-start)
+		for _, p := range in.paths[start:end] {
+			if err := ctx.Err(); err != nil {
+				finish()
+				return fail(stderr, err)
+			}
+			img, err := decodeOriented(p, orient)
 			if err != nil {
 				finish()
-				return fail(stderr, fmt.Errorf("%s: %w", inputs[i], err))
+				return fail(stderr, err)
 			}
-			results = append(results, *r)
-			update(int64(i+1), int64(len(imgs)))
+			group = append(group, img)
 		}
-		finish()
-	}
-	if f.gaussians != "" {
-		if err := writeGaussians(f.gaussians, results); err != nil {
-			return fail(stderr, err)
+		var err error
+		var results []model.Result
+		if mm, ok := m.(*model.Model); ok && len(group) > 1 {
+			// Same-size images run as batches (no cross-view attention).
+			results, err = mm.Independent(ctx, group, opt)
+		} else {
+			var r *model.Result
+			if r, err = m.Depth(ctx, group[0], opt); err == nil {
+				results = []model.Result{*r}
+			}
 		}
-		if !f.quiet {
-			fmt.Fprintf(stdout, "wrote %s\n", f.gaussians)
+		if err != nil {
+			finish()
+			return fail(stderr, fmt.Errorf("%s: %w", inputs[start], err))
 		}
-	}
-	for i := range results {
-		if err := write(inputs[i], &results[i]); err != nil {
-			return fail(stderr, err)
+		for j := range results {
+			if err := w.write(start+j, &results[j]); err != nil {
+				finish()
+				return fail(stderr, err)
+			}
 		}
+		update(int64(end), int64(len(inputs)))
+		start = end
 	}
 	return exitOK
 }
@@ -233,7 +275,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // depthStreamed runs the frames in windows and writes each frame's maps as its window finishes: depth in
 // the run's one scale.
 func (f *depthFlags) depthStreamed(ctx context.Context, m scene, in *inputs, lay layout, opt model.RunOptions, stderr io.Writer,
-	write func(input string, r *model.Result) error) error {
+	write func(i int, r *model.Result) error) error {
 	switch {
 	case f.gaussians != "":
 		return errors.New("-gaussians: the 3D Gaussians are not merged across windows; drop -gaussians or -stream")
@@ -250,13 +292,13 @@ func (f *depthFlags) depthStreamed(ctx context.Context, m scene, in *inputs, lay
 	cfg := m.Config()
 	rec, err := runStreamed(ctx, m, f.modelFlags.frames(in.paths, imageNames(in.names), cfg.Arch), lay, &f.streamFlags,
 		f.streamDir(out), f.fingerprint(cfg), opt, f.quiet, stderr,
-		func(w stream.Window, views []model.Result) error {
-			for i := w.OwnStart; i < w.OwnEnd; i++ {
-				r := views[i-w.Start]
+		func(win stream.Window, views []model.Result) error {
+			for i := win.OwnStart; i < win.OwnEnd; i++ {
+				r := views[i-win.Start]
 				if !f.processedSize {
 					r.ToOriginalSize()
 				}
-				if err := write(in.names[i], &r); err != nil {
+				if err := write(i, &r); err != nil {
 					return err
 				}
 			}
@@ -269,29 +311,84 @@ func (f *depthFlags) depthStreamed(ctx context.Context, m scene, in *inputs, lay
 	return nil
 }
 
-// outputPath names an output: <dir>/<image base>_<kind>.<ext>, with dir the
-// -o directory or the image's own; -o is the file itself for a single output.
-func outputPath(out string, single bool, input, kind, format string) string {
-	ext := map[string]string{"png": ".png", "png16": "_16.png", "pfm": ".pfm", "npy": ".npy"}[format]
-	if single && out != "" {
-		if fi, err := os.Stat(out); err != nil || !fi.IsDir() {
-			return out
+// checkDecodeMemory refuses to decode images that would not fit in the
+// memory left (a Go allocation that fails is fatal, not an error).
+func checkDecodeMemory(hs []imgio.Header) error {
+	var need uint64
+	for _, h := range hs {
+		need += uint64(h.Width) * uint64(h.Height) * 4
+	}
+	for _, l := range sysmem.Limits() {
+		if need+256<<20 > l.Free {
+			return fmt.Errorf("%w: decoding the %d images takes about %s, but only %s is free (%s): run fewer images at once or -independent",
+				model.ErrNotEnoughMemory, len(hs), sysmem.Bytes(need), sysmem.Bytes(l.Free), l)
 		}
 	}
-	dir := out
-	if dir == "" {
-		dir = filepath.Dir(input)
+	return nil
+}
+
+// decodeOriented decodes an image, turned upright by its Exif orientation
+// when orient is set.
+func decodeOriented(path string, orient bool) (image.Image, error) {
+	img, o, err := imgio.DecodeWithOrientation(path)
+	if err != nil {
+		return nil, err
 	}
-	base := strings.TrimSuffix(filepath.Base(input), filepath.Ext(input))
-	return filepath.Join(dir, base+"_"+kind+ext)
+	if orient {
+		img = imgio.Orient(img, o)
+	}
+	return img, nil
+}
+
+// noteCropped says when views of different sizes were centre-cropped to the
+// smallest (as the reference does), so their maps cover the crop only.
+func noteCropped(stderr io.Writer, inputs []string, results []model.Result, processed, quiet bool) {
+	if quiet || processed {
+		return
+	}
+	var cropped []string
+	for i, r := range results {
+		if r.Width != r.OrigWidth || r.Height != r.OrigHeight {
+			cropped = append(cropped, fmt.Sprintf("%s (%dx%d)", inputs[i], r.OrigWidth, r.OrigHeight))
+		}
+	}
+	if len(cropped) > 0 {
+		r := results[0]
+		fmt.Fprintf(stderr, "da3-go: note: the views differ in size, so as in the reference each was centre-cropped to the smallest (%dx%d processed); the maps of %s cover only that centre, at %dx%d\n",
+			r.ProcessedWidth, r.ProcessedHeight, strings.Join(cropped, ", "), r.Width, r.Height)
+	}
+}
+
+// mapWriter writes each result's planned maps.
+type mapWriter struct {
+	plan           [][]mapOutput
+	inputs         []string
+	cmap           imgio.Colormap
+	invert, quiet  bool
+	stdout, stderr io.Writer
+}
+
+func (w *mapWriter) write(i int, r *model.Result) error {
+	warnNonFinite(w.stderr, w.inputs[i], r)
+	for _, o := range w.plan[i] {
+		data, invert := r.Depth, w.invert
+		switch o.kind {
+		case "conf":
+			data, invert = r.Conf, false
+		case "sky":
+			data, invert = r.Sky, false
+		}
+		if err := writeMap(o.path, o.format, data, r.Width, r.Height, w.cmap, invert); err != nil {
+			return err
+		}
+		if !w.quiet {
+			fmt.Fprintf(w.stdout, "wrote %s\n", o.path)
+		}
+	}
+	return nil
 }
 
 func writeMap(path, format string, data []float32, w, h int, cmap imgio.Colormap, invert bool) error {
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-	}
 	switch format {
 	case "png":
 		return imgio.WritePNGColor(path, data, w, h, cmap, invert)

@@ -12,8 +12,10 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/internal/sysmem"
 	"github.com/da3-go/da3-go/model"
 )
@@ -27,10 +29,28 @@ func main() {
 			debug.SetMemoryLimit(int64(l.Total / 10 * 9))
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, cancel := context.WithCancel(context.Background())
+	interrupts(cancel, os.Stderr)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
 	os.Exit(code)
+}
+
+// interrupts makes the first Ctrl-C (or SIGTERM) cancel the command, which
+// stops a running graph within a node and keeps the outputs already
+// written, and the second exit at once, removing the temporary files of
+// unfinished writes.
+func interrupts(cancel context.CancelFunc, stderr io.Writer) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		cancel()
+		fmt.Fprintln(stderr, "da3-go: stopping (press Ctrl-C again to quit at once)")
+		<-sigs
+		imgio.RemovePending()
+		fmt.Fprintln(stderr, "da3-go: interrupted")
+		os.Exit(exitInterrupted)
+	}()
 }
 
 // Exit codes.
@@ -113,14 +133,38 @@ func newFlags(c command, stderr io.Writer) *flag.FlagSet {
 }
 
 // parseFlags parses args; ok is false when the caller should return code.
+// Flags may come before, between or after the positional arguments
+// ("depth photo.jpg -model M"), in every command; "--" ends the flags.
+// fs.Args() are then the positional arguments.
 func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false
+	pos, code, ok := parseInterspersed(fs, args)
+	if !ok {
+		return code, false
 	}
+	_ = fs.Parse(append([]string{"--"}, pos...)) // sets fs.Args() and parses nothing
 	return 0, true
+}
+
+// parseInterspersed parses flags placed before, between or after the
+// positional arguments and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, code int, ok bool) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, exitOK, false
+			}
+			return nil, exitUsage, false
+		}
+		rest := fs.Args()
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), 0, true
+		}
+		if len(rest) == 0 {
+			return pos, 0, true
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
 }
 
 // usageError prints a usage problem and the command's usage; it returns exitUsage.

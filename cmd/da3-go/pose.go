@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
@@ -66,6 +67,15 @@ func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer in.cleanup()
 	inputs := in.names
+	if *out != "-" {
+		// Checked, and its directory made, before anything runs.
+		if err := checkOverwrite([][]mapOutput{{{path: *out}}}, in.paths); err != nil {
+			return usageError(fs, stderr, "-o: %v", err)
+		}
+		if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+			return fail(stderr, fmt.Errorf("-o: %w", err))
+		}
+	}
 	imgs, m, code := f.open(ctx, fs, in.paths, stderr)
 	if m == nil {
 		return code
@@ -107,6 +117,5 @@ func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *out != "-" && !f.quiet {
 		fmt.Fprintf(stdout, "wrote %s\n", *out)
 	}
-	_ = os.Stdout
 	return exitOK
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"image"
 	"io"
@@ -108,25 +107,6 @@ func runQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 	}
 	return exitOK
-}
-
-// parseInterspersed parses flags placed before, between or after the
-// positional arguments ("quantize IN OUT -type q4_k"); "--" ends the flags.
-func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, code int, ok bool) {
-	for {
-		if code, ok := parseFlags(fs, args); !ok {
-			return nil, code, false
-		}
-		rest := fs.Args()
-		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
-			return append(pos, rest...), 0, true
-		}
-		if len(rest) == 0 {
-			return pos, 0, true
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
 }
 
 func typeList() string {

@@ -70,7 +70,7 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.processRes, "process-res", 0, "processed resolution (default: 504 for DA3, 518 for DA2)")
 	fs.StringVar(&f.method, "process-res-method", "upper_bound_resize", "DA3 resize policy: upper_bound_resize, lower_bound_resize, upper_bound_crop, lower_bound_crop")
 	fs.StringVar(&f.refView, "ref-view", "saddle_balanced", "reference view for 3+ views: saddle_balanced, saddle_sim_range, first, middle")
-	fs.IntVar(&f.chunkSize, "chunk-size", 8, "views per head chunk in multi-view runs (lower it to save memory)")
+	fs.IntVar(&f.chunkSize, "chunk-size", 8, "views per head chunk in multi-view runs, images per batch with -independent (lower it to save memory)")
 	fs.BoolVar(&f.verbose, "v", false, "verbose log on stderr")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bars or informational output")
 	fs.BoolVar(&f.strict, "strict", false, "fail when an output holds NaN or Inf values (default: warn)")

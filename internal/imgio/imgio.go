@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	_ "golang.org/x/image/bmp"
 	_ "golang.org/x/image/tiff"
@@ -213,10 +214,12 @@ func WritePending(path string, write func(w io.Writer) error) (p *Pending, err e
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
 	tmp := f.Name()
+	pending.Store(tmp, struct{}{})
 	defer func() {
 		if err != nil {
 			f.Close() // may already be closed; the error is irrelevant then
 			os.Remove(tmp)
+			pending.Delete(tmp)
 		}
 	}()
 	bw := bufio.NewWriterSize(f, 1<<16)
@@ -242,6 +245,7 @@ func (p *Pending) Commit() error {
 	}
 	tmp := p.tmp
 	p.tmp = ""
+	defer pending.Delete(tmp)
 	if err := os.Rename(tmp, p.path); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", p.path, err)
@@ -255,7 +259,21 @@ func (p *Pending) Abort() {
 		return
 	}
 	os.Remove(p.tmp)
+	pending.Delete(p.tmp)
 	p.tmp = ""
+}
+
+// pending holds the temporary files of writes in progress.
+var pending sync.Map
+
+// RemovePending removes the temporary files of the writes in progress, for
+// a program about to exit at once (a second Ctrl-C): their destinations
+// are untouched, and no temporary file is left behind.
+func RemovePending() {
+	pending.Range(func(k, _ any) bool {
+		os.Remove(k.(string))
+		return true
+	})
 }
 
 func checkMap(data []float32, w, h int) error {

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// mapOutput is one file depth writes: a map kind (depth, conf, sky) in a
+// format.
+type mapOutput struct {
+	kind, format, path string
+}
+
+// formatExt is each map format's file name ending.
+var formatExt = map[string]string{"png": ".png", "png16": "_16.png", "pfm": ".pfm", "npy": ".npy"}
+
+// outputPlan names every output of a depth run before anything runs, so
+// that a bad -o fails at once, no output overwrites an input or another
+// output, and the directories exist before the first result.
+//
+// -o is a file when it has a map extension (.png, .pfm, .npy) and is not a
+// directory; then exactly one map is written and its format follows the
+// extension (an explicit -format must agree). Otherwise -o is a directory
+// (created if missing), or, without -o, each image's own directory. Outputs
+// are <dir>/<image base>_<kind><format ending>; when two images share a base
+// name, their paths relative to the images' common directory are kept under
+// the -o directory (cam0/frame.jpg → out/cam0/frame_depth.png).
+func outputPlan(out string, inputs, kinds, formats []string, formatSet bool) (plan [][]mapOutput, fmts []string, err error) {
+	fileMode := false
+	if out != "" && !strings.HasSuffix(out, "/") && !strings.HasSuffix(out, string(filepath.Separator)) {
+		if fi, err := os.Stat(out); err != nil || !fi.IsDir() {
+			fileMode = filepath.Ext(out) != ""
+			if fileMode && err == nil && !fi.Mode().IsRegular() {
+				return nil, nil, fmt.Errorf("-o %s is not a regular file or a directory", out)
+			}
+		}
+	}
+	if fileMode {
+		if n := len(inputs) * len(kinds) * len(formats); n != 1 {
+			return nil, nil, fmt.Errorf("-o %s names one file, but %d outputs are written (%d image(s), %s, formats %s): give a directory (-o DIR/)",
+				out, n, len(inputs), strings.Join(kinds, " and "), strings.Join(formats, ","))
+		}
+		ext := strings.ToLower(filepath.Ext(out))
+		var byExt string
+		switch ext {
+		case ".png":
+			byExt = "png"
+			if formats[0] == "png16" {
+				byExt = "png16"
+			}
+		case ".pfm", ".npy":
+			byExt = ext[1:]
+		default:
+			return nil, nil, fmt.Errorf("-o %s: unknown map extension %q (.png, .pfm, .npy); for a directory end it with /", out, ext)
+		}
+		if formatSet && byExt != formats[0] {
+			return nil, nil, fmt.Errorf("-o %s is a %s file but -format is %s: make them agree", out, byExt, formats[0])
+		}
+		formats = []string{byExt}
+		plan = [][]mapOutput{{{kind: kinds[0], format: byExt, path: out}}}
+	} else {
+		plan = namedOutputs(out, inputs, kinds, formats, false)
+		if dup := duplicateOutput(plan); dup != "" && out != "" {
+			plan = namedOutputs(out, inputs, kinds, formats, true)
+		}
+		if dup := duplicateOutput(plan); dup != "" {
+			return nil, nil, fmt.Errorf("two images would write %s (inputs with the same name in one directory, or given twice): rename one, or run them separately", dup)
+		}
+	}
+	if err := checkOverwrite(plan, inputs); err != nil {
+		return nil, nil, err
+	}
+	for _, outs := range plan {
+		for _, o := range outs {
+			if err := os.MkdirAll(filepath.Dir(o.path), 0o755); err != nil {
+				return nil, nil, fmt.Errorf("output directory: %w", err)
+			}
+		}
+	}
+	return plan, formats, nil
+}
+
+// namedOutputs names the outputs <dir>/<base>_<kind><ending>, with dir the
+// -o directory (plus, with keepDirs, the image's directory relative to the
+// images' common directory) or the image's own.
+func namedOutputs(out string, inputs, kinds, formats []string, keepDirs bool) [][]mapOutput {
+	common := ""
+	if keepDirs {
+		common = commonDir(inputs)
+	}
+	plan := make([][]mapOutput, len(inputs))
+	for i, in := range inputs {
+		dir := out
+		if dir == "" {
+			dir = filepath.Dir(in)
+		} else if keepDirs {
+			if rel, err := filepath.Rel(common, filepath.Dir(absPath(in))); err == nil && !strings.HasPrefix(rel, "..") {
+				dir = filepath.Join(out, rel)
+			}
+		}
+		base := strings.TrimSuffix(filepath.Base(in), filepath.Ext(in))
+		for _, k := range kinds {
+			for _, f := range formats {
+				plan[i] = append(plan[i], mapOutput{kind: k, format: f, path: filepath.Join(dir, base+"_"+k+formatExt[f])})
+			}
+		}
+	}
+	return plan
+}
+
+// commonDir is the deepest directory holding every input.
+func commonDir(inputs []string) string {
+	var common string
+	for i, in := range inputs {
+		d := filepath.Dir(absPath(in))
+		if i == 0 {
+			common = d
+			continue
+		}
+		for common != filepath.Dir(common) && !strings.HasPrefix(d+string(filepath.Separator), common+string(filepath.Separator)) {
+			common = filepath.Dir(common)
+		}
+	}
+	return common
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return filepath.Clean(p)
+}
+
+// duplicateOutput returns a path planned twice, or "".
+func duplicateOutput(plan [][]mapOutput) string {
+	seen := map[string]bool{}
+	for _, outs := range plan {
+		for _, o := range outs {
+			p := absPath(o.path)
+			if seen[p] {
+				return o.path
+			}
+			seen[p] = true
+		}
+	}
+	return ""
+}
+
+// checkOverwrite refuses outputs that are inputs (by path, or the same file
+// under another name).
+func checkOverwrite(plan [][]mapOutput, inputs []string) error {
+	in := map[string]string{}
+	var stats []os.FileInfo
+	for _, p := range inputs {
+		in[absPath(p)] = p
+		if fi, err := os.Stat(p); err == nil {
+			stats = append(stats, fi)
+		}
+	}
+	for _, outs := range plan {
+		for _, o := range outs {
+			if src, ok := in[absPath(o.path)]; ok {
+				return fmt.Errorf("output %s would overwrite the input %s", o.path, src)
+			}
+			fi, err := os.Stat(o.path)
+			if err != nil {
+				continue
+			}
+			for _, s := range stats {
+				if os.SameFile(fi, s) {
+					return fmt.Errorf("output %s would overwrite an input image (the same file)", o.path)
+				}
+			}
+		}
+	}
+	return nil
+}
