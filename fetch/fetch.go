@@ -298,6 +298,11 @@ func (d *download) run(ctx context.Context) error {
 		if err == nil {
 			break
 		}
+		// An attempt that received nothing (a 404, an unreachable host)
+		// leaves no empty .part behind.
+		if fi, serr := os.Stat(d.part); serr == nil && fi.Size() == 0 {
+			os.Remove(d.part)
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("download %s: %w (the partial download %s is kept for resuming)", d.m.File, ctx.Err(), d.part)
 		}

@@ -314,13 +314,22 @@ func TestResolveChecksumMismatch(t *testing.T) {
 func TestResolveHTTPStatus(t *testing.T) {
 	m, _ := fakeModel(t, 10)
 	srv := newServer(t, http.NotFound)
-	_, err := fetch.Resolve(testCtx(t), "fake-small", opts(t, m, srv.URL))
+	o := opts(t, m, srv.URL)
+	_, err := fetch.Resolve(testCtx(t), "fake-small", o)
 	require.Error(t, err)
 	var se *fetch.StatusError
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, http.StatusNotFound, se.StatusCode)
 	assert.Contains(t, err.Error(), "404 Not Found")
 	assert.Contains(t, err.Error(), srv.URL+"/"+fakeFile)
+	var left []string
+	require.NoError(t, filepath.WalkDir(o.CacheDir, func(p string, e os.DirEntry, err error) error {
+		if err == nil && filepath.Ext(p) == ".part" {
+			left = append(left, p)
+		}
+		return err
+	}))
+	assert.Empty(t, left, "a failed download left its .part")
 }
 
 func TestResolveUnreachableServer(t *testing.T) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/loader"
@@ -68,6 +70,13 @@ func runConvert(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return fail(stderr, err)
 	}
+	// Depth Anything V2's metric checkpoints hold the same tensors as the
+	// relative ones (only the head's last activation differs), so their file
+	// name is the one sign: without -max-depth they would become relative
+	// models.
+	if fam == convert.FamilyDA2 && *maxDepth == 0 && looksMetricDA2(src) {
+		return usageError(fs, stderr, "%s looks like a Depth Anything V2 metric checkpoint: give -max-depth (20 for the Hypersim indoor models, 80 for the VKITTI outdoor ones), or rename it if it is a relative model", src)
+	}
 	update, finish := newBar(-1, "converting", true, *quiet, stderr)
 	opts.Progress = update
 	err = convert.Convert(ctx, src, dst, opts)
@@ -81,4 +90,12 @@ func runConvert(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 	return exitOK
+}
+
+// looksMetricDA2 reports whether a checkpoint's file name is that of a
+// Depth Anything V2 metric model (depth_anything_v2_metric_hypersim_vits.pth
+// and the like).
+func looksMetricDA2(path string) bool {
+	n := strings.ToLower(filepath.Base(path))
+	return strings.Contains(n, "metric") || strings.Contains(n, "hypersim") || strings.Contains(n, "vkitti")
 }

@@ -90,3 +90,26 @@ func TestConvertFixture(t *testing.T) {
 		assert.Contains(t, stderr.String(), "Heads")
 	})
 }
+
+// TestConvertMetricDA2NeedsMaxDepth: a V2 metric checkpoint (known by its
+// file name: its tensors are those of a relative one) is refused without
+// -max-depth instead of silently becoming a relative model, and converts
+// with it.
+func TestConvertMetricDA2NeedsMaxDepth(t *testing.T) {
+	src := filepath.Join("..", "..", "tests", "fixtures", "da2-tiny", "model.pth")
+	dir := t.TempDir()
+	metric := filepath.Join(dir, "depth_anything_v2_metric_hypersim_vits.pth")
+	b, err := os.ReadFile(src)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(metric, b, 0o644))
+	dst := filepath.Join(dir, "m.gguf")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"convert", "-quiet", "-heads", "2", "-out-layers", "0,1,2,3", metric, dst}, &stdout, &stderr)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr.String(), "-max-depth")
+	assert.NoFileExists(t, dst)
+	stderr.Reset()
+	code = run(context.Background(), []string{"convert", "-quiet", "-heads", "2", "-out-layers", "0,1,2,3", "-max-depth", "20", metric, dst}, &stdout, &stderr)
+	require.Equal(t, exitOK, code, stderr.String())
+	assert.FileExists(t, dst)
+}
