@@ -77,7 +77,7 @@ capi: generate
 # The concurrency tests under the race detector (Close during runs, #17.3).
 # The first run compiles ggml again with -race (several minutes).
 test-race: generate
-	$(GO) test -race -run 'Close|Concurrent' ./model ./backend
+	$(GO) test -race -run 'Close|Concurrent|Cancel' ./model ./backend
 	$(GO) test -race -run 'Queue|ClientGone|Graceful|Models' ./server
 
 test-short: generate
