@@ -41,7 +41,7 @@ func load(path, metricPath, device string, threads int) (scene, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pair{n}, nil
+	return pair{nested.Scene{Model: n}}, nil
 }
 
 type single struct{ *model.Model }
@@ -69,18 +69,14 @@ func oneByOne(imgs []image.Image, opt model.RunOptions, depth func(context.Conte
 	return out, nil
 }
 
-type pair struct{ *nested.Model }
+type pair struct{ nested.Scene }
 
 func (p pair) config() model.Config { return p.AnyView().Config() }
 func (p pair) nested() bool         { return true }
 
 func (p pair) run(imgs []image.Image, o runOptions) ([]model.Result, error) {
 	if !o.independent {
-		out, err := p.MultiView(context.Background(), imgs, o.opt)
-		if err != nil {
-			return nil, err
-		}
-		return out.Views, nil
+		return p.MultiView(context.Background(), imgs, o.opt)
 	}
 	return oneByOne(imgs, o.opt, p.Depth)
 }

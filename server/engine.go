@@ -107,27 +107,6 @@ type runner interface {
 	Close() error
 }
 
-// pair adapts a nested model to runner: its config is the any-view half's.
-type pair struct{ *nested.Model }
-
-func (p pair) Config() model.Config { return p.AnyView().Config() }
-
-func (p pair) Depth(ctx context.Context, img model.Image, opt model.RunOptions) (*model.Result, error) {
-	rs, err := p.MultiView(ctx, []model.Image{img}, opt)
-	if err != nil {
-		return nil, err
-	}
-	return &rs[0], nil
-}
-
-func (p pair) MultiView(ctx context.Context, imgs []model.Image, opt model.RunOptions) ([]model.Result, error) {
-	out, err := p.Model.MultiView(ctx, imgs, opt)
-	if err != nil {
-		return nil, err
-	}
-	return out.Views, nil
-}
-
 // instance is one loaded copy of a model; a pool holds one per concurrent
 // run.
 type instance struct {
@@ -150,7 +129,7 @@ func loadInstance(ctx context.Context, spec ModelSpec, device string, threads in
 	if err != nil {
 		return nil, err
 	}
-	return &instance{r: pair{n}, nested: true, weights: n.AnyView().WeightBytes() + n.Metric().WeightBytes(), device: n.AnyView().Device()}, nil
+	return &instance{r: nested.Scene{Model: n}, nested: true, weights: n.AnyView().WeightBytes() + n.Metric().WeightBytes(), device: n.AnyView().Device()}, nil
 }
 
 func (in *instance) close() error { return in.r.Close() }

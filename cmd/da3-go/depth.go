@@ -15,6 +15,7 @@ import (
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/internal/sysmem"
 	"github.com/da3-go/da3-go/model"
+	"github.com/da3-go/da3-go/model/nested"
 	"github.com/da3-go/da3-go/model/stream"
 )
 
@@ -133,7 +134,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer m.Close()
 	cfg := m.Config()
-	_, isNested := m.(nestedScene)
+	_, isNested := m.(nested.Scene)
 	if f.conf && cfg.Arch != model.DA3 {
 		return fail(stderr, fmt.Errorf("-conf: model %q (%s) has no confidence output", cfg.Name, cfg.Arch))
 	}

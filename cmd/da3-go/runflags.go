@@ -114,32 +114,6 @@ type scene interface {
 	Close() error
 }
 
-// nestedScene adapts the nested model to scene: its Config is the any-view
-// branch's.
-type nestedScene struct {
-	*nested.Model
-	log *slog.Logger
-}
-
-func (n nestedScene) Config() model.Config { return n.AnyView().Config() }
-
-func (n nestedScene) MultiView(ctx context.Context, imgs []model.Image, opt model.RunOptions) ([]model.Result, error) {
-	out, err := n.Model.MultiView(ctx, imgs, opt)
-	if err != nil {
-		return nil, err
-	}
-	n.log.Info("nested metric alignment", "scale", out.Scale, "fit_pixels", out.Pixels, "nonsky_pixels", out.NonSky, "sky_depth_m", out.SkyDepth)
-	return out.Views, nil
-}
-
-func (n nestedScene) Depth(ctx context.Context, img model.Image, opt model.RunOptions) (*model.Result, error) {
-	rs, err := n.MultiView(ctx, []model.Image{img}, opt)
-	if err != nil {
-		return nil, err
-	}
-	return &rs[0], nil
-}
-
 // load resolves and loads the model (or the nested pair) with progress bars.
 func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (scene, error) {
 	if strings.TrimSpace(f.model) == "" {
@@ -182,7 +156,10 @@ func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (scene, error) 
 		m.Close()
 		return nil, err
 	}
-	return nestedScene{Model: n, log: slog.Default()}, nil
+	log := slog.Default()
+	return nested.Scene{Model: n, Aligned: func(a nested.Alignment) {
+		log.Info("nested metric alignment", "scale", a.Scale, "fit_pixels", a.Pixels, "nonsky_pixels", a.NonSky, "sky_depth_m", a.SkyDepth)
+	}}, nil
 }
 
 // options are the model.Options of the flags (device, threads, kernels,

@@ -13,6 +13,7 @@ import (
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/internal/sysmem"
 	"github.com/da3-go/da3-go/model"
+	"github.com/da3-go/da3-go/model/nested"
 	"github.com/da3-go/da3-go/model/stream"
 )
 
@@ -205,7 +206,7 @@ func memoryFit(m scene, opt model.RunOptions, w, h int) fitFunc {
 	switch s := m.(type) {
 	case *model.Model:
 		models = []*model.Model{s}
-	case nestedScene:
+	case nested.Scene:
 		models = []*model.Model{s.AnyView(), s.Metric()}
 	default:
 		return nil

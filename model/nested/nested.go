@@ -119,6 +119,41 @@ func (m *Model) MultiView(ctx context.Context, imgs []model.Image, opt model.Run
 	return m.align(ctx, res, input, processedSize)
 }
 
+// Scene is a nested pair seen as one model: Config, Depth, MultiView and
+// Close with model.Model's signatures, so that code written for a model
+// (a command, a server, a C ABI) serves a nested pair unchanged. Aligned,
+// when set, receives each run's alignment (scale, pixels used, sky depth).
+type Scene struct {
+	*Model
+	Aligned func(Alignment)
+}
+
+// Config is the any-view branch's configuration: the pair's inputs,
+// outputs and cameras are that branch's.
+func (s Scene) Config() model.Config { return s.anyView.Config() }
+
+// MultiView runs the views as one scene (Model.MultiView) and returns the
+// per-view results.
+func (s Scene) MultiView(ctx context.Context, imgs []model.Image, opt model.RunOptions) ([]model.Result, error) {
+	out, err := s.Model.MultiView(ctx, imgs, opt)
+	if err != nil {
+		return nil, err
+	}
+	if s.Aligned != nil {
+		s.Aligned(out.Alignment)
+	}
+	return out.Views, nil
+}
+
+// Depth runs one image.
+func (s Scene) Depth(ctx context.Context, img model.Image, opt model.RunOptions) (*model.Result, error) {
+	rs, err := s.MultiView(ctx, []model.Image{img}, opt)
+	if err != nil {
+		return nil, err
+	}
+	return &rs[0], nil
+}
+
 // Forward runs already preprocessed input (see model.Model.Forward); maps
 // are returned at the processed size.
 func (m *Model) Forward(ctx context.Context, px model.Pixels, opt model.RunOptions) (*Output, error) {
