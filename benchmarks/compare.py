@@ -340,14 +340,16 @@ def measure_go(bin_: str, gguf: Path, pixels: Path, repeat: int, threads: int, a
     return {**last_json(r.stdout), "impl": "da3-go", **e}
 
 
-def measure_cpp(cli: str, gguf: Path, images: list[Path], repeat: int, threads: int) -> dict:
+def measure_cpp(cli: str, gguf: Path, images: list[Path], repeat: int, threads: int, pose: bool = True) -> dict:
     """The C++ engine (depth-anything.cpp's da3-cli). One view: its bench mode (load once, `repeat` timed runs
     of depth + pose from the image file, preprocessing included). Several views: one multi-view run per
     process (no bench mode there), so its time is the process's wall time (load and output writing included)."""
     with tempfile.TemporaryDirectory() as tmp:
         if len(images) == 1:
-            r, e = timed([cli, "depth", "--model", str(gguf), "--input", str(images[0]), "--pose",
-                          str(Path(tmp) / "pose.json"), "--threads", str(threads), "--repeat", str(repeat + 1)])
+            # DA2 models have no camera head: no --pose for them.
+            extra = ["--pose", str(Path(tmp) / "pose.json")] if pose else []
+            r, e = timed([cli, "depth", "--model", str(gguf), "--input", str(images[0]), *extra,
+                          "--threads", str(threads), "--repeat", str(repeat + 1)])
             m = re.search(r"load=([0-9.]+)ms infer=([0-9.]+)ms/iter.*min=([0-9.]+)", r.stdout)
             if not m:
                 raise RuntimeError(f"unexpected da3-cli output: {r.stdout[-500:]!r}")
@@ -445,7 +447,7 @@ def run_main(bin_: str, models: list[str], variants: list[str] | None, rounds: i
         if cpp and m["family"] in ("da3", "da2"):
             g = ensure_gguf(bin_, name, "f32")
             ims = input_images(m["family"], m["views"])
-            jobs["cpp"] = (lambda g=g, ims=ims: measure_cpp(cpp, g, ims, repeat, threads))
+            jobs["cpp"] = (lambda g=g, ims=ims, pose=m["family"] == "da3": measure_cpp(cpp, g, ims, repeat, threads, pose))
         configs = []
         for c in variants or MODEL_CONFIGS[name]:
             cfg = GO_CONFIGS[c]
