@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -334,6 +335,13 @@ func viewOrder(res []model.Result) []int {
 // (pixels) max|d| ≤ 1e-4 of the largest.
 func poseGate(t *testing.T, res []model.Result, wantExt, wantIntr []float32) {
 	t.Helper()
+	poseGateWithin(t, res, wantExt, wantIntr, 1e-4, 1e-4)
+}
+
+// poseGateWithin is poseGate with bounds: extrinsics max|d| ≤ extBound,
+// intrinsics max|d| ≤ intrRel of the largest reference intrinsic.
+func poseGateWithin(t *testing.T, res []model.Result, wantExt, wantIntr []float32, extBound, intrRel float64) {
+	t.Helper()
 	var ext, intr []float64
 	for _, r := range res {
 		require.NotNil(t, r.Camera)
@@ -356,8 +364,57 @@ func poseGate(t *testing.T, res []model.Result, wantExt, wantIntr []float32) {
 		mi = math.Max(mi, math.Abs(x))
 	}
 	t.Logf("%-22s max|d| %.3g;  intrinsics max|d| %.3g (rel %.3g)", "extrinsics", de, di, di/mi)
-	assert.LessOrEqual(t, de, 1e-4, "extrinsics")
-	assert.LessOrEqual(t, di, 1e-4*mi, "intrinsics")
+	assert.LessOrEqual(t, de, extBound, "extrinsics")
+	assert.LessOrEqual(t, di, intrRel*mi, "intrinsics")
+}
+
+// raySensitivity measures how far the ray → pose solver's poses move when
+// its input rays and confidences move by one float32 rounding (relative
+// noise 2⁻²³ ≈ 1.2e-7 on every value, three seeded draws): the largest
+// change of the extrinsics, and of the intrinsics relative to their largest
+// value. The refit keeps the 8000 most confident rays of a sort, so where
+// tens of thousands of confidences lie within a rounding of each other
+// (full-size maps) the chosen set, and with it the pose, changes under any
+// perturbation that large; the official solver behaves the same (measured on
+// the full-size DA3-SMALL four-view case with the package's own rays: 9.4e-5
+// under 1e-7 relative noise, 3.1e-4 under 1e-6).
+func raySensitivity(t *testing.T, maps []camera.RayMap, w, h int, seed uint64) (ext, intrRel float64) {
+	t.Helper()
+	pose := func(ms []camera.RayMap) (e, k []float64) {
+		fits, err := camera.SolveRays(ms, w, h, seed)
+		require.NoError(t, err)
+		for _, f := range fits {
+			for i := 0; i < 3; i++ {
+				e = append(e, f.Pose.Extrinsics[i][:]...)
+				k = append(k, f.Pose.Intrinsics[i][:]...)
+			}
+		}
+		return e, k
+	}
+	e0, k0 := pose(maps)
+	var mk float64
+	for _, x := range k0 {
+		mk = math.Max(mk, math.Abs(x))
+	}
+	rng := rand.New(rand.NewPCG(7, uint64(len(maps))))
+	const eps = 1.0 / (1 << 23)
+	for range 3 {
+		noisy := make([]camera.RayMap, len(maps))
+		for v, m := range maps {
+			n := camera.RayMap{H: m.H, W: m.W, Ray: make([]float32, len(m.Ray)), Conf: make([]float32, len(m.Conf))}
+			for i, x := range m.Ray {
+				n.Ray[i] = x * float32(1+eps*rng.NormFloat64())
+			}
+			for i, x := range m.Conf {
+				n.Conf[i] = x * float32(1+eps*rng.NormFloat64())
+			}
+			noisy[v] = n
+		}
+		e, k := pose(noisy)
+		ext = math.Max(ext, maxAbsDiff(e0, e))
+		intrRel = math.Max(intrRel, maxAbsDiff(k0, k)/mk)
+	}
+	return ext, intrRel
 }
 
 // Ray pose end to end: the auxiliary ray head's stages and the poses the
@@ -390,7 +447,15 @@ func parityRayPose(t *testing.T, dir string) {
 				depth = append(depth, r.Depth...)
 			}
 			gate(t, "depth", ref["depth"].Data, depth, 0.99999, 1e-4)
-			poseGate(t, res, ref["extrinsics"].Data, ref["intrinsics"].Data)
+			// The poses: within 1e-4, or within twice the solver's own
+			// movement under one float32 rounding of its input rays where that
+			// is larger (two float32 implementations of the network cannot
+			// agree to better than a rounding; the ray maps themselves are
+			// gated above, and the solver on identical rays to 1e-6 in
+			// TestParityRaySolver).
+			se, si := raySensitivity(t, rayMaps(ref["ray"], ref["ray_conf"]), w, h, uint64(meta["torch_manual_seed"].(float64)))
+			t.Logf("%-22s extrinsics %.3g, intrinsics %.3g of max under one rounding of the rays", "solver sensitivity", se, si)
+			poseGateWithin(t, res, ref["extrinsics"].Data, ref["intrinsics"].Data, math.Max(1e-4, 2*se), math.Max(1e-4, 2*si))
 		})
 	}
 }
