@@ -22,7 +22,7 @@ func (m *Model) Independent(ctx context.Context, imgs []Image, opt RunOptions) (
 	}
 	defer m.runs.Done()
 	if len(imgs) == 0 {
-		return nil, errors.New("no images")
+		return nil, invalid(errors.New("no images"))
 	}
 	if err := m.checkIntrinsics(opt.Intrinsics); err != nil {
 		return nil, err
@@ -59,10 +59,10 @@ func (m *Model) ForwardIndependent(ctx context.Context, px Pixels, opt RunOption
 	defer m.runs.Done()
 	pixels, w, h, n := px.Data, px.Width, px.Height, px.Views
 	if n < 1 || w < 1 || h < 1 || len(pixels) != 3*w*h*n {
-		return nil, fmt.Errorf("forward: %d values are not %d images of 3×%d×%d", len(pixels), n, h, w)
+		return nil, invalid(fmt.Errorf("forward: %d values are not %d images of 3×%d×%d", len(pixels), n, h, w))
 	}
 	if w%m.cfg.ViT.PatchSize != 0 || h%m.cfg.ViT.PatchSize != 0 {
-		return nil, fmt.Errorf("forward: size %dx%d is not a multiple of the patch size %d", w, h, m.cfg.ViT.PatchSize)
+		return nil, invalid(fmt.Errorf("forward: size %dx%d is not a multiple of the patch size %d", w, h, m.cfg.ViT.PatchSize))
 	}
 	if m.cfg.NestedMetric {
 		return nil, errors.New("forward: the nested model's halves run through package nested")

@@ -151,6 +151,28 @@ func (u DepthUnit) String() string {
 	return fmt.Sprintf("DepthUnit(%d)", int(u))
 }
 
+// ErrInvalidInput marks errors caused by a call's images or options (no
+// images, a size the model cannot process, intrinsics or given cameras that
+// are not cameras, tensors of the wrong shape) rather than by the model file
+// or the machine: errors.Is(err, ErrInvalidInput) tells a caller (a server
+// answering 4xx, say) that the same call will fail again. The error's text
+// is the underlying error's.
+var ErrInvalidInput = errors.New("invalid input")
+
+// inputError is an error of the call's input; see ErrInvalidInput.
+type inputError struct{ err error }
+
+func (e inputError) Error() string   { return e.err.Error() }
+func (e inputError) Unwrap() []error { return []error{e.err, ErrInvalidInput} }
+
+// invalid marks err (nil stays nil) as an error of the call's input.
+func invalid(err error) error {
+	if err == nil || errors.Is(err, ErrInvalidInput) {
+		return err
+	}
+	return inputError{err}
+}
+
 // ErrNeedsFocal reports a request for metres from DA3METRIC-LARGE without
 // the camera's focal length.
 var ErrNeedsFocal = errors.New("metric depth in metres needs the camera's focal length")
@@ -271,7 +293,7 @@ func (m *Model) MultiView(ctx context.Context, imgs []Image, opt RunOptions) ([]
 
 func (m *Model) multiView(ctx context.Context, imgs []Image, opt RunOptions) ([]Result, error) {
 	if len(imgs) == 0 {
-		return nil, errors.New("no images")
+		return nil, invalid(errors.New("no images"))
 	}
 	if err := m.checkIntrinsics(opt.Intrinsics); err != nil {
 		return nil, err
@@ -326,7 +348,8 @@ func (m *Model) run(ctx context.Context, views []*preprocess.View, opt RunOption
 	return res, nil
 }
 
-func (m *Model) preprocess(imgs []Image, opt RunOptions) ([]*preprocess.View, error) {
+func (m *Model) preprocess(imgs []Image, opt RunOptions) (_ []*preprocess.View, err error) {
+	defer func() { err = invalid(err) }()
 	if opt.Method < UpperBoundResize || opt.Method > LowerBoundCrop {
 		return nil, fmt.Errorf("invalid resize method %d", int(opt.Method))
 	}
@@ -374,7 +397,7 @@ type Pixels struct {
 // graph of Run, or to Forward.
 func (m *Model) Preprocess(imgs []Image, opt RunOptions) (Pixels, error) {
 	if len(imgs) == 0 {
-		return Pixels{}, errors.New("no images")
+		return Pixels{}, invalid(errors.New("no images"))
 	}
 	views, err := m.preprocess(imgs, opt)
 	if err != nil {
@@ -468,7 +491,8 @@ func (m *Model) depthUnit() DepthUnit {
 
 // checkIntrinsics refuses intrinsics that the model does not use or that
 // are not a camera.
-func (m *Model) checkIntrinsics(k *Intrinsics) error {
+func (m *Model) checkIntrinsics(k *Intrinsics) (err error) {
+	defer func() { err = invalid(err) }()
 	if k == nil {
 		return nil
 	}
@@ -555,7 +579,7 @@ func (m *Model) compute(ctx context.Context, views []*preprocess.View, opt RunOp
 		case RefMiddle:
 			ref = S / 2
 		default:
-			return nil, fmt.Errorf("unknown reference view strategy %q (saddle_balanced, saddle_sim_range, first, middle)", opt.RefView)
+			return nil, invalid(fmt.Errorf("unknown reference view strategy %q (saddle_balanced, saddle_sim_range, first, middle)", opt.RefView))
 		}
 		// position 0 ← ref, positions 1..ref ← views 0..ref−1, the rest unchanged.
 		order[0] = ref
@@ -719,13 +743,13 @@ func (m *Model) Forward(ctx context.Context, px Pixels, opt RunOptions) ([]Resul
 	defer m.runs.Done()
 	pixels, w, h, views := px.Data, px.Width, px.Height, px.Views
 	if views < 1 || w < 1 || h < 1 || len(pixels) != 3*w*h*views {
-		return nil, fmt.Errorf("forward: %d values are not %d views of 3×%d×%d", len(pixels), views, h, w)
+		return nil, invalid(fmt.Errorf("forward: %d values are not %d views of 3×%d×%d", len(pixels), views, h, w))
 	}
 	if w%m.cfg.ViT.PatchSize != 0 || h%m.cfg.ViT.PatchSize != 0 {
-		return nil, fmt.Errorf("forward: size %dx%d is not a multiple of the patch size %d", w, h, m.cfg.ViT.PatchSize)
+		return nil, invalid(fmt.Errorf("forward: size %dx%d is not a multiple of the patch size %d", w, h, m.cfg.ViT.PatchSize))
 	}
 	if views > 1 && m.cfg.Arch != DA3 {
-		return nil, fmt.Errorf("forward: %s models take one view at a time", m.cfg.Arch)
+		return nil, invalid(fmt.Errorf("forward: %s models take one view at a time", m.cfg.Arch))
 	}
 	if err := m.checkIntrinsics(opt.Intrinsics); err != nil {
 		return nil, err

@@ -46,7 +46,8 @@ type extras struct {
 
 // checkExtras refuses options the model cannot honour or inputs that do not
 // fit n images.
-func (m *Model) checkExtras(n int, opt RunOptions) error {
+func (m *Model) checkExtras(n int, opt RunOptions) (err error) {
+	defer func() { err = invalid(err) }()
 	anyView := m.cfg.Arch == DA3 && !m.cfg.NestedMetric
 	if opt.RayPose && (!anyView || !m.cfg.Head.Aux) {
 		return fmt.Errorf("%w: model %q (%s) cannot estimate poses from rays; RunOptions.RayPose needs a DA3 any-view file converted with the auxiliary ray head (convert.Options.WithAux)", ErrNoRayHead, m.cfg.Name, m.cfg.Arch)

@@ -260,9 +260,6 @@ func (in *instance) run(ctx context.Context, imgs []image.Image, names []string,
 // isInputError reports errors caused by the request's images or options
 // (answered 422) rather than by the server.
 func isInputError(err error) bool {
-	return errors.Is(err, model.ErrNoCamera) || errors.Is(err, model.ErrNeedsFocal) || errors.Is(err, model.ErrNoRayHead) ||
-		errors.Is(err, model.ErrNoCameraEncoder) || errors.Is(err, model.ErrNoGaussianHead) ||
-		strings.Contains(err.Error(), "given camera") ||
-		strings.Contains(err.Error(), "aspect ratio") || strings.Contains(err.Error(), "preprocesses to") ||
-		strings.Contains(err.Error(), "intrinsics")
+	return errors.Is(err, model.ErrInvalidInput) || errors.Is(err, model.ErrNoCamera) || errors.Is(err, model.ErrNeedsFocal) ||
+		errors.Is(err, model.ErrNoRayHead) || errors.Is(err, model.ErrNoCameraEncoder) || errors.Is(err, model.ErrNoGaussianHead)
 }

@@ -171,7 +171,7 @@ func (m *Model) Forward(ctx context.Context, px model.Pixels, opt model.RunOptio
 
 func checkOptions(opt model.RunOptions) error {
 	if opt.Intrinsics != nil {
-		return errors.New("nested: intrinsics are not an input of the nested model: its focal length comes from the any-view branch's predicted cameras")
+		return fmt.Errorf("nested: %w: intrinsics are not an input of the nested model: its focal length comes from the any-view branch's predicted cameras", model.ErrInvalidInput)
 	}
 	return nil
 }
