@@ -319,6 +319,9 @@ func (m *Model) multiView(ctx context.Context, imgs []Image, opt RunOptions) ([]
 	if err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil { // cancelled while preprocessing
+		return nil, err
+	}
 	return m.run(ctx, views, opt)
 }
 

@@ -390,6 +390,9 @@ func (s *Server) run(ctx context.Context, in *instance, p *parsed, m ModelInfo) 
 	}
 	imgs := make([]image.Image, len(p.images))
 	for i, b := range p.images {
+		if err := ctx.Err(); err != nil { // the client went away: stop between images
+			return nil, nil, decoded, err
+		}
 		img, orient, err := imgio.DecodeBytes(b, p.names[i])
 		if err != nil {
 			return nil, nil, decoded, unprocessable("%v", err)
