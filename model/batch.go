@@ -3,7 +3,6 @@ package model
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/internal/preprocess"
@@ -58,11 +57,8 @@ func (m *Model) ForwardIndependent(ctx context.Context, px Pixels, opt RunOption
 	}
 	defer m.runs.Done()
 	pixels, w, h, n := px.Data, px.Width, px.Height, px.Views
-	if n < 1 || w < 1 || h < 1 || len(pixels) != 3*w*h*n {
-		return nil, invalid(fmt.Errorf("forward: %d values are not %d images of 3×%d×%d", len(pixels), n, h, w))
-	}
-	if w%m.cfg.ViT.PatchSize != 0 || h%m.cfg.ViT.PatchSize != 0 {
-		return nil, invalid(fmt.Errorf("forward: size %dx%d is not a multiple of the patch size %d", w, h, m.cfg.ViT.PatchSize))
+	if err := m.checkPixels(px, "images"); err != nil {
+		return nil, err
 	}
 	if m.cfg.NestedMetric {
 		return nil, errors.New("forward: the nested model's halves run through package nested")

@@ -733,6 +733,19 @@ func reorder(x []float32, order []int, per int) []float32 {
 	return out
 }
 
+// checkPixels checks Forward's input: px.Views items (what, e.g. "views")
+// of 3×Height×Width values, sides multiples of the patch size.
+func (m *Model) checkPixels(px Pixels, what string) error {
+	n, w, h := px.Views, px.Width, px.Height
+	if n < 1 || w < 1 || h < 1 || len(px.Data) != 3*w*h*n {
+		return invalid(fmt.Errorf("forward: %d values are not %d %s of 3×%d×%d", len(px.Data), n, what, h, w))
+	}
+	if w%m.cfg.ViT.PatchSize != 0 || h%m.cfg.ViT.PatchSize != 0 {
+		return invalid(fmt.Errorf("forward: size %dx%d is not a multiple of the patch size %d", w, h, m.cfg.ViT.PatchSize))
+	}
+	return nil
+}
+
 // Forward runs already preprocessed input (what Preprocess returns, or the
 // reference networks' input tensor): px.Views views of 3×Height×Width
 // normalised floats. Maps are returned at the processed size;
@@ -745,11 +758,8 @@ func (m *Model) Forward(ctx context.Context, px Pixels, opt RunOptions) ([]Resul
 	}
 	defer m.runs.Done()
 	pixels, w, h, views := px.Data, px.Width, px.Height, px.Views
-	if views < 1 || w < 1 || h < 1 || len(pixels) != 3*w*h*views {
-		return nil, invalid(fmt.Errorf("forward: %d values are not %d views of 3×%d×%d", len(pixels), views, h, w))
-	}
-	if w%m.cfg.ViT.PatchSize != 0 || h%m.cfg.ViT.PatchSize != 0 {
-		return nil, invalid(fmt.Errorf("forward: size %dx%d is not a multiple of the patch size %d", w, h, m.cfg.ViT.PatchSize))
+	if err := m.checkPixels(px, "views"); err != nil {
+		return nil, err
 	}
 	if views > 1 && m.cfg.Arch != DA3 {
 		return nil, invalid(fmt.Errorf("forward: %s models take one view at a time", m.cfg.Arch))

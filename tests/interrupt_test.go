@@ -2,8 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"fmt"
-	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,15 +29,7 @@ func TestInterruptLatency(t *testing.T) {
 	bin := daBinary(t)
 	dir := t.TempDir()
 	mdl := convertFixture(t, filepath.Join("fixtures", "da3-tiny"), convert.Options{})
-	var imgs []string
-	for i := range 10 {
-		p := filepath.Join(dir, fmt.Sprintf("v%d.png", i))
-		f, err := os.Create(p)
-		require.NoError(t, err)
-		require.NoError(t, png.Encode(f, hostileImageSized(1000, 750, i)))
-		require.NoError(t, f.Close())
-		imgs = append(imgs, p)
-	}
+	imgs := writePNGs(t, dir, "v", 10, 1000, 750)
 	out := filepath.Join(dir, "out")
 
 	run := func(signals int) (code int, latency time.Duration, stderr string) {

@@ -49,15 +49,7 @@ func TestAddressSpaceLimit(t *testing.T) {
 	bin := daBinary(t)
 	dir := t.TempDir()
 	mdl := convertFixture(t, filepath.Join("fixtures", "da3-tiny"), convert.Options{})
-	var imgs []string
-	for i := range 2 {
-		p := filepath.Join(dir, fmt.Sprintf("big%d.png", i))
-		f, err := os.Create(p)
-		require.NoError(t, err)
-		require.NoError(t, png.Encode(f, hostileImageSized(1600, 1200, i)))
-		require.NoError(t, f.Close())
-		imgs = append(imgs, p)
-	}
+	imgs := writePNGs(t, dir, "big", 2, 1600, 1200)
 	out := filepath.Join(dir, "out") + "/"
 	require.NoError(t, os.Mkdir(out, 0o755))
 	small := []string{"depth", "-model", mdl, "-threads", "2", "-quiet", "-process-res", "140", "-o", out, imgs[0]}
@@ -113,4 +105,19 @@ func TestAddressSpaceLimit(t *testing.T) {
 	assert.Equal(t, 1, code, msg)
 	assert.Contains(t, msg, "not enough memory")
 	assert.Contains(t, msg, "-max-memory")
+}
+
+// writePNGs writes n synthetic w×h PNG images named <prefix><i>.png into dir.
+func writePNGs(t *testing.T, dir, prefix string, n, w, h int) []string {
+	t.Helper()
+	var paths []string
+	for i := range n {
+		p := filepath.Join(dir, fmt.Sprintf("%s%d.png", prefix, i))
+		f, err := os.Create(p)
+		require.NoError(t, err)
+		require.NoError(t, png.Encode(f, hostileImageSized(w, h, i)))
+		require.NoError(t, f.Close())
+		paths = append(paths, p)
+	}
+	return paths
 }
