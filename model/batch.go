@@ -40,7 +40,7 @@ func (m *Model) Independent(ctx context.Context, imgs []Image, opt RunOptions) (
 	// Preprocess one by one (no cropping to a common size), then batch by size.
 	views := make([]*preprocess.View, len(imgs))
 	for i, im := range imgs {
-		v, err := m.preprocess([]Image{im}, opt)
+		v, err := m.preprocess(ctx, []Image{im}, opt)
 		if err != nil {
 			return nil, err
 		}

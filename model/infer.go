@@ -315,11 +315,8 @@ func (m *Model) multiView(ctx context.Context, imgs []Image, opt RunOptions) ([]
 		}
 		return out, nil
 	}
-	views, err := m.preprocess(imgs, opt)
+	views, err := m.preprocess(ctx, imgs, opt)
 	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil { // cancelled while preprocessing
 		return nil, err
 	}
 	return m.run(ctx, views, opt)
@@ -351,8 +348,12 @@ func (m *Model) run(ctx context.Context, views []*preprocess.View, opt RunOption
 	return res, nil
 }
 
-func (m *Model) preprocess(imgs []Image, opt RunOptions) (_ []*preprocess.View, err error) {
-	defer func() { err = invalid(err) }()
+func (m *Model) preprocess(ctx context.Context, imgs []Image, opt RunOptions) (_ []*preprocess.View, err error) {
+	defer func() {
+		if ctx.Err() == nil {
+			err = invalid(err)
+		}
+	}()
 	if opt.Method < UpperBoundResize || opt.Method > LowerBoundCrop {
 		return nil, fmt.Errorf("invalid resize method %d", int(opt.Method))
 	}
@@ -363,6 +364,9 @@ func (m *Model) preprocess(imgs []Image, opt RunOptions) (_ []*preprocess.View, 
 	ps := m.cfg.ViT.PatchSize
 	views := make([]*preprocess.View, len(imgs))
 	for i, im := range imgs {
+		if err := ctx.Err(); err != nil { // cancelled between images
+			return nil, err
+		}
 		var p *preprocess.View
 		var err error
 		if m.cfg.Arch == DA2 {
@@ -402,7 +406,7 @@ func (m *Model) Preprocess(imgs []Image, opt RunOptions) (Pixels, error) {
 	if len(imgs) == 0 {
 		return Pixels{}, invalid(errors.New("no images"))
 	}
-	views, err := m.preprocess(imgs, opt)
+	views, err := m.preprocess(context.Background(), imgs, opt)
 	if err != nil {
 		return Pixels{}, err
 	}
