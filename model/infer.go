@@ -362,6 +362,9 @@ func (m *Model) preprocess(ctx context.Context, imgs []Image, opt RunOptions) (_
 		res = m.cfg.ResizeTarget
 	}
 	ps := m.cfg.ViT.PatchSize
+	if res < ps {
+		return nil, fmt.Errorf("processing resolution %d is smaller than the model's %d-pixel patch", res, ps)
+	}
 	views := make([]*preprocess.View, len(imgs))
 	for i, im := range imgs {
 		if err := ctx.Err(); err != nil { // cancelled between images

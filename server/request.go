@@ -357,8 +357,8 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 	if len(p.images) > lim.maxViews {
 		return tooLarge("%d images exceed the limit of %d per request (-max-views)", len(p.images), lim.maxViews)
 	}
-	if q.ProcessRes < 0 || q.ProcessRes > lim.maxProcessRes || (q.ProcessRes > 0 && q.ProcessRes < 14) {
-		return badRequest("process_res %d out of range (14..%d, 0 for the model's default)", q.ProcessRes, lim.maxProcessRes)
+	if q.ProcessRes < 0 || q.ProcessRes > lim.maxProcessRes { // below the patch size: the model refuses it (422)
+		return badRequest("process_res %d out of range (0..%d, 0 for the model's default)", q.ProcessRes, lim.maxProcessRes)
 	}
 	if _, err := p.runOptions().modelOptions(); err != nil {
 		return badRequest("%v", err)

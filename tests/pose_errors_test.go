@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"image"
 	"image/color"
 	"testing"
@@ -41,6 +42,13 @@ func TestPoseOptionErrors(t *testing.T) {
 	assert.Contains(t, err.Error(), "convert.Options.WithAux")
 	_, err = mono.MultiView(ctx, []model.Image{img}, o)
 	require.ErrorIs(t, err, model.ErrNoRayHead)
+
+	ps := plain.Config().ViT.PatchSize
+	o = opt
+	o.ProcessRes = ps - 1
+	_, err = plain.Depth(ctx, img, o)
+	require.ErrorIs(t, err, model.ErrInvalidInput)
+	assert.Contains(t, err.Error(), fmt.Sprintf("processing resolution %d is smaller than the model's %d-pixel patch", ps-1, ps))
 
 	o = opt
 	o.Gaussians = true

@@ -135,7 +135,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"positional", []string{"-model", "m.gguf", "extra"}, "takes no arguments"},
 		{"zero repeat", []string{"-model", "m.gguf", "-repeat", "0"}, "want at least 1"},
 		{"negative threads", []string{"-model", "m.gguf", "-threads", "-1"}, "must not be negative"},
-		{"process-res below the patch size", []string{"-model", "m.gguf", "-process-res", "10"}, "-process-res 10 out of range (14..4096)"},
+		{"process-res too large", []string{"-model", "m.gguf", "-process-res", "5000"}, "-process-res 5000 out of range (0..4096)"},
 		{"negative views", []string{"-model", "m.gguf", "-views", "-2"}, "must not be negative"},
 		{"bad kernels", []string{"-model", "m.gguf", "-kernels", "fast"}, "want auto, none or a comma list"},
 		{"bad size", []string{"-model", "m.gguf", "-size", "640"}, "want WxH"},

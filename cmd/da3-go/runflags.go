@@ -92,8 +92,8 @@ func (f *modelFlags) runOptions() (model.RunOptions, error) {
 	default:
 		return model.RunOptions{}, fmt.Errorf("unknown -ref-view %q (saddle_balanced, saddle_sim_range, first, middle)", f.refView)
 	}
-	if f.processRes < 0 || f.processRes > 4096 || f.processRes > 0 && f.processRes < 14 {
-		return model.RunOptions{}, fmt.Errorf("-process-res %d out of range (14..4096)", f.processRes)
+	if f.processRes < 0 || f.processRes > 4096 { // below the patch size: the model refuses it (the patch comes from the file)
+		return model.RunOptions{}, fmt.Errorf("-process-res %d out of range (0..4096)", f.processRes)
 	}
 	if f.chunkSize < 1 {
 		return model.RunOptions{}, fmt.Errorf("-chunk-size must be at least 1")
