@@ -49,10 +49,10 @@ func Load(ctx context.Context, anyViewPath, metricPath string, opts model.Option
 func New(anyView, metric *model.Model) (*Model, error) {
 	ac, mc := anyView.Config(), metric.Config()
 	if ac.Arch != model.DA3 || !ac.HasCamera {
-		return nil, fmt.Errorf("nested: any-view branch %q is a %s model; want a DA3 any-view model with a camera head (the nested -anyview file, or da3-giant)", ac.Name, ac.Arch)
+		return nil, fmt.Errorf("nested: any-view branch %q is a %s model; want a DA3 any-view model with a camera head (a nested pair's *-anyview.gguf, or da3-giant)", ac.Name, ac.Arch)
 	}
 	if mc.Arch != model.DA3Mono || !(mc.Metric || mc.NestedMetric) {
-		return nil, fmt.Errorf("nested: metric branch %q is a %s model; want the nested -metric file or DA3 metric-large", mc.Name, mc.Arch)
+		return nil, fmt.Errorf("nested: metric branch %q is a %s model; want a nested pair's *-metric.gguf or DA3 metric-large", mc.Name, mc.Arch)
 	}
 	return &Model{anyView: anyView, metric: metric}, nil
 }
