@@ -169,7 +169,7 @@ func TestWritePNGGray(t *testing.T) {
 	require.NoError(t, WritePNGGray(filepath.Join(dir, "i.png"), data, 3, 2, true))
 	n := testutil.ReadPNG(t, filepath.Join(dir, "n.png")).(*image.Gray)
 	i := testutil.ReadPNG(t, filepath.Join(dir, "i.png")).(*image.Gray)
-	// spec §13.2: clamp(int(255*t + 0.5)), t = (v-min)/(max-min)
+	// the depth PNG's quantisation: clamp(int(255*t + 0.5)), t = (v-min)/(max-min)
 	assert.Equal(t, []uint8{0, 26, 51, 77, 102, 255}, n.Pix)
 	assert.Equal(t, []uint8{255, 230, 204, 179, 153, 0}, i.Pix)
 
