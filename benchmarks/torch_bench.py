@@ -5,7 +5,7 @@
     python3 benchmarks/torch_bench.py run --model da3-base --ckpt DIR --pixels x.npy --repeat 3 --threads 2
 
 `prep` preprocesses images with the reference code (DA3: the package's InputProcessor, upper_bound_resize;
-DA2: the oracle's §2.2 preprocessing, bit-identical to upstream image2tensor) and writes the float32 network
+DA2: the oracle's written-out preprocessing, bit-identical to upstream image2tensor) and writes the float32 network
 input as .npy: the exact tensor both engines then time.
 
 `run` loads a checkpoint in float32 with torch.set_num_threads(T), runs one warm-up forward and N timed ones

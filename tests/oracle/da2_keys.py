@@ -18,8 +18,8 @@ REFINENET_TO_FUSION = {1: 3, 2: 2, 3: 1, 4: 0}
 def original_key_order(depth):
     """Original DA2 state-dict keys in the upstream `state_dict()` order.
 
-    Same keys as MODEL-SPEC Appendix B; the only order difference is inside each refinenet, where upstream's
-    FeatureFusionBlock registers out_conv before resConfUnit1/2 (Appendix B lists out_conv last).
+    Inside each refinenet upstream's FeatureFusionBlock registers out_conv before resConfUnit1/2, so
+    `state_dict()` lists out_conv first (a listing by module reading order would put it last).
     """
     keys = ["pretrained.cls_token", "pretrained.pos_embed", "pretrained.mask_token",
             "pretrained.patch_embed.proj.weight", "pretrained.patch_embed.proj.bias"]
@@ -92,7 +92,7 @@ def original_to_hf_rename(depth):
 
 
 def hf_to_original(hf_sd, depth):
-    """Builds the original DA2 state dict (Appendix-B key order) from an HF DepthAnything state dict.
+    """Builds the original DA2 state dict (upstream `state_dict()` key order) from an HF DepthAnything state dict.
 
     Every tensor is a fresh contiguous float32 copy with its own storage (offset 0), which keeps the
     torch.save zip simple for the Go reader. Raises KeyError/ValueError when an HF key is missing or unused.
@@ -122,7 +122,7 @@ def hf_to_original(hf_sd, depth):
 
 
 def expected_original_shapes(embed_dim, depth, features, out_channels, pos_grid, mlp_ratio=4):
-    """Torch shapes of every original DA2 tensor, derived from the architecture (matches Appendix B for vits)."""
+    """Torch shapes of every original DA2 tensor, derived from the architecture (vits: 239 keys)."""
     C, f, oc = embed_dim, features, out_channels
     s = OrderedDict()
     s["pretrained.cls_token"] = (1, 1, C)
@@ -174,24 +174,3 @@ def expected_original_shapes(embed_dim, depth, features, out_channels, pos_grid,
     s["depth_head.scratch.output_conv2.2.weight"] = (1, 32, 1, 1)
     s["depth_head.scratch.output_conv2.2.bias"] = (1,)
     return s
-
-
-def appendix_b_shapes(spec_path):
-    """Parses MODEL-SPEC Appendix B (checkpoint key -> torch shape). Returns None when the spec is absent."""
-    try:
-        with open(spec_path) as fh:
-            text = fh.read()
-    except OSError:
-        return None
-    start = text.find("## Appendix B")
-    if start < 0:
-        return None
-    shapes = OrderedDict()
-    for line in text[start:].splitlines():
-        if not line.startswith("| `"):
-            continue
-        cols = [c.strip() for c in line.strip("|").split("|")]
-        key = cols[0].strip("`")
-        dims = cols[1].strip("()").replace(" ", "")
-        shapes[key] = tuple(int(d) for d in dims.split(",") if d)
-    return shapes

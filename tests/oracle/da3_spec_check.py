@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Checks a DA3 oracle directory against the formulas of MODEL-SPEC / FORMATS.md, in numpy only.
+"""Checks a DA3 oracle directory against the upstream formulas written out in numpy (FORMATS.md), nothing else.
 
     python3 tests/oracle/da3_spec_check.py tests/fixtures/da3-tiny
 
 Independent of the depth_anything_3 package: it reads model.safetensors + config.json + ref.safetensors and
-re-derives, from the spec's formulas, the tensors a Go implementation computes first: token preparation
-(patch embed, cls, bicubic pos-embed interpolation), reference-view choice, camera-token injection, the
-cat_token features, head LayerNorm, reassemble stage 2 (projection + UV), output activations and the pose
-decoding. Exits non-zero on any mismatch.
+re-derives, from formulas written out here after the upstream functions (`prepare_tokens_with_masks`,
+`interpolate_pos_encoding`, the reference-view strategies, `DualDPT` reassemble and
+`_apply_activation_single`, `pose_encoding_to_extri_intri`), the tensors a Go implementation computes first: token
+preparation (patch embed, cls, bicubic pos-embed interpolation), reference-view choice, camera-token
+injection, the cat_token features, head LayerNorm, reassemble stage 2 (projection + UV), output activations
+and the pose decoding. Exits non-zero on any mismatch.
 """
 
 from __future__ import annotations
