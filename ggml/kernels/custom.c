@@ -58,18 +58,17 @@ float * da3_scratch(int i, size_t n) {
     return b[i].p;
 }
 
-// da3_op_bilinear: ggml_interpolate's bilinear mode (userdata: 1 for
-// align_corners) for a contiguous F32 src0 [W, H, C, N] resized to dst [OW,
-// OH, C, N], with the same source coordinates and weights as ggml's kernel
-// but with the per-column ones computed once per call instead of per
-// element, and rows (not channels) split over the threads.
-void da3_op_bilinear(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
-    const struct ggml_tensor * src = dst->src[0];
-    if (src == NULL || src->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(src) ||
-        !ggml_is_contiguous(dst) || src->ne[2] != dst->ne[2] || src->ne[3] != dst->ne[3] || src->ne[0] < 1 || src->ne[1] < 1) {
-        da3_fault(DA3_FAULT_OPERANDS);
-        return;
-    }
+// bilinear resizes the contiguous F32 src [W, H, C, N] to the full size FW×FH
+// (ggml_interpolate's bilinear mode, align_corners when align) and writes the
+// window of it whose pixel (0, 0) is the full image's (ox, oy) into dst [OW,
+// OH, C, N]: window pixels outside the full image are 0. When ux and uy are
+// not NULL (contiguous [FW, C] and [FH, C]), ux[x, c] + uy[y, c] is added to
+// the pixels (x, y) inside (a separable embedding such as DA3's UV). The
+// source coordinates and weights are ggml's, with the per-column ones
+// computed once per call instead of per element; rows (not channels) are
+// split over the threads.
+static void bilinear(struct ggml_tensor * dst, const struct ggml_tensor * src, const struct ggml_tensor * ux,
+                     const struct ggml_tensor * uy, int ith, int nth, int align, int64_t FW, int64_t FH, int64_t ox, int64_t oy) {
     const int64_t W = src->ne[0], H = src->ne[1];
     const int64_t OW = dst->ne[0], OH = dst->ne[1];
     const int64_t rows = OH * dst->ne[2] * dst->ne[3];
@@ -77,12 +76,11 @@ void da3_op_bilinear(struct ggml_tensor * dst, int ith, int nth, void * userdata
     if (r0 >= r1) {
         return;
     }
-    const int align = (int) (intptr_t) userdata;
-    float sf0 = (float) OW / W, sf1 = (float) OH / H, po = 0.5f;
+    float sf0 = (float) FW / W, sf1 = (float) FH / H, po = 0.5f;
     if (align) {
         po = 0.0f;
-        sf0 = OW > 1 && W > 1 ? (float) (OW - 1) / (W - 1) : sf0;
-        sf1 = OH > 1 && H > 1 ? (float) (OH - 1) / (H - 1) : sf1;
+        sf0 = FW > 1 && W > 1 ? (float) (FW - 1) / (W - 1) : sf0;
+        sf1 = FH > 1 && H > 1 ? (float) (FH - 1) / (H - 1) : sf1;
     }
     int32_t * x0 = malloc(sizeof(int32_t) * 2 * OW);
     float * dx = malloc(sizeof(float) * OW);
@@ -93,8 +91,10 @@ void da3_op_bilinear(struct ggml_tensor * dst, int ith, int nth, void * userdata
         return;
     }
     int32_t * x1 = x0 + OW;
+    // Window columns [i0, i1) are inside the full image.
+    const int64_t i0 = ox < 0 ? -ox : 0, i1 = FW - ox < OW ? FW - ox : OW;
     for (int64_t i = 0; i < OW; i++) {
-        const float x = ((float) i + po) / sf0 - po;
+        const float x = ((float) (i + ox) + po) / sf0 - po;
         int64_t a = (int64_t) floorf(x), b = a + 1;
         a = a < 0 ? 0 : a > W - 1 ? W - 1 : a;
         b = b < 0 ? 0 : b > W - 1 ? W - 1 : b;
@@ -104,8 +104,15 @@ void da3_op_bilinear(struct ggml_tensor * dst, int ith, int nth, void * userdata
         x1[i] = (int32_t) b;
     }
     for (int64_t r = r0; r < r1; r++) {
-        const int64_t oy = r % OH, plane = r / OH;
-        const float y = ((float) oy + po) / sf1 - po;
+        const int64_t wy = r % OH, plane = r / OH, fy = wy + oy;
+        float * out = (float *) dst->data + r * OW;
+        if (fy < 0 || fy >= FH || i0 >= i1) {
+            for (int64_t i = 0; i < OW; i++) {
+                out[i] = 0.0f;
+            }
+            continue;
+        }
+        const float y = ((float) fy + po) / sf1 - po;
         int64_t y0 = (int64_t) floorf(y), y1 = y0 + 1;
         y0 = y0 < 0 ? 0 : y0 > H - 1 ? H - 1 : y0;
         y1 = y1 < 0 ? 0 : y1 > H - 1 ? H - 1 : y1;
@@ -113,12 +120,76 @@ void da3_op_bilinear(struct ggml_tensor * dst, int ith, int nth, void * userdata
         dy = dy < 0.0f ? 0.0f : dy > 1.0f ? 1.0f : dy;
         const float * s0 = (const float *) src->data + (plane * H + y0) * W;
         const float * s1 = (const float *) src->data + (plane * H + y1) * W;
-        float * out = (float *) dst->data + r * OW;
-        for (int64_t i = 0; i < OW; i++) {
+        for (int64_t i = 0; i < i0; i++) {
+            out[i] = 0.0f;
+        }
+        for (int64_t i = i0; i < i1; i++) {
             const float a = s0[x0[i]], b = s0[x1[i]], c = s1[x0[i]], d = s1[x1[i]];
             out[i] = a * (1 - dx[i]) * (1 - dy) + b * dx[i] * (1 - dy) + c * (1 - dx[i]) * dy + d * dx[i] * dy;
+        }
+        if (ux != NULL) {
+            const int64_t ch = plane % dst->ne[2];
+            const float * u = (const float *) ux->data + ch * FW;
+            const float v = ((const float *) uy->data)[ch * FH + fy];
+            for (int64_t i = i0; i < i1; i++) {
+                out[i] += u[i + ox] + v;
+            }
+        }
+        for (int64_t i = i1; i < OW; i++) {
+            out[i] = 0.0f;
         }
     }
     free(x0);
     free(dx);
+}
+
+// bilinear_src_ok checks the resize source against dst (same channels and images).
+static int bilinear_src_ok(const struct ggml_tensor * src, const struct ggml_tensor * dst) {
+    return src != NULL && src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32 && ggml_is_contiguous(src) &&
+           ggml_is_contiguous(dst) && src->ne[2] == dst->ne[2] && src->ne[3] == dst->ne[3] && src->ne[0] >= 1 &&
+           src->ne[1] >= 1;
+}
+
+// da3_op_bilinear: ggml_interpolate's bilinear mode (userdata: 1 for
+// align_corners) for a contiguous F32 src0 [W, H, C, N] resized to dst [OW,
+// OH, C, N].
+void da3_op_bilinear(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const struct ggml_tensor * src = dst->src[0];
+    if (!bilinear_src_ok(src, dst)) {
+        da3_fault(DA3_FAULT_OPERANDS);
+        return;
+    }
+    bilinear(dst, src, NULL, NULL, ith, nth, (int) (intptr_t) userdata, dst->ne[0], dst->ne[1], 0, 0);
+}
+
+static uint64_t window_calls;
+
+uint64_t da3_window_calls(void) { return __atomic_load_n(&window_calls, __ATOMIC_RELAXED); }
+
+// table_ok checks a contiguous F32 [n, c] table.
+static int table_ok(const struct ggml_tensor * t, int64_t n, int64_t c) {
+    return t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && t->ne[0] == n && t->ne[1] == c && t->ne[2] == 1 &&
+           t->ne[3] == 1;
+}
+
+// da3_op_bilinear_window: rows [y0, y0 + OH − 2·pad) of src0 resized to
+// FW×FH, with pad zero pixels on every side (the window starts at (−pad,
+// y0 − pad); rows outside the image are zero too), plus src1[x, c] +
+// src2[y, c] inside (optional, both or neither: [FW, C] and [FH, C]).
+// userdata (64-bit): align | pad << 1 | y0 << 4 | FW << 24 | FH << 44.
+void da3_op_bilinear_window(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const struct ggml_tensor * src = dst->src[0];
+    const struct ggml_tensor * ux = dst->src[1], * uy = dst->src[2];
+    const uint64_t u = (uint64_t) (uintptr_t) userdata;
+    const int align = (int) (u & 1), pad = (int) ((u >> 1) & 7);
+    const int64_t y0 = (int64_t) ((u >> 4) & 0xFFFFF), FW = (int64_t) ((u >> 24) & 0xFFFFF),
+                  FH = (int64_t) ((u >> 44) & 0xFFFFF);
+    if (sizeof(void *) < 8 || !bilinear_src_ok(src, dst) || FW < 1 || FH < 1 || dst->ne[0] != FW + 2 * pad ||
+        y0 >= FH || dst->ne[1] <= 2 * pad || y0 + dst->ne[1] - 2 * pad > FH ||
+        (ux == NULL) != (uy == NULL) || (ux != NULL && !(table_ok(ux, FW, dst->ne[2]) && table_ok(uy, FH, dst->ne[2])))) {
+        da3_fault(DA3_FAULT_OPERANDS);
+        return;
+    }
+    __atomic_fetch_add(&window_calls, 1, __ATOMIC_RELAXED);
+    bilinear(dst, src, ux, uy, ith, nth, align, FW, FH, -pad, y0 - pad);
 }

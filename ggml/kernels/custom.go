@@ -33,3 +33,46 @@ func Bilinear(g *ggml.Context, x *ggml.Tensor, w, h int, alignCorners bool) *ggm
 	}
 	return g.Custom(opBilinear, ggml.TypeF32, []int{w, h, x.Dim(2), x.Dim(3)}, []*ggml.Tensor{x}, align)
 }
+
+// opBilinearWindow is the C kernel of BilinearWindow.
+var opBilinearWindow = unsafe.Pointer(C.da3_op_bilinear_window)
+
+// windowMax bounds the sizes and offsets BilinearWindow packs into its
+// userdata (20 bits each).
+const windowMax = 1 << 20
+
+// BilinearWindowFits reports whether BilinearWindow accepts its operands:
+// those of Bilinear, rows [y0, y0+rows) inside the fw×fh target, pad at most
+// 7, ux and uy both nil or contiguous f32 [fw, C] and [fh, C], sizes below
+// 2^20, and 64-bit pointers (the parameters travel in the userdata).
+func BilinearWindowFits(x, ux, uy *ggml.Tensor, fw, fh, y0, rows, pad int) bool {
+	table := func(t *ggml.Tensor, n int) bool {
+		return t.Type() == ggml.TypeF32 && t.IsContiguous() && t.Dim(0) == n && t.Dim(1) == x.Dim(2) && t.Dim(2) == 1 && t.Dim(3) == 1
+	}
+	return unsafe.Sizeof(uintptr(0)) >= 8 && BilinearFits(x, fw, fh) && fw < windowMax && fh < windowMax &&
+		y0 >= 0 && rows > 0 && y0+rows <= fh && pad >= 0 && pad <= 7 &&
+		(ux == nil && uy == nil || ux != nil && uy != nil && table(ux, fw) && table(uy, fh))
+}
+
+// BilinearWindow is a window of Bilinear(g, x, fw, fh, alignCorners), plus
+// ux[x, c] + uy[y, c] at each pixel (x, y) when the tables are not nil (a
+// separable embedding such as DA3's UV; ux [fw, C], uy [fh, C]): its rows
+// [y0, y0+rows) with pad zero pixels on every side, [fw+2·pad, rows+2·pad,
+// C, N] (rows outside the image are zero too). A convolution with that
+// padding then runs on a strip of rows without the whole resized map ever
+// existing: the full-resolution tail of the DPT heads runs in strips this
+// way. It panics with a *ggml.ShapeError unless BilinearWindowFits. CPU
+// backend only; portable.
+func BilinearWindow(g *ggml.Context, x, ux, uy *ggml.Tensor, fw, fh, y0, rows, pad int, alignCorners bool) *ggml.Tensor {
+	mustFit(BilinearWindowFits(x, ux, uy, fw, fh, y0, rows, pad), "bilinear window", []*ggml.Tensor{x, ux, uy},
+		"want a contiguous f32 operand, rows %d..%d of %dx%d, pad %d and matching tables", y0, y0+rows, fw, fh, pad)
+	u := uint64(pad)<<1 | uint64(y0)<<4 | uint64(fw)<<24 | uint64(fh)<<44
+	if alignCorners {
+		u |= 1
+	}
+	srcs := []*ggml.Tensor{x}
+	if ux != nil {
+		srcs = append(srcs, ux, uy)
+	}
+	return g.Custom(opBilinearWindow, ggml.TypeF32, []int{fw + 2*pad, rows + 2*pad, x.Dim(2), x.Dim(3)}, srcs, uintptr(u))
+}

@@ -51,6 +51,8 @@ int da3_precision_ok(int v, int p);
 uint64_t da3_variant_calls(int v, int p);
 // da3_winograd_calls counts the calls of the Winograd convolution.
 uint64_t da3_winograd_calls(void);
+// da3_window_calls counts the calls of the bilinear window (the strips).
+uint64_t da3_window_calls(void);
 
 // The variants' entry points (variant_*.c); the da3_op_* functions check
 // the operands and call the one the userdata names.
@@ -68,3 +70,4 @@ void da3_op_conv2d(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_winograd(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_attention(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_bilinear(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void da3_op_bilinear_window(struct ggml_tensor * dst, int ith, int nth, void * userdata);

@@ -65,6 +65,22 @@ func TestEntryChecks(t *testing.T) {
 			x := g.NewTensor(f32, 8, 8, 2)
 			return g.Custom(opBilinear, f32, []int{16, 16, 5}, []*ggml.Tensor{x}, 0), []*ggml.Tensor{x}
 		}},
+		{"bilinear window past the last row", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x := g.NewTensor(f32, 8, 8, 2)
+			return g.Custom(opBilinearWindow, f32, []int{18, 10, 2}, []*ggml.Tensor{x}, uintptr(uint64(1)<<1|uint64(10)<<4|uint64(16)<<24|uint64(16)<<44)), []*ggml.Tensor{x}
+		}},
+		{"bilinear window width not the target's", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x := g.NewTensor(f32, 8, 8, 2)
+			return g.Custom(opBilinearWindow, f32, []int{40, 6, 2}, []*ggml.Tensor{x}, uintptr(uint64(1)<<1|uint64(0)<<4|uint64(16)<<24|uint64(16)<<44)), []*ggml.Tensor{x}
+		}},
+		{"bilinear window one table", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x, ux := g.NewTensor(f32, 8, 8, 2), g.NewTensor(f32, 16, 2)
+			return g.Custom(opBilinearWindow, f32, []int{18, 6, 2}, []*ggml.Tensor{x, ux}, uintptr(uint64(1)<<1|uint64(0)<<4|uint64(16)<<24|uint64(16)<<44)), []*ggml.Tensor{x, ux}
+		}},
+		{"bilinear window short table", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x, ux, uy := g.NewTensor(f32, 8, 8, 2), g.NewTensor(f32, 16, 2), g.NewTensor(f32, 8, 2)
+			return g.Custom(opBilinearWindow, f32, []int{18, 6, 2}, []*ggml.Tensor{x, ux, uy}, uintptr(uint64(1)<<1|uint64(0)<<4|uint64(16)<<24|uint64(16)<<44)), []*ggml.Tensor{x, ux, uy}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

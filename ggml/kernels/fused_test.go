@@ -208,3 +208,66 @@ func BenchmarkAttention(b *testing.B) {
 		})
 	}
 }
+
+// TestBilinearWindow checks windows of the bilinear kernel against the whole
+// resize (Bilinear) plus the separable tables, cut out and zero-padded in
+// Go: every strip of a tiling (first, inner, last, a short last one), pad 0
+// and 1, with and without tables, two images. The windows compute the same
+// formula per pixel, so the values must be identical.
+func TestBilinearWindow(t *testing.T) {
+	for _, s := range []struct {
+		w, h, c, n, fw, fh, rows, pad int
+		tables                        bool
+	}{
+		{36, 27, 4, 2, 504, 378, 64, 1, true},
+		{36, 27, 3, 1, 504, 378, 100, 1, false},
+		{9, 7, 2, 1, 30, 22, 4, 0, true},
+		{9, 7, 2, 2, 30, 22, 22, 1, true}, // one strip: the whole map with its border
+		{5, 5, 1, 1, 7, 9, 2, 2, false},
+	} {
+		t.Run(fmt.Sprintf("%dx%d_to_%dx%d_rows%d_pad%d_tables%v", s.w, s.h, s.fw, s.fh, s.rows, s.pad, s.tables), func(t *testing.T) {
+			h := optest.NewHarness(t, 64)
+			rng := optest.RNG(11)
+			x, _ := h.Rand(rng, s.w, s.h, s.c, s.n)
+			var ux, uy *ggml.Tensor
+			tx, ty := make([]float32, s.fw*s.c), make([]float32, s.fh*s.c)
+			if s.tables {
+				tx, ty = optest.Randn(rng, s.fw*s.c, 1), optest.Randn(rng, s.fh*s.c, 1)
+				ux, uy = h.Input(ggml.TypeF32, tx, s.fw, s.c), h.Input(ggml.TypeF32, ty, s.fh, s.c)
+			}
+			outs := []*ggml.Tensor{kernels.Bilinear(h.G, x, s.fw, s.fh, true)}
+			var y0s []int
+			for y0 := 0; y0 < s.fh; y0 += s.rows {
+				y0s = append(y0s, y0)
+				outs = append(outs, kernels.BilinearWindow(h.G, x, ux, uy, s.fw, s.fh, y0, min(s.rows, s.fh-y0), s.pad, true))
+			}
+			got := h.Compute(outs...)
+			whole := got[0]
+			for k, y0 := range y0s {
+				rows := min(s.rows, s.fh-y0)
+				ow, oh := s.fw+2*s.pad, rows+2*s.pad
+				win := got[k+1]
+				if !assert.Len(t, win, ow*oh*s.c*s.n) {
+					continue
+				}
+				bad := 0
+				for p := 0; p < s.c*s.n; p++ {
+					ch := p % s.c
+					for j := 0; j < oh; j++ {
+						for i := 0; i < ow; i++ {
+							fx, fy := i-s.pad, y0+j-s.pad
+							var want float32
+							if fx >= 0 && fx < s.fw && fy >= 0 && fy < s.fh {
+								want = whole[(p*s.fh+fy)*s.fw+fx] + (tx[ch*s.fw+fx] + ty[ch*s.fh+fy])
+							}
+							if g := win[(p*oh+j)*ow+i]; g != want && bad < 5 {
+								bad++
+								t.Errorf("strip at %d: plane %d window (%d, %d): got %v, want %v", y0, p, i, j, g, want)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}

@@ -174,6 +174,10 @@ func Calls(v Variant, p Precision) uint64 { return uint64(C.da3_variant_calls(C.
 // thread and node) since the process started.
 func WinogradCalls() uint64 { return uint64(C.da3_winograd_calls()) }
 
+// WindowCalls counts the calls of BilinearWindow's kernel (one per thread
+// and node) since the process started: whether a head ran in strips.
+func WindowCalls() uint64 { return uint64(C.da3_window_calls()) }
+
 // CPUFeatures lists the CPU features the kernel variants use that this CPU
 // has (avx2 stands for AVX2 with FMA and F16C, avx512 for F, BW, DQ and VL).
 func CPUFeatures() []string {
@@ -213,6 +217,15 @@ type Policy struct {
 	Attention bool
 	// Resize computes bilinear resizes with Bilinear. Any build.
 	Resize bool
+	// Strips runs the full-resolution tail of the DPT heads (the bilinear
+	// resize to the image size, the UV embedding and the two output
+	// convolutions) in strips of rows with BilinearWindow, so that the
+	// full-resolution maps never exist whole: the same values in a fraction
+	// of the memory. Any build.
+	Strips bool
+	// StripBytes is the size of one strip of the resized map, all views
+	// together (0 means 8 MiB; strips are at least two rows).
+	StripBytes int64
 	// Flash computes the attention the fused kernel does not take with
 	// ggml_flash_attn_ext (no score matrix: the choice on GPUs); otherwise
 	// it is two matrix products and a softmax, in chunks of queries.
@@ -233,13 +246,13 @@ type Policy struct {
 func Available() Policy {
 	v := DefaultVariant()
 	on := v != VariantOff
-	return Policy{GEMM: on, Attention: on, Resize: true, Flash: true, Variant: v}
+	return Policy{GEMM: on, Attention: on, Resize: true, Strips: true, Flash: true, Variant: v}
 }
 
 // Default is the fastest policy for graphs that run on the CPU (cpu) or on
 // another device: every kernel of this build on the CPU, ggml's flash
 // attention elsewhere (the custom ops run on the CPU backend only).
-// DA3_KERNELS=off turns the CPU kernels off, Resize included.
+// DA3_KERNELS=off turns the CPU kernels off, Resize and Strips included.
 func Default(cpu bool) Policy {
 	if !cpu {
 		return Policy{Flash: true}
@@ -248,7 +261,7 @@ func Default(cpu bool) Policy {
 	p.Flash = false // two products and a softmax are faster than ggml's CPU flash attention
 	p.Winograd = p.GEMM
 	if p.Variant == VariantOff {
-		p.Resize = false
+		p.Resize, p.Strips = false, false
 	}
 	return p
 }
