@@ -8,9 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/convert"
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -22,6 +24,7 @@ func TestParityDA2(t *testing.T) {
 		name, fixture, src string
 	}{
 		{"tiny-pth", "da2-tiny", "model.pth"},
+		{"tiny-pth-strips", "da2-tiny", "model.pth"}, // the head in strips (stripsPolicy)
 		{"tiny-hf", "da2-tiny", "hf"},
 		{"tiny-metric-hf", "da2-tiny-metric", "hf"},
 		{"tiny-square-hf", "da2-tiny-square", "hf"},
@@ -35,7 +38,15 @@ func TestParityDA2(t *testing.T) {
 			if md, _ := meta["max_depth"].(float64); md > 0 {
 				opts.MaxDepth = float32(md)
 			}
-			m := loadModel(t, convertFixture(t, dir+"/"+tc.src, opts))
+			var policy *kernels.Policy
+			if strings.HasSuffix(tc.name, "-strips") {
+				policy = stripsPolicy()
+				calls := kernels.WindowCalls()
+				t.Cleanup(func() { assert.Greater(t, kernels.WindowCalls(), calls, "the head ran in strips") })
+			}
+			m, err := model.Load(context.Background(), convertFixture(t, dir+"/"+tc.src, opts), model.Options{Device: "cpu", Kernels: policy})
+			require.NoError(t, err)
+			t.Cleanup(func() { m.Close() })
 			require.Equal(t, model.DA2, m.Config().Arch)
 			ref := refTensors(t, dir+"/ref.safetensors")
 			in := ref["input"]

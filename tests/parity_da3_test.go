@@ -42,9 +42,23 @@ func TestParityDA3(t *testing.T) {
 	t.Run("da3-tiny/scores", func(t *testing.T) { parityDA3(t, "da3-tiny", &scores) })
 	t.Run("da3-tiny/chunked", func(t *testing.T) { parityDA3(t, "da3-tiny", &chunked) })
 	t.Run("da3-tiny/ggml-only", func(t *testing.T) { parityDA3(t, "da3-tiny", &kernels.Policy{}) })
+	t.Run("da3-tiny/strips", func(t *testing.T) {
+		calls := kernels.WindowCalls()
+		parityDA3(t, "da3-tiny", stripsPolicy())
+		assert.Greater(t, kernels.WindowCalls(), calls, "the head ran in strips")
+	})
 	for _, c := range oracleCases(t, "da3-") {
 		t.Run(filepath.Base(c.fixture), func(t *testing.T) { parityDA3(t, c.fixture, nil) })
 	}
+}
+
+// stripsPolicy is the default kernel policy with strips of two rows, so
+// that the tiny fixtures' heads run in strips (the default strip size holds
+// a tiny map whole).
+func stripsPolicy() *kernels.Policy {
+	p := kernels.Default(true)
+	p.StripBytes = 1
+	return &p
 }
 
 // parityDA3 runs the cases of fixture name with the kernel policy p (nil:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/internal/sky"
 	"github.com/da3-go/da3-go/model"
@@ -19,8 +20,20 @@ import (
 // against the official package, including the sky fill with the 0.99
 // quantile of the non-sky depth.
 func TestParityDA3Mono(t *testing.T) {
+	t.Run("default", func(t *testing.T) { parityDA3Mono(t, nil) })
+	t.Run("strips", func(t *testing.T) {
+		calls := kernels.WindowCalls()
+		parityDA3Mono(t, stripsPolicy())
+		assert.Greater(t, kernels.WindowCalls(), calls, "the head ran in strips")
+	})
+}
+
+// parityDA3Mono runs TestParityDA3Mono with the kernel policy p (nil: the default).
+func parityDA3Mono(t *testing.T, p *kernels.Policy) {
 	dir := fixture(t, "da3-tiny-mono")
-	m := loadModel(t, convertFixture(t, dir, convert.Options{}))
+	m, err := model.Load(context.Background(), convertFixture(t, dir, convert.Options{}), model.Options{Device: "cpu", Kernels: p})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
 	require.Equal(t, model.DA3Mono, m.Config().Arch)
 	ref := refTensors(t, dir+"/one/ref.safetensors")
 	in := ref["input"]

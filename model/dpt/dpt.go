@@ -86,12 +86,19 @@ type Fusion struct {
 
 // Forward fuses top with the lateral input (nil for the deepest block),
 // upsamples bilinearly (align_corners) to w×h and applies the 1×1 out conv.
+// The 1×1 conv runs before the upsampling: both are linear over the
+// channels and the bilinear weights of a pixel sum to 1, so the result is
+// upstream's up to float rounding, for a quarter of the products and
+// without the upsampled input map (the largest maps of the head).
 func (f *Fusion) Forward(g *ggml.Context, top, lateral *ggml.Tensor, w, h int) *ggml.Tensor {
 	y := top
 	if lateral != nil {
 		y = y.Add(g, f.RC1.Forward(g, lateral))
 	}
 	y = f.RC2.Forward(g, y)
+	if f.Out.Weight.Dim(0) == 1 && f.Out.Weight.Dim(1) == 1 {
+		return nn.Resize(g, f.Out.Forward(g, y), w, h, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
+	}
 	y = nn.Resize(g, y, w, h, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
 	return f.Out.Forward(g, y)
 }
@@ -216,27 +223,63 @@ func (h *Head) fusions() []*Fusion {
 // for an h×w map of an image with aspect ratio W/H = aspect, as [w, h, C]
 // floats (x fastest). Cached per (C, h, w, aspect).
 func (h *Head) UV(c, hh, ww int, aspect float64) []float32 {
-	key := uvKey{c, hh, ww, aspect}
+	return h.uv(uvKey{c, hh, ww, aspect, false})
+}
+
+// UVTables returns the UV embedding of UV(c, hh, ww, aspect) as its two
+// separable parts: ux [ww, C] and uy [hh, C] (fastest first) with
+// UV[x, y, ch] = ux[x, ch] + uy[y, ch] exactly (for each channel one of the
+// two is 0). Cached like UV.
+func (h *Head) UVTables(c, hh, ww int, aspect float64) (ux, uy []float32) {
+	v := h.uv(uvKey{c, hh, ww, aspect, true})
+	return v[:c*ww], v[c*ww:]
+}
+
+func (h *Head) uv(key uvKey) []float32 {
 	h.uvMu.Lock()
 	defer h.uvMu.Unlock()
 	if v, ok := h.uvCache[key]; ok {
 		return v
 	}
-	v := uvEmbed(c, hh, ww, aspect)
+	var v []float32
+	if key.tables {
+		ux, uy := uvTables(key.c, key.h, key.w, key.aspect)
+		v = append(ux, uy...)
+	} else {
+		v = uvEmbed(key.c, key.h, key.w, key.aspect)
+	}
 	h.uvCache[key] = v
+	return v
+}
+
+// uvEmbed is the UV embedding [w, h, C] from its tables (see uvTables).
+func uvEmbed(c, h, w int, aspect float64) []float32 {
+	ux, uy := uvTables(c, h, w, aspect)
+	v := make([]float32, w*h*c)
+	for ch := 0; ch < c; ch++ {
+		for i := 0; i < h; i++ {
+			row := v[(ch*h+i)*w:][:w]
+			for j := range row {
+				row[j] = ux[ch*w+j] + uy[ch*h+i]
+			}
+		}
+	}
 	return v
 }
 
 type uvKey struct {
 	c, h, w int
 	aspect  float64
+	tables  bool
 }
 
-// uvEmbed is DA3's create_uv_grid + position_grid_to_embed, times 0.1, in
+// uvTables is DA3's create_uv_grid + position_grid_to_embed, times 0.1, in
 // float32 like torch: span_x = a/√(a²+1), span_y = 1/√(a²+1);
 // x_j = linspace(−span_x(w−1)/w, +span_x(w−1)/w, w); channels
-// [sin(x·ω_k)] ‖ [cos(x·ω_k)] ‖ [sin(y·ω_k)] ‖ [cos(y·ω_k)], ω_k = 100^(−k/q), q = C/4.
-func uvEmbed(c, h, w int, aspect float64) []float32 {
+// [sin(x·ω_k)] ‖ [cos(x·ω_k)] ‖ [sin(y·ω_k)] ‖ [cos(y·ω_k)], ω_k = 100^(−k/q), q = C/4,
+// as its x part ux [w, C] (zero in the y channels) and y part uy [h, C]
+// (zero in the x channels); channels past 4q are zero.
+func uvTables(c, h, w int, aspect float64) (ux, uy []float32) {
 	// Spans in double precision as Python computes them; linspace in float32
 	// as torch does.
 	diag := math.Pow(aspect*aspect+1, 0.5)
@@ -252,19 +295,18 @@ func uvEmbed(c, h, w int, aspect float64) []float32 {
 		e := float32(k) / float32(q)
 		omega[k] = 1 / float32(math.Pow(100, float64(e)))
 	}
-	out := make([]float32, w*h*c)
-	for i := 0; i < h; i++ {
-		for j := 0; j < w; j++ {
-			for k := 0; k < q; k++ {
-				ax := xs[j] * omega[k]
-				ay := ys[i] * omega[k]
-				vals := [4]float32{float32(math.Sin(float64(ax))), float32(math.Cos(float64(ax))), float32(math.Sin(float64(ay))), float32(math.Cos(float64(ay)))}
-				for part, v := range vals {
-					ch := part*q + k
-					out[(ch*h+i)*w+j] = 0.1 * v
-				}
-			}
+	ux, uy = make([]float32, c*w), make([]float32, c*h)
+	for k := 0; k < q; k++ {
+		for j, x := range xs {
+			a := float64(x * omega[k])
+			ux[k*w+j] = 0.1 * float32(math.Sin(a))
+			ux[(q+k)*w+j] = 0.1 * float32(math.Cos(a))
+		}
+		for i, y := range ys {
+			a := float64(y * omega[k])
+			uy[(2*q+k)*h+i] = 0.1 * float32(math.Sin(a))
+			uy[(3*q+k)*h+i] = 0.1 * float32(math.Cos(a))
 		}
 	}
-	return out
+	return ux, uy
 }

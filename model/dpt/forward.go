@@ -81,14 +81,8 @@ func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph,
 	out, p := h.fuse(g, b, feats, ph, pw)
 	sc := &h.Scratch
 	z := b.Tap("head.out1", sc.Out1.Forward(g, p))
-	z = nn.Resize(g, z, W, H, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
-	if h.Cfg.PosEmbed {
-		z = z.Add(g, h.uvInput(b, z.Dim(2), H, W, aspect))
-	}
-	z = b.Tap("head.out1_up", z)
-	// NaN or Inf here would be hidden by the ReLU of the output convolutions.
-	b.Check("head.out1_up", z)
-	logits := b.Tap("head.logits", sc.Out2b.Forward(g, sc.Out2a.ForwardAct(g, z, kernels.ActReLU))) // [W, H, out, S]
+	logits, sky := h.tail(g, b, z, W, H, aspect)
+	logits = b.Tap("head.logits", logits) // [W, H, out, S]
 
 	S := logits.Dim(3)
 	channel := func(t *ggml.Tensor, c int) *ggml.Tensor {
@@ -106,9 +100,127 @@ func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph,
 		out.Conf = channel(logits, logits.Dim(2)-1).Cont(g).Exp(g).ScaleBias(g, 1, 1)
 	case Mono:
 		out.Depth = channel(logits, 0).Cont(g).Exp(g)
-		out.Sky = b.Tap("head.sky_logits", sc.SkyOut2b.Forward(g, sc.SkyOut2a.ForwardAct(g, z, kernels.ActReLU))).ReLU(g)
+		out.Sky = b.Tap("head.sky_logits", sky).ReLU(g)
 	}
 	return out
+}
+
+// tail is the full-resolution end of the head on the finest fused map z
+// [w, h, f/2, S]: the bilinear resize to W×H (align_corners), the UV
+// embedding, then output_conv2 (3×3, ReLU, 1×1) giving the logits [W, H,
+// out, S], and the sky head's on the same map (Mono; else sky is nil).
+// With the Strips kernel policy it runs in strips of rows (see
+// kernels.BilinearWindow), so the f/2-channel full-resolution maps, the
+// largest tensors of the head, never exist whole; the same values.
+func (h *Head) tail(g *ggml.Context, b nn.Builder, z *ggml.Tensor, W, H int, aspect float64) (logits, sky *ggml.Tensor) {
+	sc := &h.Scratch
+	convs := func(x *ggml.Tensor, a, c *nn.Conv2D) *ggml.Tensor {
+		return c.Forward(g, a.ForwardAct(g, x, kernels.ActReLU))
+	}
+	if rows := h.stripRows(g, z, W, H); rows > 0 {
+		var ux, uy *ggml.Tensor // the UV embedding as its two tables
+		if h.Cfg.PosEmbed {
+			C := z.Dim(2)
+			tx, ty := h.UVTables(C, H, W, aspect)
+			k := key(C, H, W)
+			ux, uy = b.Input("head.uvx."+k, tx, W, C), b.Input("head.uvy."+k, ty, H, C)
+		}
+		// NaN or Inf would be hidden by the ReLU of the output convolutions;
+		// the resized map is finite when z is (each value is a convex
+		// combination of z's, plus the finite UV).
+		b.Check("head.out1_up", z)
+		if t, ok := b.(interface{ Tapping(string) bool }); ok && t.Tapping("head.out1_up") {
+			// The whole resized map only for the tap, from the same kernel.
+			b.Tap("head.out1_up", kernels.BilinearWindow(g, z, ux, uy, W, H, 0, H, 0, true))
+		}
+		a, sa := unpadded(&sc.Out2a), (*nn.Conv2D)(nil)
+		if sc.SkyOut2a != nil {
+			sa = unpadded(sc.SkyOut2a)
+		}
+		// Each strip's window dies with its last convolution, so the sky
+		// head's run on the window too, its channels after the logits'.
+		var ts []*ggml.Tensor
+		for y0 := 0; y0 < H; y0 += rows {
+			win := kernels.BilinearWindow(g, z, ux, uy, W, H, y0, min(rows, H-y0), 1, true)
+			t := convs(win, a, &sc.Out2b)
+			if sa != nil {
+				t = t.Concat(g, convs(win, sa, sc.SkyOut2b), 2)
+			}
+			ts = append(ts, t)
+		}
+		all := concatRows(g, ts)
+		if sa == nil {
+			return all, nil
+		}
+		n := sc.Out2b.Weight.Dim(3)
+		channels := func(c0, c1 int) *ggml.Tensor {
+			return all.View(g, c0*all.Stride(2), []int{W, H, c1 - c0, all.Dim(3)}, []int{all.Stride(1), all.Stride(2), all.Stride(3)}).Cont(g)
+		}
+		return channels(0, n), channels(n, all.Dim(2))
+	}
+	z = nn.Resize(g, z, W, H, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
+	if h.Cfg.PosEmbed {
+		z = z.Add(g, h.uvInput(b, z.Dim(2), H, W, aspect))
+	}
+	z = b.Tap("head.out1_up", z)
+	b.Check("head.out1_up", z)
+	logits = convs(z, &sc.Out2a, &sc.Out2b)
+	if sc.SkyOut2a != nil {
+		sky = convs(z, sc.SkyOut2a, sc.SkyOut2b)
+	}
+	return logits, sky
+}
+
+// stripRows is the height of the strips tail runs in (even, so that
+// Winograd's 2×2 tiles fall where they do on the whole map), or 0 for the
+// whole map: without the Strips policy, when one strip would hold the whole
+// map, or when the output convolutions are not 3×3 with padding 1.
+func (h *Head) stripRows(g *ggml.Context, z *ggml.Tensor, W, H int) int {
+	p := kernels.PolicyOf(g)
+	if !p.Strips {
+		return 0
+	}
+	size := p.StripBytes
+	if size <= 0 {
+		size = 8 << 20
+	}
+	sc := &h.Scratch
+	for _, c := range []*nn.Conv2D{&sc.Out2a, sc.SkyOut2a} {
+		if c == nil {
+			continue
+		}
+		st, pad, dil := c.Params.Norm()
+		if c.Weight == nil || c.Weight.Dim(0) != 3 || c.Weight.Dim(1) != 3 || st != 1 || pad != 1 || dil != 1 {
+			return 0
+		}
+	}
+	C, S := z.Dim(2), z.Dim(3)
+	// At most maxStrips strips (a bounded number of graph nodes).
+	rows := int(max(2, size/int64((W+2)*C*S*4), int64((H+maxStrips-1)/maxStrips+1))) &^ 1
+	if rows >= H || !kernels.BilinearWindowFits(z, nil, nil, W, H, 0, rows, 1) {
+		return 0
+	}
+	return rows
+}
+
+// maxStrips bounds the number of strips of one head.
+const maxStrips = 64
+
+// unpadded is c without padding (its input window carries the zero border).
+func unpadded(c *nn.Conv2D) *nn.Conv2D {
+	u := *c
+	u.Params.Pad = 0
+	return &u
+}
+
+// concatRows stacks maps [W, h_i, C, S] along the rows, as a balanced tree
+// of concatenations (each value is copied about log2(len) times).
+func concatRows(g *ggml.Context, ts []*ggml.Tensor) *ggml.Tensor {
+	if len(ts) == 1 {
+		return ts[0]
+	}
+	m := len(ts) / 2
+	return concatRows(g, ts[:m]).Concat(g, concatRows(g, ts[m:]), 1)
 }
 
 func key(c, h, w int) string { return strconv.Itoa(c) + "x" + strconv.Itoa(h) + "x" + strconv.Itoa(w) }
