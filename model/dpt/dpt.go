@@ -91,16 +91,26 @@ type Fusion struct {
 // upstream's up to float rounding, for a quarter of the products and
 // without the upsampled input map (the largest maps of the head).
 func (f *Fusion) Forward(g *ggml.Context, top, lateral *ggml.Tensor, w, h int) *ggml.Tensor {
-	y := top
+	y, done := f.low(g, top, lateral)
+	y = nn.Resize(g, y, w, h, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
+	if !done {
+		y = f.Out.Forward(g, y)
+	}
+	return y
+}
+
+// low is Forward before the upsampling, with the out conv applied (done)
+// when it is 1×1; the upsampling of low is then Forward's result.
+func (f *Fusion) low(g *ggml.Context, top, lateral *ggml.Tensor) (y *ggml.Tensor, done bool) {
+	y = top
 	if lateral != nil {
 		y = y.Add(g, f.RC1.Forward(g, lateral))
 	}
 	y = f.RC2.Forward(g, y)
 	if f.Out.Weight.Dim(0) == 1 && f.Out.Weight.Dim(1) == 1 {
-		return nn.Resize(g, f.Out.Forward(g, y), w, h, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
+		return f.Out.Forward(g, y), true
 	}
-	y = nn.Resize(g, y, w, h, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
-	return f.Out.Forward(g, y)
+	return y, false
 }
 
 // Scratch holds the fusion path and the output convolutions.

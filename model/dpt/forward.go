@@ -20,8 +20,9 @@ type Outputs struct {
 }
 
 // fuse is the shared trunk of the heads: reassemble (token norm, 1×1
-// projection, UV, resize), the layerK_rn convs and the fusion blocks, giving
-// the levels and the finest fused map [8pw, 8ph, f, S].
+// projection, UV, resize), the layerK_rn convs, the fusion blocks and
+// output_conv1, giving the levels and out1 = output_conv1 of the finest
+// fused map [8pw, 8ph, f, S] (tapped as "fusion.1").
 func (h *Head) fuse(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph, pw int) (Outputs, *ggml.Tensor) {
 	H, W := ph*h.Cfg.Patch, pw*h.Cfg.Patch
 	aspect := float64(W) / float64(H)
@@ -62,8 +63,48 @@ func (h *Head) fuse(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph, pw
 	p := tap("fusion.4", sc.RN4.Forward(g, l[3], nil, l[2].Dim(0), l[2].Dim(1)))
 	p = tap("fusion.3", sc.RN3.Forward(g, p, l[2], l[1].Dim(0), l[1].Dim(1)))
 	p = tap("fusion.2", sc.RN2.Forward(g, p, l[1], l[0].Dim(0), l[0].Dim(1)))
-	p = tap("fusion.1", sc.RN1.Forward(g, p, l[0], 2*l[0].Dim(0), 2*l[0].Dim(1)))
-	return out, p
+	return out, tap("out1", h.out1(g, b, p, l[0]))
+}
+
+// out1 is output_conv1 of the last fusion block's output (RN1 on top and
+// lateral, upsampled ×2), in strips of rows when the kernel policy says so
+// (see tail): the upsampled map, the largest of the trunk, never exists
+// whole then.
+func (h *Head) out1(g *ggml.Context, b nn.Builder, top, lateral *ggml.Tensor) *ggml.Tensor {
+	sc := &h.Scratch
+	w, hh := 2*lateral.Dim(0), 2*lateral.Dim(1)
+	low, done := sc.RN1.low(g, top, lateral)
+	name := h.tap + ".fusion.1"
+	if rows := stripRows(g, low, w, hh, &sc.Out1); done && rows > 0 {
+		if tapping(b, name) {
+			b.Tap(name, kernels.BilinearWindow(g, low, nil, nil, w, hh, 0, hh, 0, true))
+		}
+		c := unpadded(&sc.Out1)
+		return strips(g, low, nil, nil, w, hh, rows, func(win *ggml.Tensor) *ggml.Tensor { return c.Forward(g, win) })
+	}
+	p := nn.Resize(g, low, w, hh, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
+	if !done {
+		p = sc.RN1.Out.Forward(g, p)
+	}
+	return sc.Out1.Forward(g, b.Tap(name, p))
+}
+
+// tapping reports whether b adds the tap name (a backend.Builder that says so).
+func tapping(b nn.Builder, name string) bool {
+	t, ok := b.(interface{ Tapping(string) bool })
+	return ok && t.Tapping(name)
+}
+
+// strips computes f on the windows of rows rows (zero border of 1) of the
+// bilinear resize of z to W×H (plus the tables ux, uy) and stacks the
+// results along the rows. ggml's allocator frees each window after its last
+// use, so only one strip's maps exist at a time.
+func strips(g *ggml.Context, z, ux, uy *ggml.Tensor, W, H, rows int, f func(win *ggml.Tensor) *ggml.Tensor) *ggml.Tensor {
+	var ts []*ggml.Tensor
+	for y0 := 0; y0 < H; y0 += rows {
+		ts = append(ts, f(kernels.BilinearWindow(g, z, ux, uy, W, H, y0, min(rows, H-y0), 1, true)))
+	}
+	return concatRows(g, ts)
 }
 
 // uvInput is the UV embedding of c channels on an h×w map as a graph input.
@@ -78,9 +119,7 @@ func (h *Head) uvInput(b nn.Builder, c, hh, ww int, aspect float64) *ggml.Tensor
 func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph, pw int) Outputs {
 	H, W := ph*h.Cfg.Patch, pw*h.Cfg.Patch
 	aspect := float64(W) / float64(H)
-	out, p := h.fuse(g, b, feats, ph, pw)
-	sc := &h.Scratch
-	z := b.Tap("head.out1", sc.Out1.Forward(g, p))
+	out, z := h.fuse(g, b, feats, ph, pw)
 	logits, sky := h.tail(g, b, z, W, H, aspect)
 	logits = b.Tap("head.logits", logits) // [W, H, out, S]
 
@@ -117,7 +156,7 @@ func (h *Head) tail(g *ggml.Context, b nn.Builder, z *ggml.Tensor, W, H int, asp
 	convs := func(x *ggml.Tensor, a, c *nn.Conv2D) *ggml.Tensor {
 		return c.Forward(g, a.ForwardAct(g, x, kernels.ActReLU))
 	}
-	if rows := h.stripRows(g, z, W, H); rows > 0 {
+	if rows := stripRows(g, z, W, H, &sc.Out2a, sc.SkyOut2a); rows > 0 {
 		var ux, uy *ggml.Tensor // the UV embedding as its two tables
 		if h.Cfg.PosEmbed {
 			C := z.Dim(2)
@@ -129,7 +168,7 @@ func (h *Head) tail(g *ggml.Context, b nn.Builder, z *ggml.Tensor, W, H int, asp
 		// the resized map is finite when z is (each value is a convex
 		// combination of z's, plus the finite UV).
 		b.Check("head.out1_up", z)
-		if t, ok := b.(interface{ Tapping(string) bool }); ok && t.Tapping("head.out1_up") {
+		if tapping(b, "head.out1_up") {
 			// The whole resized map only for the tap, from the same kernel.
 			b.Tap("head.out1_up", kernels.BilinearWindow(g, z, ux, uy, W, H, 0, H, 0, true))
 		}
@@ -139,16 +178,13 @@ func (h *Head) tail(g *ggml.Context, b nn.Builder, z *ggml.Tensor, W, H int, asp
 		}
 		// Each strip's window dies with its last convolution, so the sky
 		// head's run on the window too, its channels after the logits'.
-		var ts []*ggml.Tensor
-		for y0 := 0; y0 < H; y0 += rows {
-			win := kernels.BilinearWindow(g, z, ux, uy, W, H, y0, min(rows, H-y0), 1, true)
+		all := strips(g, z, ux, uy, W, H, rows, func(win *ggml.Tensor) *ggml.Tensor {
 			t := convs(win, a, &sc.Out2b)
 			if sa != nil {
 				t = t.Concat(g, convs(win, sa, sc.SkyOut2b), 2)
 			}
-			ts = append(ts, t)
-		}
-		all := concatRows(g, ts)
+			return t
+		})
 		if sa == nil {
 			return all, nil
 		}
@@ -171,11 +207,12 @@ func (h *Head) tail(g *ggml.Context, b nn.Builder, z *ggml.Tensor, W, H int, asp
 	return logits, sky
 }
 
-// stripRows is the height of the strips tail runs in (even, so that
-// Winograd's 2×2 tiles fall where they do on the whole map), or 0 for the
-// whole map: without the Strips policy, when one strip would hold the whole
-// map, or when the output convolutions are not 3×3 with padding 1.
-func (h *Head) stripRows(g *ggml.Context, z *ggml.Tensor, W, H int) int {
+// stripRows is the height of the strips (even, so that Winograd's 2×2 tiles
+// fall where they do on the whole map) in which the resize of z to W×H and
+// the convolutions convs (nil ones skipped) run, or 0 for the whole map:
+// without the Strips policy, when one strip would hold the whole map, or
+// when a convolution is not 3×3 with padding 1.
+func stripRows(g *ggml.Context, z *ggml.Tensor, W, H int, convs ...*nn.Conv2D) int {
 	p := kernels.PolicyOf(g)
 	if !p.Strips {
 		return 0
@@ -184,8 +221,7 @@ func (h *Head) stripRows(g *ggml.Context, z *ggml.Tensor, W, H int) int {
 	if size <= 0 {
 		size = 8 << 20
 	}
-	sc := &h.Scratch
-	for _, c := range []*nn.Conv2D{&sc.Out2a, sc.SkyOut2a} {
+	for _, c := range convs {
 		if c == nil {
 			continue
 		}

@@ -45,9 +45,8 @@ func (h *Head) Ray(g *ggml.Context, b nn.Builder, levels [4]*ggml.Tensor, ph, pw
 // "gs.out1", "gs.merger", "gs.out2_in", "gs.logits".
 func (h *Head) ForwardGS(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, images *ggml.Tensor, ph, pw int) *ggml.Tensor {
 	H, W := ph*h.Cfg.Patch, pw*h.Cfg.Patch
-	_, p := h.fuse(g, b, feats, ph, pw)
+	_, z := h.fuse(g, b, feats, ph, pw) // gs.out1
 	sc := &h.Scratch
-	z := b.Tap("gs.out1", sc.Out1.Forward(g, p))
 	z = nn.Resize(g, z, W, H, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
 	m := images
 	for i := range h.Merger {
