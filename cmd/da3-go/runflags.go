@@ -181,7 +181,7 @@ func (f *modelFlags) options() (model.Options, error) {
 
 const kernelsUsage = "kernel policy: auto (the fastest for the device), none (ggml's own ops), or a comma list of gemm, winograd, attention, resize, strips, flash and a CPU variant avx512, avx2 or portable (alone: every kernel in that variant; default $DA3_KERNELS, else the best for the CPU)"
 
-const precisionUsage = "precision of the CPU products: f32, bf16 (AVX512_BF16 CPUs) or int8 (q8_0 weight matrices in int8, the rest bf16; AVX512_VNNI CPUs)"
+const precisionUsage = "precision of the CPU products: f32, bf16 (linear layers and attention; AVX512_BF16 CPUs) or int8 (q8_0 weight matrices in int8, the other products bf16; AVX512_VNNI CPUs); convolutions stay f32"
 
 // parseKernels parses -kernels: nil for auto.
 func parseKernels(s string) (*kernels.Policy, error) {

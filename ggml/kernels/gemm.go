@@ -87,6 +87,15 @@ func precisionFor(p Policy, v Variant, w ggml.Type) Precision {
 	return prec
 }
 
+// convPrecision is the precision of a convolution of variant v under p:
+// f32 unless p.NarrowConvs.
+func (p Policy) convPrecision(v Variant) Precision {
+	if !p.NarrowConvs {
+		return PrecisionF32
+	}
+	return precisionFor(p, v, ggml.TypeF32)
+}
+
 // gemmDequantizes lists the weight types GEMM dequantizes while packing.
 func gemmDequantizes(t ggml.Type) bool {
 	switch t {
@@ -165,7 +174,7 @@ func Conv2D(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue
 	}
 	s, pad, d := p.Norm()
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), w.Dim(0), w.Dim(1))
-	prec := precisionFor(pol, v, ggml.TypeF32)
+	prec := pol.convPrecision(v)
 	return g.Custom(opConv2D, ggml.TypeF32, []int{ow, oh, w.Dim(3), x.Dim(3)}, ts,
 		uintptr(s|pad<<8|d<<16|int(ep.Act)<<24|int(prec)<<26|int(v)<<28))
 }
@@ -192,7 +201,7 @@ func Conv2DWinograd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep 
 	_, pad, _ := p.Norm()
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), 3, 3)
 	pol, v := nodeKernels(g)
-	prec := precisionFor(pol, v, ggml.TypeF32)
+	prec := pol.convPrecision(v)
 	return g.Custom(opWinograd, ggml.TypeF32, []int{ow, oh, w.Dim(3), x.Dim(3)}, ts,
 		uintptr(pad|int(ep.Act)<<8|int(prec)<<10|int(v)<<12))
 }

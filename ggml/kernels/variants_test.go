@@ -186,9 +186,11 @@ func checkBound(t *testing.T, got []float32, want, mag *optest.ND, c float64) {
 // the exact one, relative to its magnitude.
 const bf16Bound = 0x1p-7 + 0x1p-16
 
-// TestGEMMBF16 checks GEMM and Conv2D in bf16 precision against float64:
-// every output within 2^-7·Σ|a·b| (both operands rounded to bf16, exact
-// products, float32 sums), on the tile and block edges of TestGEMM.
+// TestGEMMBF16 checks GEMM and Conv2D (with NarrowConvs) in bf16 precision
+// against float64: every output within 2^-7·Σ|a·b| (both operands rounded
+// to bf16, exact products, float32 sums), on the tile and block edges of
+// TestGEMM; and that without NarrowConvs the convolutions stay float32
+// under a bf16 policy.
 func TestGEMMBF16(t *testing.T) {
 	if !kernels.PrecisionRuns(kernels.VariantAVX512, kernels.PrecisionBF16) {
 		t.Skipf("bf16 needs AVX-512 with AVX512_BF16 (CPU features: %v)", kernels.CPUFeatures())
@@ -219,13 +221,29 @@ func TestGEMMBF16(t *testing.T) {
 		{1, 40, 6, 8, 9, ggml.Conv2DParams{}},
 	} {
 		t.Run(fmt.Sprintf("conv_k%d_%dx%dx%d_oc%d_s%d", s.k, s.w, s.h, s.ic, s.oc, s.p.Stride), func(t *testing.T) {
+			narrow := p
+			narrow.NarrowConvs = true
 			h := optest.NewHarness(t, 16)
-			kernels.SetPolicy(h.G, p)
+			kernels.SetPolicy(h.G, narrow)
 			rng := optest.RNG(uint64(s.w))
 			k, kr := h.Rand(rng, s.k, s.k, s.ic, s.oc)
 			x, xr := h.Rand(rng, s.w, s.h, s.ic, 1)
 			got := h.Compute(kernels.Conv2D(h.G, k, x, s.p, kernels.Epilogue{}))[0]
 			checkBound(t, got, optest.ConvRef(kr, xr, s.p), optest.ConvRef(absND(kr), absND(xr), s.p), bf16Bound)
+		})
+		t.Run(fmt.Sprintf("conv_k%d_%dx%dx%d_oc%d_s%d_f32", s.k, s.w, s.h, s.ic, s.oc, s.p.Stride), func(t *testing.T) {
+			h := optest.NewHarness(t, 16)
+			kernels.SetPolicy(h.G, p) // bf16, convolutions not narrowed
+			rng := optest.RNG(uint64(s.w))
+			k, kr := h.Rand(rng, s.k, s.k, s.ic, s.oc)
+			x, xr := h.Rand(rng, s.w, s.h, s.ic, 1)
+			calls := kernels.Calls(kernels.VariantAVX512, kernels.PrecisionBF16)
+			got := h.Compute(kernels.Conv2D(h.G, k, x, s.p, kernels.Epilogue{}))[0]
+			assert.Equal(t, calls, kernels.Calls(kernels.VariantAVX512, kernels.PrecisionBF16), "no bf16 kernel ran")
+			want, mag := optest.ConvRef(kr, xr, s.p), optest.ConvRef(absND(kr), absND(xr), s.p)
+			for i := range got {
+				assert.InDelta(t, want.V[i], float64(got[i]), 1e-5*mag.V[i]+1e-6, "output %d: float32 accuracy", i)
+			}
 		})
 	}
 	assert.Greater(t, kernels.Calls(kernels.VariantAVX512, kernels.PrecisionBF16), before, "the bf16 kernels ran")
