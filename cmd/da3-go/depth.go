@@ -186,6 +186,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		var results []model.Result
 		if asScene && len(imgs) > 1 {
 			results, err = m.MultiView(ctx, imgs, opt)
+			collect()
 		} else {
 			for _, im := range imgs {
 				var r *model.Result

@@ -227,6 +227,7 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 		if err != nil {
 			return fail(stderr, err)
 		}
+		collect()
 		if err := w.writeResults(f.out, res, names); err != nil {
 			return fail(stderr, err)
 		}
