@@ -1,8 +1,9 @@
 // Package kernels holds da3-go's CPU kernels for ggml graphs: a packed
 // matrix product with fused bias and activation (GEMM), an implicit-im2col
 // convolution on the same product (Conv2D), fused attention (Attention) and
-// a bilinear resize with per-column tables (Bilinear). They are ggml custom
-// ops (ggml_custom_4d) and run on the CPU backend only.
+// a bilinear resize with per-column tables (Bilinear), also as zero-bordered
+// windows of rows (BilinearWindow) on which a convolution runs in strips.
+// They are ggml custom ops (ggml_custom_4d) and run on the CPU backend only.
 //
 // The GEMM, convolution and attention come in instruction-set variants
 // compiled into every binary (AVX-512, AVX2 with FMA, portable C) and
