@@ -273,7 +273,10 @@ func runStreamed(ctx context.Context, m scene, frames []stream.Frame, lay layout
 	defer finish()
 	r, st, err := stream.Run(ctx, m, frames, stream.Options{Window: lay.window, Overlap: lay.overlap, Run: opt, Dir: dir,
 		Fingerprint: fingerprint, Restart: sf.restart, OnWindow: onWindow,
-		Progress: func(done, total int) { update(int64(done), int64(total)) }})
+		Progress: func(done, total int) {
+			collect() // between windows: the finished window's buffers are garbage (see collect)
+			update(int64(done), int64(total))
+		}})
 	if err != nil {
 		if st.Ran+st.Resumed > 0 && ctx.Err() == nil || errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("%w (the finished windows are kept in %s: run the same command again to resume)", err, dir)
