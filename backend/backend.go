@@ -119,7 +119,7 @@ func Open(opts Options) (*Runtime, error) {
 		}
 		rt.kernels = opts.Kernels.Mask()
 		if !cpu { // the custom ops run on the CPU backend only
-			rt.kernels.GEMM, rt.kernels.Attention, rt.kernels.Resize, rt.kernels.Strips = false, false, false, false
+			rt.kernels = rt.kernels.CPUOnlyOff()
 		}
 	}
 	if opts.Precision != kernels.PrecisionF32 {

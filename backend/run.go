@@ -72,9 +72,7 @@ func (b *Builder) Tap(name string, t *ggml.Tensor) *ggml.Tensor {
 	return t
 }
 
-// Tapping reports whether Tap(name, ...) adds an output: graph code that
-// would not otherwise make the tensor (e.g. a full-resolution map it
-// computes in strips) makes it when it is tapped.
+// Tapping reports whether Tap(name, ...) adds an output (nn.Builder).
 func (b *Builder) Tapping(name string) bool { return b.taps != nil && b.taps(name) }
 
 // CheckPrefix starts the names of the outputs Check adds.

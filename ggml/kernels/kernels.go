@@ -220,11 +220,11 @@ type Policy struct {
 	Attention bool
 	// Resize computes bilinear resizes with Bilinear. Any build.
 	Resize bool
-	// Strips runs the full-resolution tail of the DPT heads (the bilinear
-	// resize to the image size, the UV embedding and the two output
-	// convolutions) in strips of rows with BilinearWindow, so that the
-	// full-resolution maps never exist whole: the same values in a fraction
-	// of the memory. Any build.
+	// Strips runs the DPT heads' high-resolution maps in strips of rows with
+	// BilinearWindow: the last fusion block's ×2 upsampling with
+	// output_conv1, and the resize to the image size with the UV embedding
+	// and output_conv2. Those maps never exist whole: the same values in a
+	// fraction of the memory. Any build.
 	Strips bool
 	// StripBytes is the size of one strip of the resized map, all views
 	// together (0 means 8 MiB; strips are at least two rows).
@@ -289,6 +289,13 @@ func (p Policy) Mask() Policy {
 	if p.Precision != PrecisionF32 && !PrecisionRuns(p.Variant, p.Precision) {
 		p.Precision = PrecisionF32
 	}
+	return p
+}
+
+// CPUOnlyOff returns p without the kernels that run on the CPU backend only
+// (the runtime's policy for graphs on another device).
+func (p Policy) CPUOnlyOff() Policy {
+	p.GEMM, p.Attention, p.Resize, p.Strips = false, false, false, false
 	return p
 }
 

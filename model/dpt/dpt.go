@@ -86,31 +86,22 @@ type Fusion struct {
 
 // Forward fuses top with the lateral input (nil for the deepest block),
 // upsamples bilinearly (align_corners) to w×h and applies the 1×1 out conv.
-// The 1×1 conv runs before the upsampling: both are linear over the
-// channels and the bilinear weights of a pixel sum to 1, so the result is
-// upstream's up to float rounding, for a quarter of the products and
-// without the upsampled input map (the largest maps of the head).
+// The 1×1 conv (the schema's shape, checked at load) runs before the
+// upsampling: both are linear over the channels and the bilinear weights of
+// a pixel sum to 1, so the result is upstream's up to float rounding, for a
+// quarter of the products and without the upsampled input map (the largest
+// maps of the head).
 func (f *Fusion) Forward(g *ggml.Context, top, lateral *ggml.Tensor, w, h int) *ggml.Tensor {
-	y, done := f.low(g, top, lateral)
-	y = nn.Resize(g, y, w, h, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
-	if !done {
-		y = f.Out.Forward(g, y)
-	}
-	return y
+	return nn.Resize(g, f.low(g, top, lateral), w, h, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
 }
 
-// low is Forward before the upsampling, with the out conv applied (done)
-// when it is 1×1; the upsampling of low is then Forward's result.
-func (f *Fusion) low(g *ggml.Context, top, lateral *ggml.Tensor) (y *ggml.Tensor, done bool) {
-	y = top
+// low is Forward before the upsampling.
+func (f *Fusion) low(g *ggml.Context, top, lateral *ggml.Tensor) *ggml.Tensor {
+	y := top
 	if lateral != nil {
 		y = y.Add(g, f.RC1.Forward(g, lateral))
 	}
-	y = f.RC2.Forward(g, y)
-	if f.Out.Weight.Dim(0) == 1 && f.Out.Weight.Dim(1) == 1 {
-		return f.Out.Forward(g, y), true
-	}
-	return y, false
+	return f.Out.Forward(g, f.RC2.Forward(g, y))
 }
 
 // Scratch holds the fusion path and the output convolutions.

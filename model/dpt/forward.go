@@ -73,26 +73,17 @@ func (h *Head) fuse(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph, pw
 func (h *Head) out1(g *ggml.Context, b nn.Builder, top, lateral *ggml.Tensor) *ggml.Tensor {
 	sc := &h.Scratch
 	w, hh := 2*lateral.Dim(0), 2*lateral.Dim(1)
-	low, done := sc.RN1.low(g, top, lateral)
+	low := sc.RN1.low(g, top, lateral)
 	name := h.tap + ".fusion.1"
-	if rows := stripRows(g, low, w, hh, &sc.Out1); done && rows > 0 {
-		if tapping(b, name) {
+	if rows := stripRows(g, low, w, hh, &sc.Out1); rows > 0 {
+		if b.Tapping(name) {
 			b.Tap(name, kernels.BilinearWindow(g, low, nil, nil, w, hh, 0, hh, 0, true))
 		}
 		c := unpadded(&sc.Out1)
 		return strips(g, low, nil, nil, w, hh, rows, func(win *ggml.Tensor) *ggml.Tensor { return c.Forward(g, win) })
 	}
 	p := nn.Resize(g, low, w, hh, ggml.ScaleBilinear|ggml.ScaleAlignCorners)
-	if !done {
-		p = sc.RN1.Out.Forward(g, p)
-	}
 	return sc.Out1.Forward(g, b.Tap(name, p))
-}
-
-// tapping reports whether b adds the tap name (a backend.Builder that says so).
-func tapping(b nn.Builder, name string) bool {
-	t, ok := b.(interface{ Tapping(string) bool })
-	return ok && t.Tapping(name)
 }
 
 // strips computes f on the windows of rows rows (zero border of 1) of the
@@ -168,7 +159,7 @@ func (h *Head) tail(g *ggml.Context, b nn.Builder, z *ggml.Tensor, W, H int, asp
 		// the resized map is finite when z is (each value is a convex
 		// combination of z's, plus the finite UV).
 		b.Check("head.out1_up", z)
-		if tapping(b, "head.out1_up") {
+		if b.Tapping("head.out1_up") {
 			// The whole resized map only for the tap, from the same kernel.
 			b.Tap("head.out1_up", kernels.BilinearWindow(g, z, ux, uy, W, H, 0, H, 0, true))
 		}

@@ -23,6 +23,9 @@ type Builder interface {
 	InputI32(name string, data []int32, shape ...int) *ggml.Tensor
 	// Tap marks t as an output named name when taps are enabled, and returns t.
 	Tap(name string, t *ggml.Tensor) *ggml.Tensor
+	// Tapping reports whether Tap(name, ...) adds an output, for graph code
+	// that makes the tensor only to tap it (e.g. a map it computes in strips).
+	Tapping(name string) bool
 	// Check adds a finiteness probe on t: the sum of its values, read back
 	// as the output "check."+name, is NaN or Inf when a value of t is. Call
 	// it where t is made, so t is not kept alive longer.
