@@ -35,6 +35,10 @@ type anysizeMeta struct {
 			Method      string `json:"method"`
 			ProcessedHW [2]int `json:"processed_hw"`
 			RGB         string `json:"rgb"`
+			IPPSpread   struct {
+				Values      int `json:"values"`
+				Depth, Conf float64
+			} `json:"ipp_spread"`
 		} `json:"cases"`
 	} `json:"da3"`
 	DA2 struct {
@@ -105,10 +109,11 @@ func anysizeDA3(t *testing.T, dir string, meta *anysizeMeta) {
 			require.NoError(t, err)
 			require.Equal(t, c.ProcessedHW, [2]int{res.ProcessedHeight, res.ProcessedWidth}, "processed size")
 
-			// The processed 8-bit image against the official one. OpenCV's IPP cubic path decides exact
-			// .5 ties (and values within a float32 ulp of one) by its own operation order, which
-			// imgproc.ResizeCubicU8IPP reproduces for all but about 7e-6 of the values; everything else is
-			// bit for bit.
+			// The processed 8-bit image against the official one: bit for bit, except values whose exact
+			// result is a .5 tie or lies within float32 rounding of one, which OpenCV's IPP cubic path
+			// decides by the operation order of the code it picks for the CPU (internal/imgproc's tests
+			// check that every disagreement is such a value; imgproc.ResizeCubicU8IPP decides about 7e-6
+			// of all values differently from IPP's AVX-512 code).
 			want := readRGB(t, filepath.Join(dir, c.RGB))
 			require.Len(t, res.RGB, len(want))
 			diff, maxd := 0, 0
@@ -118,17 +123,22 @@ func anysizeDA3(t *testing.T, dir string, meta *anysizeMeta) {
 					maxd = max(maxd, d, -d)
 				}
 			}
-			t.Logf("processed %dx%d: %d of %d values differ from the official, max %d", res.ProcessedWidth, res.ProcessedHeight, diff, len(want), maxd)
+			t.Logf("processed %dx%d: %d of %d values differ from the official, max %d (the official's own IPP variants: %d)",
+				res.ProcessedWidth, res.ProcessedHeight, diff, len(want), maxd, c.IPPSpread.Values)
 			assert.LessOrEqual(t, maxd, 1, "processed image")
 			assert.LessOrEqual(t, float64(diff), 1e-4*float64(len(want)), "processed image")
 
 			p := c.Image + "/" + c.Method + "/"
 			if diff > 0 {
-				// A one-level change of a single input value moves a random-weight network's depth by up
-				// to a few 1e-4 of its maximum, beyond the gate: gate the network on the official
-				// processed image instead, and report the figures from the file.
-				_, _, depthCorr := testutil.Stats(ref[p+"depth"].Data, res.Depth)
-				t.Logf("from the file: depth corr %.8f (not gated: preprocessing ties)", depthCorr)
+				// A one-level change of a single input value moves a random-weight network's outputs by
+				// up to a few 1e-4 of their maximum, and so does the official pipeline itself from one CPU
+				// to another (the oracle runs each IPP variant): from the file, the outputs must be as
+				// close to the reference as the reference is to itself across CPUs; the network is gated
+				// as usual on the official processed image.
+				tol := ippTolerance(meta)
+				t.Logf("from the file (tolerance: the reference's own spread across IPP variants, %.3g):", tol)
+				gate(t, "depth (file)", ref[p+"depth"].Data, res.Depth, 0.99999, tol)
+				gate(t, "conf (file)", ref[p+"conf"].Data, res.Conf, 0.99999, tol)
 				rs, err := m.Forward(context.Background(), model.Pixels{Data: normalise(want, m.Config()), Width: res.ProcessedWidth, Height: res.ProcessedHeight, Views: 1}, model.RunOptions{})
 				require.NoError(t, err)
 				res = &rs[0]
@@ -138,6 +148,18 @@ func anysizeDA3(t *testing.T, dir string, meta *anysizeMeta) {
 			compareCameras(t, ref[p+"extrinsics"].Data, ref[p+"intrinsics"].Data, []model.Result{*res})
 		})
 	}
+}
+
+// ippTolerance is the gate, relative to the maximum, for outputs computed from a file whose processed image
+// differs from the official one in IPP ties: the largest change of the official depth or confidence, over
+// the cases of the fixture, when the official pipeline runs with another of IPP's CPU variants (measured by
+// anysize_oracle.py), and never less than the usual 1e-4.
+func ippTolerance(meta *anysizeMeta) float64 {
+	tol := 1e-4
+	for _, c := range meta.DA3.Cases {
+		tol = max(tol, c.IPPSpread.Depth, c.IPPSpread.Conf)
+	}
+	return tol
 }
 
 // normalise is ToTensor + Normalize of an interleaved 8-bit RGB image into CHW float32.

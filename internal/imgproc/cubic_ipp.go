@@ -11,8 +11,10 @@ import "math"
 // replicated border, horizontal pass first into float32 with fused multiply-adds
 // (fma(p3,c3, fma(p2,c2, fma(p1,c1, p0·c0)))), vertical pass fma(p0,c0, fma(p1,c1, fma(p2,c2, p3·c3))),
 // round half to even, saturate. It reproduces cv2 except for values whose exact result is a .5 tie or lies
-// within a float32 ulp of one, which IPP's own operation order decides (measured: 2.4e-5 of the values of
-// random-noise images differ by 1, about 4e-6 on smooth images; OpenCV's fixed-point code differs in 4%).
+// within float32 rounding of one, which IPP's own operation order decides (measured: 2.4e-5 of the values
+// of random-noise images differ by 1, about 4e-6 on smooth images; OpenCV's fixed-point code differs in 4%).
+// That order is the CPU's: IPP's SSE4.2, AVX2 and AVX-512 code (OPENCV_IPP=sse42|avx2|avx512) disagree
+// with one another on 1.0–1.6e-5 of the values of noise images, so no emulation equals cv2 on every CPU.
 func ResizeCubicU8IPP(src *RGB8, w, h int) *RGB8 {
 	src.check("ResizeCubicU8IPP")
 	mustPositive("ResizeCubicU8IPP", w, h)

@@ -10,7 +10,10 @@
 //     bit-exact with cv2 when Intel IPP is disabled (cv2.ipp.setUseIPP(False)), on builds without IPP, and
 //     for sources narrower or shorter than 4 pixels, where the IPP path declines.
 //   - The default x86-64 opencv-python wheels route 8-bit and float32 INTER_CUBIC through Intel IPP
-//     (float arithmetic): ResizeCubicU8IPP emulates that path (≈2e-5 of the values differ by 1 LSB).
+//     (float arithmetic): ResizeCubicU8IPP emulates that path (≈2e-5 of the values differ by 1 LSB, each
+//     a value within float32 rounding of a .5 tie). IPP picks its code by the CPU's features and its
+//     SSE4.2, AVX2 and AVX-512 variants round such values differently from one another (1.0–1.6e-5 of
+//     the values of noise images, pairwise), so cv2's own output is not the same on every CPU.
 //   - INTER_AREA (ResizeAreaU8) and float64 INTER_CUBIC (ResizeCubicF64) never go through IPP and are
 //     bit-exact.
 //

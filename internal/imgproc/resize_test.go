@@ -56,7 +56,7 @@ func TestResizeCubicU8IPPMatchesDefaultOpenCV(t *testing.T) {
 	m, diffs, _ := loadManifest(t)
 	cases := m.Cases["cubic_u8_ipp"]
 	require.NotEmpty(t, cases)
-	exactCases, values, wrong, nativeWrong := 0, 0, 0, 0
+	exactCases, values, wrong, nativeWrong, ties := 0, 0, 0, 0, 0
 	for _, c := range cases {
 		require.True(t, c.HasData)
 		src := &RGB8{W: c.SW, H: c.SH, Pix: c.src()}
@@ -75,6 +75,15 @@ func TestResizeCubicU8IPPMatchesDefaultOpenCV(t *testing.T) {
 			if diff != 0 {
 				bad++
 				assert.LessOrEqual(t, max(diff, -diff), 1, "%s value %d", caseName(c), i)
+				// Every disagreement is a value whose exact result lies on a .5 tie or within the rounding
+				// error of a float32 evaluation of it (coefficients rounded to float32, four products and
+				// three sums a pass, two passes: at most 10·2⁻²⁴·Σ|w|·p), which float arithmetic rounds either
+				// way depending on its operation order; IPP's own CPU variants disagree on such values too.
+				exact, abs := cubicExact(src.Pix, c.SW, c.SH, c.CN, c.DW, c.DH, i)
+				dist := halfTieDistance(exact)
+				if assert.LessOrEqual(t, dist, 10*0x1p-24*abs, "%s value %d: not within float32 rounding of a .5 tie", caseName(c), i) && dist == 0 {
+					ties++
+				}
 			}
 			if d[i] != 0 {
 				nativeWrong++
@@ -89,9 +98,9 @@ func TestResizeCubicU8IPPMatchesDefaultOpenCV(t *testing.T) {
 		values += len(want)
 		wrong += bad
 	}
-	t.Logf("INTER_CUBIC uint8, default cv2 (IPP): %d/%d size pairs exact; %d of %d values off by one (%.2g); "+
-		"OpenCV fixed point would differ in %d values (%.2g)", exactCases, len(cases), wrong, values,
-		float64(wrong)/float64(values), nativeWrong, float64(nativeWrong)/float64(values))
+	t.Logf("INTER_CUBIC uint8, default cv2 (IPP): %d/%d size pairs exact; %d of %d values off by one (%.2g; %d exact "+
+		".5 ties, the rest within float32 rounding of one); OpenCV fixed point would differ in %d values (%.2g)",
+		exactCases, len(cases), wrong, values, float64(wrong)/float64(values), ties, nativeWrong, float64(nativeWrong)/float64(values))
 	// Measured with cv2 5.0.0: 2.4e-5 on these noise images (all at exact rational .5 ties, mostly 3x upscales).
 	assert.LessOrEqual(t, float64(wrong)/float64(values), 3e-5)
 	assert.Greater(t, nativeWrong, 100*max(wrong, 1), "the IPP model must be much closer than the fixed-point code")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -101,24 +102,82 @@ def load_da3(model_dir: Path):
     return DepthAnything3.from_pretrained(str(model_dir), strict=True).model.eval(), cfg.get("model_name")
 
 
+def processed_image(proc, path: Path, res: int, method: str):
+    """The processed 8-bit image, by the same steps as InputProcessor._process_one."""
+    img = proc._resize_image(proc._load_image(str(path)), res, method)
+    return (proc._make_divisible_by_resize if method.endswith("resize") else proc._make_divisible_by_crop)(img, 14)
+
+
 @torch.no_grad()
 def run_da3(net, path: Path, res: int, method: str):
     from depth_anything_3.utils.io.input_processor import InputProcessor
 
     proc = InputProcessor()
     x, _, _ = proc([str(path)], process_res=res, process_res_method=method, num_workers=1)
-    # The processed 8-bit image, by the same steps as InputProcessor._process_one.
-    img = proc._resize_image(proc._load_image(str(path)), res, method)
-    img = (proc._make_divisible_by_resize if method.endswith("resize") else proc._make_divisible_by_crop)(img, 14)
+    img = processed_image(proc, path, res, method)
     if not torch.equal(proc._normalize_image(img), x[0]):
         raise AssertionError(f"{path} {method}: processed image does not reproduce the input tensor")
+    return forward_da3(net, x), np.asarray(img)
+
+
+@torch.no_grad()
+def forward_da3(net, x):
     out = net(x[None])
     t = {"depth": out["depth"][0, 0], "conf": out["depth_conf"][0, 0],
          "extrinsics": out["extrinsics"][0, 0], "intrinsics": out["intrinsics"][0, 0]}
     for k, v in t.items():
         if not torch.isfinite(v).all():
             raise RuntimeError(f"non-finite {k}")
-    return t, np.asarray(img)
+    return t
+
+
+# OpenCV's x86-64 wheels run 8-bit INTER_CUBIC through Intel IPP, which picks its code by the CPU's features
+# and decides values on (or within a float32 ulp of) a .5 tie by each variant's own operation order: the
+# official processed image is not the same on every CPU. OPENCV_IPP selects a variant (read once, when cv2
+# starts), so each runs in a process of its own; only the variants this CPU can execute are measured.
+IPP_VARIANTS = {"sse42": "sse4_2", "avx2": "avx2", "avx512": "avx512f"}
+
+
+def ipp_variants() -> list[str]:
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return []
+    return [v for v, f in IPP_VARIANTS.items() if f in flags]
+
+
+def dump_processed(spec: Path, dump: Path) -> int:
+    """--ipp-dump: the processed images of the cases listed in spec, under this process's OPENCV_IPP."""
+    dc.setup_imports()
+    from depth_anything_3.utils.io.input_processor import InputProcessor
+
+    job = json.loads(spec.read_text())
+    proc = InputProcessor()
+    arrays = {f"{c}/{m}": np.asarray(processed_image(proc, Path(p), job["res"], m))
+              for c, p in job["images"] for m in METHODS}
+    np.savez(dump, **arrays)
+    return 0
+
+
+def processed_by_variant(out: Path, cases, res: int) -> dict[str, dict[str, np.ndarray]]:
+    spec = out / ".ipp-job.json"
+    spec.write_text(json.dumps({"res": res, "images": [(c, str(p)) for c, _, p in cases]}))
+    got = {}
+    try:
+        for v in ipp_variants():
+            dump = out / f".ipp-{v}.npz"
+            subprocess.run([sys.executable, __file__, "--out", str(out), "--ipp-dump", str(dump), "--ipp-job", str(spec)],
+                           env={**os.environ, "OPENCV_IPP": v}, check=True, stdout=subprocess.DEVNULL)
+            with np.load(dump) as z:
+                got[v] = {k: z[k] for k in z.files}
+            dump.unlink()
+    finally:
+        spec.unlink()
+    return got
+
+
+def rel_maxd(ref: torch.Tensor, other: torch.Tensor) -> float:
+    return float((ref - other).abs().max() / ref.abs().max())
 
 
 def load_da2(model_dir: Path):
@@ -153,7 +212,11 @@ def main() -> int:
     ap.add_argument("--process-res", type=int, default=70, help="DA3 process_res")
     ap.add_argument("--input-size", type=int, default=70, help="DA2 input_size")
     ap.add_argument("--data", help="shared test data (default: the first shared/data above this script)")
+    ap.add_argument("--ipp-dump", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--ipp-job", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.ipp_dump:
+        return dump_processed(args.ipp_job, args.ipp_dump)
     torch.set_grad_enabled(False)
     t0 = time.time()
     out: Path = args.out
@@ -167,6 +230,11 @@ def main() -> int:
     meta["da3"] = {"model": rel(args.da3_model.resolve(), out.resolve()), "model_name": name,
                    "process_res": args.process_res, "cases": []}
     (out / "rgb").mkdir(exist_ok=True)
+    variants = processed_by_variant(out, cases, args.process_res)
+    meta["da3"]["ipp_variants"] = sorted(variants)
+    from depth_anything_3.utils.io.input_processor import InputProcessor
+
+    proc = InputProcessor()
     for case, _, path in cases:
         for m in METHODS:
             t, rgb = run_da3(net, path, args.process_res, m)
@@ -174,9 +242,23 @@ def main() -> int:
                 tensors[f"{case}/{m}/{k}"] = v
             png = out / "rgb" / f"{case}_{m}.png"
             Image.fromarray(rgb).save(png, optimize=True)
-            meta["da3"]["cases"].append({"image": case, "method": m, "processed_hw": list(rgb.shape[:2]),
-                                         "rgb": rel(png, out)})
-            print(f"  da3 {case:22s} {m:20s} {rgb.shape[1]}x{rgb.shape[0]}")
+            c = {"image": case, "method": m, "processed_hw": list(rgb.shape[:2]), "rgb": rel(png, out)}
+            # The reference's own spread: how many values each IPP variant's processed image changes and how
+            # far the network's outputs move with it (relative to max|default|).
+            spread = {"values": 0, "depth": 0.0, "conf": 0.0}
+            for v, imgs in variants.items():
+                other = imgs[f"{case}/{m}"]
+                n = int((other != rgb).sum())
+                if n == 0:
+                    continue
+                o = forward_da3(net, proc._normalize_image(Image.fromarray(other))[None])
+                spread["values"] = max(spread["values"], n)
+                spread["depth"] = max(spread["depth"], rel_maxd(t["depth"], o["depth"]))
+                spread["conf"] = max(spread["conf"], rel_maxd(t["conf"], o["conf"]))
+            c["ipp_spread"] = spread
+            meta["da3"]["cases"].append(c)
+            print(f"  da3 {case:22s} {m:20s} {rgb.shape[1]}x{rgb.shape[0]}  IPP variants: {spread['values']} values,"
+                  f" depth {spread['depth']:.2e}, conf {spread['conf']:.2e}")
 
     common.save_ref(str(out / "da3.safetensors"), tensors, metadata={"format": "pt"})
     n = len(tensors)
