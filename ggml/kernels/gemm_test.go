@@ -127,8 +127,8 @@ func panicMessage(t *testing.T, fn func()) (msg string) {
 func BenchmarkGEMM(b *testing.B) {
 	for _, s := range [][3]int{{768, 2304, 866}, {768, 3072, 866}, {3072, 768, 866}, {768, 3072, 3460}, {3072, 768, 3460}} {
 		K, N, M := s[0], s[1], s[2]
-		for _, kernel := range []string{"ggml", "gemm"} {
-			if kernel == "gemm" && !kernels.Available().GEMM {
+		for _, kernel := range []string{"ggml", "gemm", "gemm-bf16"} {
+			if kernel != "ggml" && !kernels.Available().GEMM || kernel == "gemm-bf16" && !kernels.PrecisionRuns(kernels.DefaultVariant(), kernels.PrecisionBF16) {
 				continue
 			}
 			b.Run(fmt.Sprintf("%s/K%d_N%d_M%d", kernel, K, N, M), func(b *testing.B) {
@@ -137,7 +137,12 @@ func BenchmarkGEMM(b *testing.B) {
 				w := h.Input(ggml.TypeF32, optest.Randn(rng, K*N, 1), K, N)
 				x := h.Input(ggml.TypeF32, optest.Randn(rng, K*M, 1), K, M)
 				y := w.MulMat(h.G, x)
-				if kernel == "gemm" {
+				if kernel != "ggml" {
+					if kernel == "gemm-bf16" {
+						p := kernels.Default(true)
+						p.Precision = kernels.PrecisionBF16
+						kernels.SetPolicy(h.G, p)
+					}
 					y = kernels.GEMM(h.G, w, x, kernels.Epilogue{})
 				}
 				h.Bench(b, y, 2*float64(K*N*M))

@@ -39,6 +39,7 @@ static ISA_BF16 void pairs_panels(const float * src, int64_t n, int width, int64
 static ISA_BF16 void NAME(int64_t kc, const void * apv, const void * bpv, float * c, int64_t ldc, int64_t mr,         \
                  int64_t ncols, int accumulate, const struct epi * e, int64_t row0, int64_t col0) {          \
     const int32_t * ap = apv, * bp = bpv;                                                                    \
+    TILE_PREFETCH(ROWS)                                                                                      \
     vf acc[ROWS][NV];                                                                                        \
     _Pragma("GCC unroll 16") for (int i = 0; i < ROWS; i++) {                                                \
         _Pragma("GCC unroll 4") for (int h = 0; h < NV; h++) acc[i][h] = v_zero();                           \

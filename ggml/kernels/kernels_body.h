@@ -24,6 +24,7 @@
 
 #define NR (NV * VL) // columns of B per register tile
 #define KCQ 256      // the packed depth for weights in 256-value blocks (k-quants)
+#define KCB 512      // the packed depth of f32 matrices in bf16 (256 pairs: the same bytes as KCQ floats)
 
 // ---- vector math for the fused epilogues and the softmax ----
 
@@ -245,6 +246,18 @@ static void pack_a_panels(const float * a, int64_t lda, int64_t m0, int64_t mc, 
 typedef void (*tile_fn)(int64_t kc, const void * ap, const void * bp, float * c, int64_t ldc, int64_t mr,
                         int64_t ncols, int accumulate, const struct epi * e, int64_t row0, int64_t col0);
 
+// TILE_PREFETCH asks for the lines of the tile's part of c at the start of a
+// tile kernel: c's rows lie a whole row of the product apart, so the hardware
+// prefetcher does not see them coming, and with many rows they have left the
+// caches since the last depth block; the k loop hides the wait.
+#define TILE_PREFETCH(ROWS)                                                                                  \
+    _Pragma("GCC unroll 16") for (int i = 0; i < ROWS; i++) {                                                \
+        if (i < mr) {                                                                                        \
+            v_prefetch(c + i * ldc);                                                                         \
+            v_prefetch(c + i * ldc + NR - 1);                                                                \
+        }                                                                                                    \
+    }
+
 // TILE_STORE stores the accumulators acc[ROWS][NV] of a tile kernel.
 #define TILE_STORE(ROWS)                                                                                     \
     vm cm[NV];                                                                                               \
@@ -275,6 +288,7 @@ typedef void (*tile_fn)(int64_t kc, const void * ap, const void * bp, float * c,
 static void NAME(int64_t kc, const void * apv, const void * bpv, float * c, int64_t ldc, int64_t mr,         \
                  int64_t ncols, int accumulate, const struct epi * e, int64_t row0, int64_t col0) {          \
     const float * ap = apv, * bp = bpv;                                                                      \
+    TILE_PREFETCH(ROWS)                                                                                      \
     vf acc[ROWS][NV];                                                                                        \
     _Pragma("GCC unroll 16") for (int i = 0; i < ROWS; i++) {                                                \
         _Pragma("GCC unroll 4") for (int h = 0; h < NV; h++) acc[i][h] = v_zero();                           \
@@ -332,7 +346,9 @@ static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c,
     tile_fn tile = tile_for(mr);
 #if defined(ISA_BF16)
     if (prec == DA3_PREC_BF16) {
-        kb = KCQ;
+        // Pairs of k halve the bytes of a panel: f32 matrices take twice the depth for the same panel
+        // size, so C (which leaves the caches with many rows) is read and written half as often.
+        kb = b->x == NULL && b->q == NULL ? KCB : KCQ;
         tile = tile_bf16_for(mr);
     }
 #endif
@@ -399,12 +415,13 @@ static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c,
 // get_scratch gives the calling thread's packing buffers for gemm; it
 // returns 0 when out of memory.
 static int get_scratch(struct gemm_scratch * sc, int prec) {
-    sc->pa = da3_scratch(DA3_BUF_A, (size_t) KCQ * MC);
-    sc->pb = da3_scratch(DA3_BUF_B, (size_t) KCQ * NC);
+    const size_t kd = prec == DA3_PREC_BF16 ? KCB : KCQ; // the deepest block gemm packs
+    sc->pa = da3_scratch(DA3_BUF_A, kd * MC);
+    sc->pb = da3_scratch(DA3_BUF_B, kd * NC);
     sc->pah = sc->pbh = NULL;
     if (prec != DA3_PREC_F32) { // pairs of bf16 (32 bits per two k), or q8 panels (fewer words)
-        sc->pah = da3_scratch(DA3_BUF_AH, (size_t) KCQ / 2 * MC);
-        sc->pbh = da3_scratch(DA3_BUF_BH, (size_t) KCQ / 2 * NC);
+        sc->pah = da3_scratch(DA3_BUF_AH, kd / 2 * MC);
+        sc->pbh = da3_scratch(DA3_BUF_BH, kd / 2 * NC);
         if (sc->pah == NULL || sc->pbh == NULL) {
             return 0;
         }

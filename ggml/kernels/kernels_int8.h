@@ -99,6 +99,7 @@ static ISA_INT8 void tile_int8(int64_t kc, const void * apv, const void * bpv, f
     const int64_t nb = kc / QK;
     const float * as = (const float *) (ap + kc / 4 * MR_INT8);
     const float * bs = (const float *) (bp + kc / 4 * NR), * bx = bs + nb * NR;
+    TILE_PREFETCH(MR_INT8)
     vf acc[MR_INT8][NV];
 #pragma GCC unroll 16
     for (int i = 0; i < MR_INT8; i++) {
