@@ -193,3 +193,83 @@ void da3_op_bilinear_window(struct ggml_tensor * dst, int ith, int nth, void * u
     __atomic_fetch_add(&window_calls, 1, __ATOMIC_RELAXED);
     bilinear(dst, src, ux, uy, ith, nth, align, FW, FH, -pad, y0 - pad);
 }
+
+// ---- layer norm ----
+
+#define NORM_LANES 16
+
+// row_sum returns Σ (x[i] − shift) over n values, in NORM_LANES float
+// partial sums (which the compiler vectorizes) added up in double.
+static double row_sum(const float * x, int64_t n, float shift) {
+    float s[NORM_LANES] = { 0 };
+    int64_t i = 0;
+    for (; i + NORM_LANES <= n; i += NORM_LANES) {
+        for (int l = 0; l < NORM_LANES; l++) {
+            s[l] += x[i + l] - shift;
+        }
+    }
+    double t = 0;
+    for (; i < n; i++) {
+        t += x[i] - shift;
+    }
+    for (int l = 0; l < NORM_LANES; l++) {
+        t += s[l];
+    }
+    return t;
+}
+
+// row_sum_sq returns Σ (x[i] − mean)² over n values, as row_sum.
+static double row_sum_sq(const float * x, int64_t n, float mean) {
+    float s[NORM_LANES] = { 0 };
+    int64_t i = 0;
+    for (; i + NORM_LANES <= n; i += NORM_LANES) {
+        for (int l = 0; l < NORM_LANES; l++) {
+            const float d = x[i + l] - mean;
+            s[l] += d * d;
+        }
+    }
+    double t = 0;
+    for (; i < n; i++) {
+        const float d = x[i] - mean;
+        t += d * d;
+    }
+    for (int l = 0; l < NORM_LANES; l++) {
+        t += s[l];
+    }
+    return t;
+}
+
+// da3_op_layer_norm: dst = (x − mean)/√(var + eps)·w + b over ne0 (biased
+// variance), as ggml_norm followed by ggml_mul and ggml_add, in one pass
+// over each row that stays in L1 between its three sweeps. src0 x [C, n1,
+// n2, n3] F32 with contiguous rows (any strides above: views such as q and
+// k of a fused QKV projection); src1 w and src2 b F32 [C] contiguous; dst
+// F32 [C, n1, n2, n3] contiguous. userdata holds eps's float bits.
+void da3_op_layer_norm(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const struct ggml_tensor * x = dst->src[0], * w = dst->src[1], * b = dst->src[2];
+    if (x == NULL || w == NULL || b == NULL || x->type != GGML_TYPE_F32 || w->type != GGML_TYPE_F32 ||
+        b->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || x->nb[0] != sizeof(float) ||
+        !ggml_is_contiguous(dst) || !ggml_is_contiguous(w) || !ggml_is_contiguous(b) ||
+        ggml_nelements(w) != x->ne[0] || ggml_nelements(b) != x->ne[0] || !ggml_are_same_shape(x, dst)) {
+        if (ith == 0) {
+            da3_fault(DA3_FAULT_OPERANDS);
+        }
+        return;
+    }
+    union { int32_t i; float f; } ue = { .i = (int32_t) (intptr_t) userdata };
+    const float eps = ue.f;
+    const int64_t C = x->ne[0], n1 = x->ne[1], n2 = x->ne[2];
+    const int64_t rows = n1 * n2 * x->ne[3];
+    const int64_t r0 = rows * ith / nth, r1 = rows * (ith + 1) / nth;
+    const float * wd = w->data, * bd = b->data;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t i1 = r % n1, i2 = (r / n1) % n2, i3 = r / (n1 * n2);
+        const float * xs = (const float *) ((const char *) x->data + i1 * x->nb[1] + i2 * x->nb[2] + i3 * x->nb[3]);
+        float * y = (float *) dst->data + r * C;
+        const float mean = (float) (row_sum(xs, C, 0.0f) / (double) C);
+        const float scale = 1.0f / sqrtf((float) (row_sum_sq(xs, C, mean) / (double) C) + eps);
+        for (int64_t i = 0; i < C; i++) {
+            y[i] = (xs[i] - mean) * scale * wd[i] + bd[i];
+        }
+    }
+}

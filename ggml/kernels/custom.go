@@ -4,6 +4,7 @@ package kernels
 import "C"
 
 import (
+	"math"
 	"unsafe"
 
 	"github.com/da3-go/da3-go/ggml"
@@ -75,4 +76,29 @@ func BilinearWindow(g *ggml.Context, x, ux, uy *ggml.Tensor, fw, fh, y0, rows, p
 		srcs = append(srcs, ux, uy)
 	}
 	return g.Custom(opBilinearWindow, ggml.TypeF32, []int{fw + 2*pad, rows + 2*pad, x.Dim(2), x.Dim(3)}, srcs, uintptr(u))
+}
+
+// opLayerNorm is the C kernel of LayerNorm.
+var opLayerNorm = unsafe.Pointer(C.da3_op_layer_norm)
+
+// LayerNormFits reports whether LayerNorm accepts its operands: x F32 with
+// contiguous rows (any strides above them), w and b F32, contiguous, with
+// one value per channel (x's ne0).
+func LayerNormFits(x, w, b *ggml.Tensor) bool {
+	affine := func(t *ggml.Tensor) bool {
+		return t != nil && t.Type() == ggml.TypeF32 && t.IsContiguous() && t.Elements() == x.Dim(0)
+	}
+	return x != nil && x.Type() == ggml.TypeF32 && x.Stride(0) == 4 && affine(w) && affine(b)
+}
+
+// LayerNorm is x.Norm(g, eps).Mul(g, w).Add(g, b) as one CPU kernel: each
+// row is read once from memory and swept three times in L1 (mean, variance,
+// output), and the affine weight and bias are applied as it is written,
+// instead of three graph nodes with a pass over the whole tensor each. x
+// [C, …] may be a view (q or k of a fused projection); the result is
+// contiguous, of x's shape. It panics with a *ggml.ShapeError unless
+// LayerNormFits. CPU backend only; portable.
+func LayerNorm(g *ggml.Context, x, w, b *ggml.Tensor, eps float32) *ggml.Tensor {
+	mustFit(LayerNormFits(x, w, b), "layer norm", []*ggml.Tensor{x, w, b}, "want f32 rows and an f32 weight and bias of one value per channel")
+	return g.Custom(opLayerNorm, ggml.TypeF32, []int{x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)}, []*ggml.Tensor{x, w, b}, uintptr(math.Float32bits(eps)))
 }

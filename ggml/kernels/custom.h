@@ -71,3 +71,4 @@ void da3_op_winograd(struct ggml_tensor * dst, int ith, int nth, void * userdata
 void da3_op_attention(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_bilinear(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_bilinear_window(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void da3_op_layer_norm(struct ggml_tensor * dst, int ith, int nth, void * userdata);

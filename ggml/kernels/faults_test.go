@@ -81,6 +81,18 @@ func TestEntryChecks(t *testing.T) {
 			x, ux, uy := g.NewTensor(f32, 8, 8, 2), g.NewTensor(f32, 16, 2), g.NewTensor(f32, 8, 2)
 			return g.Custom(opBilinearWindow, f32, []int{18, 6, 2}, []*ggml.Tensor{x, ux, uy}, uintptr(uint64(1)<<1|uint64(0)<<4|uint64(16)<<24|uint64(16)<<44)), []*ggml.Tensor{x, ux, uy}
 		}},
+		{"layer norm short weight", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x, w, b := g.NewTensor(f32, 8, 3), g.NewTensor(f32, 4), g.NewTensor(f32, 8)
+			return g.Custom(opLayerNorm, f32, []int{8, 3}, []*ggml.Tensor{x, w, b}, 0), []*ggml.Tensor{x, w, b}
+		}},
+		{"layer norm missing bias", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x, w := g.NewTensor(f32, 8, 3), g.NewTensor(f32, 8)
+			return g.Custom(opLayerNorm, f32, []int{8, 3}, []*ggml.Tensor{x, w}, 0), []*ggml.Tensor{x, w}
+		}},
+		{"layer norm output larger than the input", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x, w, b := g.NewTensor(f32, 8, 3), g.NewTensor(f32, 8), g.NewTensor(f32, 8)
+			return g.Custom(opLayerNorm, f32, []int{8, 30}, []*ggml.Tensor{x, w, b}, 0), []*ggml.Tensor{x, w, b}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -220,6 +220,9 @@ type Policy struct {
 	Attention bool
 	// Resize computes bilinear resizes with Bilinear. Any build.
 	Resize bool
+	// Norm computes layer norms with LayerNorm (one pass a row, the affine
+	// weight and bias applied in it). Any build.
+	Norm bool
 	// Strips runs the DPT heads' high-resolution maps in strips of rows with
 	// BilinearWindow: the last fusion block's ×2 upsampling with
 	// output_conv1, and the resize to the image size with the UV embedding
@@ -251,17 +254,17 @@ type Policy struct {
 
 // Available is what this binary can run on this CPU with the process's
 // variant (DefaultVariant): GEMM and Attention unless DA3_KERNELS=off;
-// Resize always.
+// Resize, Norm and Strips always.
 func Available() Policy {
 	v := DefaultVariant()
 	on := v != VariantOff
-	return Policy{GEMM: on, Attention: on, Resize: true, Strips: true, Flash: true, Variant: v}
+	return Policy{GEMM: on, Attention: on, Resize: true, Norm: true, Strips: true, Flash: true, Variant: v}
 }
 
 // Default is the fastest policy for graphs that run on the CPU (cpu) or on
 // another device: every kernel of this build on the CPU, ggml's flash
 // attention elsewhere (the custom ops run on the CPU backend only).
-// DA3_KERNELS=off turns the CPU kernels off, Resize and Strips included.
+// DA3_KERNELS=off turns the CPU kernels off, Resize, Norm and Strips included.
 func Default(cpu bool) Policy {
 	if !cpu {
 		return Policy{Flash: true}
@@ -270,7 +273,7 @@ func Default(cpu bool) Policy {
 	p.Flash = false // two products and a softmax are faster than ggml's CPU flash attention
 	p.Winograd = p.GEMM
 	if p.Variant == VariantOff {
-		p.Resize, p.Strips = false, false
+		p.Resize, p.Norm, p.Strips = false, false, false
 	}
 	return p
 }
@@ -295,7 +298,7 @@ func (p Policy) Mask() Policy {
 // CPUOnlyOff returns p without the kernels that run on the CPU backend only
 // (the runtime's policy for graphs on another device).
 func (p Policy) CPUOnlyOff() Policy {
-	p.GEMM, p.Attention, p.Resize, p.Strips = false, false, false, false
+	p.GEMM, p.Attention, p.Resize, p.Norm, p.Strips = false, false, false, false, false
 	return p
 }
 

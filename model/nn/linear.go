@@ -53,8 +53,12 @@ type LayerNorm struct {
 	Eps    float32
 }
 
-// Forward applies the layer.
+// Forward applies the layer: one kernel (kernels.LayerNorm) where the
+// graph's policy has Norm, else ggml's norm, mul and add.
 func (l *LayerNorm) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
+	if kernels.PolicyOf(g).Norm && kernels.LayerNormFits(x, l.Weight, l.Bias) {
+		return kernels.LayerNorm(g, x, l.Weight, l.Bias, l.Eps)
+	}
 	return x.Norm(g, l.Eps).Mul(g, l.Weight).Add(g, l.Bias)
 }
 

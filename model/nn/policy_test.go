@@ -99,6 +99,47 @@ func TestResize(t *testing.T) {
 	testutil.AllClose(t, outs[0], outs[1], 1e-6, 1e-6)
 }
 
+// TestLayerNormKernel checks nn.LayerNorm with and without the norm kernel against
+// each other, on whole rows and on strided views of heads (as the QK norm of
+// DA3 sees q and k inside a fused projection).
+func TestLayerNormKernel(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	const C, T = 96, 7
+	x := randn(r, 3*C*T)
+	w, b := randn(r, C), randn(r, C)
+	wh, bh := randn(r, C/4), randn(r, C/4)
+	for i := range x {
+		x[i] = 3*x[i] + 1.5 // mean and spread away from 0 and 1
+	}
+	var outs [][][]float32
+	for _, pol := range policies {
+		var got [][]float32
+		for _, view := range []bool{false, true} {
+			out := run(t, openCPU(t, pol.p), func(bd *backend.Builder) *ggml.Tensor {
+				in := bd.Input("x", x, 3*C, T)
+				if view { // the second third of each token as 4 heads of C/4: [C/4, 4, T], rows 4 floats apart
+					l := nn.LayerNorm{Weight: bd.Input("w", wh, C/4), Bias: bd.Input("b", bh, C/4), Eps: 1e-5}
+					return l.Forward(bd.G, in.View(bd.G, C*4, []int{C / 4, 4, T}, []int{C, 3 * C * 4}))
+				}
+				l := nn.LayerNorm{Weight: bd.Input("w", w, C), Bias: bd.Input("b", b, C), Eps: 1e-6}
+				return l.Forward(bd.G, in.View(bd.G, 0, []int{C, T}, []int{3 * C * 4}))
+			})
+			got = append(got, out.Data)
+		}
+		outs = append(outs, got)
+	}
+	for i := range outs[0] {
+		testutil.AllClose(t, outs[0][i], outs[1][i], 2e-6, 2e-6)
+	}
+	// Against float64, whole rows.
+	rows := make([]float32, 0, C*T)
+	for tk := range T {
+		rows = append(rows, x[tk*3*C:tk*3*C+C]...)
+	}
+	want := f32(layerNormRef(rows, w, b, C, T, 1e-6))
+	testutil.AllClose(t, want, outs[1][0], 2e-6, 2e-6)
+}
+
 // TestPolicyRouting checks that each layer asks the graph's kernel policy:
 // with a kernel turned on (and available) the layer builds its custom op,
 // with it off ggml's ops.
@@ -129,6 +170,10 @@ func TestPolicyRouting(t *testing.T) {
 		{"Resize", kernels.Policy{Resize: true}, func(g *ggml.Context) *ggml.Tensor {
 			return nn.Resize(g, g.NewTensor(ggml.TypeF32, 9, 9, 2), 20, 20, ggml.ScaleBilinear)
 		}, "UPSCALE"},
+		{"LayerNorm", kernels.Policy{Norm: true}, func(g *ggml.Context) *ggml.Tensor {
+			l := nn.LayerNorm{Weight: g.NewTensor(ggml.TypeF32, 8), Bias: g.NewTensor(ggml.TypeF32, 8), Eps: 1e-6}
+			return l.Forward(g, g.NewTensor(ggml.TypeF32, 8, 3))
+		}, "ADD"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, on := range []bool{false, true} {
@@ -146,6 +191,7 @@ func TestPolicyRouting(t *testing.T) {
 			}
 		})
 	}
-	// The resize kernel is portable: it does not depend on AVX-512.
+	// The resize and norm kernels are portable: they do not depend on AVX-512.
 	assert.True(t, avail.Resize)
+	assert.True(t, avail.Norm)
 }
