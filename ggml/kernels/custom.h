@@ -60,10 +60,15 @@ uint64_t da3_window_calls(void);
     void da3_gemm_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata);      \
     void da3_conv2d_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata);    \
     void da3_winograd_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata);  \
-    void da3_attention_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+    void da3_attention_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata); \
+    double da3_peak_##sfx(int prec, int64_t rounds);
 DA3_DECLARE_VARIANT(generic)
 DA3_DECLARE_VARIANT(avx2)
 DA3_DECLARE_VARIANT(avx512)
+
+// da3_peak runs the peak-rate loop of variant v in precision p on the calling
+// thread and returns the operations done, or 0 when v cannot compute p here.
+double da3_peak(int v, int p, int64_t rounds);
 
 void da3_op_gemm(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_conv2d(struct ggml_tensor * dst, int ith, int nth, void * userdata);

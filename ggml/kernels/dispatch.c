@@ -36,13 +36,16 @@ int da3_cpu_features(void) {
 
 typedef void (*op_fn)(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
-struct variant { op_fn gemm, conv2d, winograd, attention; };
+struct variant {
+    op_fn gemm, conv2d, winograd, attention;
+    double (*peak)(int prec, int64_t rounds);
+};
 
 static const struct variant variants[DA3_NVAR] = {
-    [DA3_VAR_PORTABLE] = { da3_gemm_generic, da3_conv2d_generic, da3_winograd_generic, da3_attention_generic },
+    [DA3_VAR_PORTABLE] = { da3_gemm_generic, da3_conv2d_generic, da3_winograd_generic, da3_attention_generic, da3_peak_generic },
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    [DA3_VAR_AVX2] = { da3_gemm_avx2, da3_conv2d_avx2, da3_winograd_avx2, da3_attention_avx2 },
-    [DA3_VAR_AVX512] = { da3_gemm_avx512, da3_conv2d_avx512, da3_winograd_avx512, da3_attention_avx512 },
+    [DA3_VAR_AVX2] = { da3_gemm_avx2, da3_conv2d_avx2, da3_winograd_avx2, da3_attention_avx2, da3_peak_avx2 },
+    [DA3_VAR_AVX512] = { da3_gemm_avx512, da3_conv2d_avx512, da3_winograd_avx512, da3_attention_avx512, da3_peak_avx512 },
 #endif
 };
 
@@ -107,6 +110,13 @@ static const struct variant * pick(int v, int p) {
     }
     __atomic_fetch_add(&calls[v][p], 1, __ATOMIC_RELAXED);
     return &variants[v];
+}
+
+double da3_peak(int v, int p, int64_t rounds) {
+    if (v <= DA3_VAR_OFF || v >= DA3_NVAR || variants[v].peak == NULL || !da3_precision_ok(v, p) || rounds < 1) {
+        return 0;
+    }
+    return variants[v].peak(p, rounds);
 }
 
 // ---- entry checks ----

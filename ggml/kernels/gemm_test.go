@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -127,21 +128,28 @@ func panicMessage(t *testing.T, fn func()) (msg string) {
 func BenchmarkGEMM(b *testing.B) {
 	for _, s := range [][3]int{{768, 2304, 866}, {768, 3072, 866}, {3072, 768, 866}, {768, 3072, 3460}, {3072, 768, 3460}} {
 		K, N, M := s[0], s[1], s[2]
-		for _, kernel := range []string{"ggml", "gemm", "gemm-bf16"} {
-			if kernel != "ggml" && !kernels.Available().GEMM || kernel == "gemm-bf16" && !kernels.PrecisionRuns(kernels.DefaultVariant(), kernels.PrecisionBF16) {
+		// gemm-bf16: bf16 products; gemm-int8: q8_0 weights in int8 products.
+		prec := map[string]kernels.Precision{"gemm-bf16": kernels.PrecisionBF16, "gemm-int8": kernels.PrecisionInt8}
+		for _, kernel := range []string{"ggml", "gemm", "gemm-bf16", "gemm-int8"} {
+			p, narrow := prec[kernel]
+			if kernel != "ggml" && !kernels.Available().GEMM || narrow && !kernels.PrecisionRuns(kernels.DefaultVariant(), p) {
 				continue
 			}
 			b.Run(fmt.Sprintf("%s/K%d_N%d_M%d", kernel, K, N, M), func(b *testing.B) {
 				h := optest.NewHarness(b, 16)
 				rng := optest.RNG(1)
-				w := h.Input(ggml.TypeF32, optest.Randn(rng, K*N, 1), K, N)
+				typ := ggml.TypeF32
+				if p == kernels.PrecisionInt8 {
+					typ = ggml.TypeQ8_0
+				}
+				w := h.Input(typ, optest.Randn(rng, K*N, 1), K, N)
 				x := h.Input(ggml.TypeF32, optest.Randn(rng, K*M, 1), K, M)
 				y := w.MulMat(h.G, x)
 				if kernel != "ggml" {
-					if kernel == "gemm-bf16" {
-						p := kernels.Default(true)
-						p.Precision = kernels.PrecisionBF16
-						kernels.SetPolicy(h.G, p)
+					if narrow {
+						pol := kernels.Default(true)
+						pol.Precision = p
+						kernels.SetPolicy(h.G, pol)
 					}
 					y = kernels.GEMM(h.G, w, x, kernels.Epilogue{})
 				}
@@ -202,5 +210,40 @@ func BenchmarkConv2D(b *testing.B) {
 			y := kernels.Conv2D(h.G, k, x, ggml.Conv2DParams{Stride: stride, Pad: 1}, kernels.Epilogue{})
 			h.Bench(b, y, 2*float64(9*IC*OC*y.Dim(0)*y.Dim(1)))
 		})
+	}
+}
+
+// TestPeak checks that Peak measures something for every variant this CPU
+// runs in f32, and nothing for precisions a variant cannot compute.
+func TestPeak(t *testing.T) {
+	for _, v := range []kernels.Variant{kernels.VariantPortable, kernels.VariantAVX2, kernels.VariantAVX512} {
+		for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8} {
+			got := kernels.Peak(v, p, time.Millisecond)
+			if v.Runs() && kernels.PrecisionRuns(v, p) {
+				assert.Positive(t, got, "%s %s", v, p)
+			} else {
+				assert.Zero(t, got, "%s %s cannot run here", v, p)
+			}
+		}
+	}
+	assert.Zero(t, kernels.Peak(kernels.VariantOff, kernels.PrecisionF32, time.Millisecond))
+}
+
+// BenchmarkPeak reports the peak rate of each variant's products on one
+// core (GFLOP/s; int8: GOP/s), to compare BenchmarkGEMM's rates with.
+func BenchmarkPeak(b *testing.B) {
+	for _, v := range []kernels.Variant{kernels.VariantPortable, kernels.VariantAVX2, kernels.VariantAVX512} {
+		for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8} {
+			if !v.Runs() || !kernels.PrecisionRuns(v, p) {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s/%s", v, p), func(b *testing.B) {
+				var r float64
+				for b.Loop() {
+					r = kernels.Peak(v, p, 100*time.Millisecond)
+				}
+				b.ReportMetric(r/1e9, "GFLOP/s")
+			})
+		}
 	}
 }

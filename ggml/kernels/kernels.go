@@ -36,8 +36,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/da3-go/da3-go/ggml"
 )
@@ -166,6 +168,31 @@ func PrecisionRuns(v Variant, p Precision) bool {
 		v = DefaultVariant()
 	}
 	return C.da3_precision_ok(C.int(v), C.int(p)) != 0
+}
+
+// Peak measures the peak rate, in operations a second (two per
+// multiply-add), of the products of precision p in variant v on one core
+// (the calling goroutine's thread, for at least d): independent
+// multiply-adds on registers alone, the bound a kernel's speed is compared
+// with (BenchmarkPeak, BenchmarkGEMM). It returns 0 when v cannot compute p
+// on this CPU.
+func Peak(v Variant, p Precision, d time.Duration) float64 {
+	if v == VariantAuto {
+		v = DefaultVariant()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for rounds := int64(1 << 12); ; rounds *= 2 {
+		t := time.Now()
+		ops := float64(C.da3_peak(C.int(v), C.int(p), C.int64_t(rounds)))
+		el := time.Since(t)
+		if ops == 0 {
+			return 0
+		}
+		if el >= d || rounds >= 1<<40 {
+			return ops / el.Seconds()
+		}
+	}
 }
 
 // Calls counts the kernel calls (one per thread and node) that variant v

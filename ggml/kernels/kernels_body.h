@@ -912,3 +912,90 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
         }
     }
 }
+
+// ---- peak rate ----
+
+// The CPU's peak rate of the products the kernels use, measured on registers
+// alone: PEAK_ACC independent accumulators (more than the pipes' latency
+// times their throughput needs, few enough to stay in registers: 32 vector
+// registers with AVX-512, 16 otherwise), no memory traffic. kernels.Peak
+// reports it, so that a kernel's speed can be given as a fraction of what the
+// core can do.
+#if VL == 16
+#define PEAK_ACC 16
+#else
+#define PEAK_ACC 12
+#endif
+
+static volatile float peak_sink;
+
+#if defined(ISA_BF16)
+static ISA_BF16 double peak_bf16(int64_t rounds) {
+    __m512 acc[PEAK_ACC];
+    for (int i = 0; i < PEAK_ACC; i++) {
+        acc[i] = _mm512_set1_ps((float) i);
+    }
+    const __m512bh a = (__m512bh) _mm512_set1_epi32(0x3f803f80), b = (__m512bh) _mm512_set1_epi32(0x3f7f3f7f);
+    for (int64_t r = 0; r < rounds; r++) {
+        _Pragma("GCC unroll 16") for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+    }
+    float s = 0;
+    for (int i = 0; i < PEAK_ACC; i++) {
+        s += _mm512_reduce_add_ps(acc[i]);
+    }
+    peak_sink = s;
+    return 2.0 * 2 * 16 * PEAK_ACC * (double) rounds; // 16 lanes of two products
+}
+#endif
+
+#if defined(ISA_INT8)
+static ISA_INT8 double peak_int8(int64_t rounds) {
+    __m512i acc[PEAK_ACC];
+    for (int i = 0; i < PEAK_ACC; i++) {
+        acc[i] = _mm512_set1_epi32(i);
+    }
+    const __m512i a = _mm512_set1_epi32(0x01010101), b = _mm512_set1_epi32(0x01020102);
+    for (int64_t r = 0; r < rounds; r++) {
+        _Pragma("GCC unroll 16") for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+    }
+    int64_t s = 0;
+    for (int i = 0; i < PEAK_ACC; i++) {
+        s += _mm512_reduce_add_epi32(acc[i]);
+    }
+    peak_sink = (float) s;
+    return 2.0 * 4 * 16 * PEAK_ACC * (double) rounds; // 16 lanes of four products
+}
+#endif
+
+// da3_peak runs rounds of PEAK_ACC multiply-adds of precision prec (f32 FMA;
+// bf16 or int8 dot products where the variant has them, f32 otherwise) and
+// returns the number of operations (two per product).
+double ISA_FN(da3_peak)(int prec, int64_t rounds) {
+#if defined(ISA_BF16)
+    if (prec == DA3_PREC_BF16) {
+        return peak_bf16(rounds);
+    }
+#endif
+#if defined(ISA_INT8)
+    if (prec == DA3_PREC_INT8) {
+        return peak_int8(rounds);
+    }
+#endif
+    (void) prec;
+    vf acc[PEAK_ACC];
+    for (int i = 0; i < PEAK_ACC; i++) {
+        acc[i] = v_set1((float) i);
+    }
+    const vf a = v_set1(1.0001f), b = v_set1(0.9999f);
+    for (int64_t r = 0; r < rounds; r++) {
+        _Pragma("GCC unroll 16") for (int i = 0; i < PEAK_ACC; i++) acc[i] = v_fma(acc[i], a, b);
+    }
+    float lanes[VL];
+    float s = 0;
+    for (int i = 0; i < PEAK_ACC; i++) {
+        v_storeu(lanes, acc[i]);
+        s += lanes[0];
+    }
+    peak_sink = s;
+    return 2.0 * VL * PEAK_ACC * (double) rounds;
+}
