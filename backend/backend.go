@@ -42,6 +42,9 @@ type Options struct {
 	// Precision of the CPU kernels' products (kernels.Precision; default
 	// f32). Open fails when the device is not the CPU or the CPU lacks it.
 	Precision kernels.Precision
+	// NarrowConvs computes the convolutions in Precision too
+	// (kernels.Policy.NarrowConvs); Open fails with f32.
+	NarrowConvs bool
 }
 
 // DefaultBackendDirs are the directories searched for dynamic backends: next to
@@ -122,12 +125,16 @@ func Open(opts Options) (*Runtime, error) {
 			rt.kernels = rt.kernels.CPUOnlyOff()
 		}
 	}
+	if opts.NarrowConvs && opts.Precision == kernels.PrecisionF32 {
+		return nil, fmt.Errorf("%w: narrow convolutions need the bf16 or int8 precision", kernels.ErrPrecision)
+	}
 	if opts.Precision != kernels.PrecisionF32 {
 		if !cpu {
 			return nil, fmt.Errorf("%w: %s products are computed by the CPU kernels, not on %s", kernels.ErrPrecision, opts.Precision, dev.Name())
 		}
 		p := rt.kernels
 		p.Precision = opts.Precision
+		p.NarrowConvs = opts.NarrowConvs
 		if err := p.Check(); err != nil {
 			return nil, err
 		}

@@ -38,12 +38,16 @@ type Options struct {
 	// the device.
 	Kernels *kernels.Policy
 	// Precision of the CPU products (default f32): kernels.PrecisionBF16
-	// rounds the operands of every matrix product and convolution to
-	// bfloat16 (AVX512_BF16 CPUs); kernels.PrecisionInt8 multiplies q8_0
-	// weight matrices in int8 with activations quantized per row in blocks of
-	// 32, the other products as bf16 (AVX512_VNNI CPUs). Load fails where
-	// the CPU lacks the instructions.
+	// rounds the operands of the linear layers and the attention to bfloat16
+	// (AVX512_BF16 CPUs); kernels.PrecisionInt8 multiplies q8_0 weight
+	// matrices in int8 with activations quantized per row in blocks of 32,
+	// the other products as bf16 (AVX512_VNNI CPUs). The convolutions stay
+	// f32 unless NarrowConvs. Load fails where the CPU lacks the
+	// instructions.
 	Precision kernels.Precision
+	// NarrowConvs computes the convolutions in bf16 too (Precision bf16 or
+	// int8 only): a few per cent faster, less accurate (kernels.Policy).
+	NarrowConvs bool
 }
 
 // ErrClosed reports use of a Model after Close.
@@ -111,7 +115,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if log == nil {
 		log = slog.Default()
 	}
-	rt, err := backend.Open(backend.Options{Device: opts.Device, Threads: opts.Threads, Logger: log, Kernels: opts.Kernels, Precision: opts.Precision})
+	rt, err := backend.Open(backend.Options{Device: opts.Device, Threads: opts.Threads, Logger: log, Kernels: opts.Kernels, Precision: opts.Precision, NarrowConvs: opts.NarrowConvs})
 	if err != nil {
 		return nil, err
 	}

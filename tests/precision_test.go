@@ -77,6 +77,34 @@ func TestPrecisionAccuracy(t *testing.T) {
 	}
 }
 
+// TestNarrowConvs checks model.Options.NarrowConvs: refused in f32; in bf16
+// the convolutions then run in bf16 too, which changes the depth (a little:
+// still within the bf16 gate of the f32 model).
+func TestNarrowConvs(t *testing.T) {
+	fx := quantFixtures()[0]
+	f32 := fx.gguf(t)
+	_, err := model.Load(context.Background(), f32, model.Options{Device: "cpu", NarrowConvs: true})
+	require.ErrorIs(t, err, kernels.ErrPrecision, "narrow convolutions in f32")
+	if !kernels.PrecisionRuns(kernels.DefaultVariant(), kernels.PrecisionBF16) {
+		t.Skipf("bf16 needs AVX-512 with AVX512_BF16 (CPU features %v)", kernels.CPUFeatures())
+	}
+	img, err := imgio.Decode(fx.image)
+	require.NoError(t, err)
+	ref := runPrecision(t, f32, kernels.PrecisionF32, img, fx.opts)
+	wide := runPrecision(t, f32, kernels.PrecisionBF16, img, fx.opts)
+	m, err := model.Load(context.Background(), f32, model.Options{Device: "cpu", Precision: kernels.PrecisionBF16, NarrowConvs: true})
+	require.NoError(t, err)
+	defer m.Close()
+	require.True(t, m.Kernels().NarrowConvs)
+	narrow, err := m.Depth(context.Background(), img, fx.opts)
+	require.NoError(t, err)
+	assert.NotEqual(t, wide.Depth, narrow.Depth, "the convolutions ran in bf16")
+	_, _, cw := testutil.Stats(ref.Depth, wide.Depth)
+	_, _, cn := testutil.Stats(ref.Depth, narrow.Depth)
+	t.Logf("%s depth corr with f32: bf16 %.7f, bf16 with narrow convolutions %.7f", fx.name, cw, cn)
+	assert.GreaterOrEqual(t, cn, bf16Gate)
+}
+
 func maxOf(v []float32) float64 {
 	m := 0.0
 	for _, x := range v {

@@ -138,6 +138,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"process-res too large", []string{"-model", "m.gguf", "-process-res", "5000"}, "-process-res 5000 out of range (0..4096)"},
 		{"negative views", []string{"-model", "m.gguf", "-views", "-2"}, "must not be negative"},
 		{"bad kernels", []string{"-model", "m.gguf", "-kernels", "fast"}, "want auto, none or a comma list"},
+		{"narrow convs in f32", []string{"-model", "m.gguf", "-narrow-convs"}, "-narrow-convs needs -precision bf16 or int8"},
 		{"bad size", []string{"-model", "m.gguf", "-size", "640"}, "want WxH"},
 		{"pixels and image", []string{"-model", "m.gguf", "-pixels", "a.npy", "-image", "b.png"}, "exclude each other"},
 		{"unknown flag", []string{"-bogus"}, "bogus"},
