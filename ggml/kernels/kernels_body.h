@@ -211,16 +211,36 @@ static void pack_b_panels(const struct bsrc * src, int64_t n0, int64_t nc, int64
 // that the stores' stride is a constant.)
 static inline __attribute__((always_inline)) void pack_a_rows(const float * a, int64_t lda, int64_t m0, int64_t mc,
                                                               int64_t k0, int64_t kc, const int mr, float * out) {
+    // Groups of up to VL rows are transposed VL values of k at a time: copied into blk (the rows past
+    // the group zero), transposed in registers into tr, stored as masked rows of the panel.
+    float blk[VL * VL] __attribute__((aligned(64))), tr[VL * VL] __attribute__((aligned(64)));
     for (int64_t i0 = 0; i0 < mc; i0 += mr) {
         const int64_t h = mc - i0 < mr ? mc - i0 : mr;
         float * p = out + i0 * kc;
         if (h < mr) {
             memset(p, 0, sizeof(float) * kc * mr);
         }
-        for (int64_t i = 0; i < h; i++) {
-            const float * src = a + (m0 + i0 + i) * lda + k0;
-            for (int64_t k = 0; k < kc; k++) {
-                p[k * mr + i] = src[k];
+        for (int64_t g0 = 0; g0 < h; g0 += VL) {
+            const int64_t g = h - g0 < VL ? h - g0 : VL;
+            const vm gm = m_first(g);
+            const float * src = a + (m0 + i0 + g0) * lda + k0;
+            for (int64_t r = g; r < VL; r++) {
+                v_store(blk + r * VL, v_zero());
+            }
+            int64_t k = 0;
+            for (; k + VL <= kc; k += VL) {
+                for (int64_t r = 0; r < g; r++) {
+                    v_store(blk + r * VL, v_loadu(src + r * lda + k));
+                }
+                v_transpose(blk, VL, tr, VL);
+                for (int kk = 0; kk < VL; kk++) {
+                    v_storeu_m(p + (k + kk) * mr + g0, gm, v_load(tr + kk * VL));
+                }
+            }
+            for (; k < kc; k++) {
+                for (int64_t r = 0; r < g; r++) {
+                    p[k * mr + g0 + r] = src[r * lda + k];
+                }
             }
         }
     }
