@@ -222,7 +222,7 @@ func parseKernels(s string) (*kernels.Policy, error) {
 		}
 	}
 	if !named { // a variant alone: every CPU kernel, in that variant
-		p.GEMM, p.Attention, p.Resize, p.Norm, p.Winograd, p.Strips = true, true, true, true, true, true
+		p = kernels.CPUKernels(p.Variant)
 	}
 	return &p, nil
 }

@@ -198,19 +198,19 @@ void da3_op_bilinear_window(struct ggml_tensor * dst, int ith, int nth, void * u
 
 #define NORM_LANES 16
 
-// row_sum returns Σ (x[i] − shift) over n values, in NORM_LANES float
-// partial sums (which the compiler vectorizes) added up in double.
-static double row_sum(const float * x, int64_t n, float shift) {
+// row_sum returns Σ x[i] over n values, in NORM_LANES float partial sums
+// (which the compiler vectorizes) added up in double.
+static double row_sum(const float * x, int64_t n) {
     float s[NORM_LANES] = { 0 };
     int64_t i = 0;
     for (; i + NORM_LANES <= n; i += NORM_LANES) {
         for (int l = 0; l < NORM_LANES; l++) {
-            s[l] += x[i + l] - shift;
+            s[l] += x[i + l];
         }
     }
     double t = 0;
     for (; i < n; i++) {
-        t += x[i] - shift;
+        t += x[i];
     }
     for (int l = 0; l < NORM_LANES; l++) {
         t += s[l];
@@ -266,7 +266,7 @@ void da3_op_layer_norm(struct ggml_tensor * dst, int ith, int nth, void * userda
         const int64_t i1 = r % n1, i2 = (r / n1) % n2, i3 = r / (n1 * n2);
         const float * xs = (const float *) ((const char *) x->data + i1 * x->nb[1] + i2 * x->nb[2] + i3 * x->nb[3]);
         float * y = (float *) dst->data + r * C;
-        const float mean = (float) (row_sum(xs, C, 0.0f) / (double) C);
+        const float mean = (float) (row_sum(xs, C) / (double) C);
         const float scale = 1.0f / sqrtf((float) (row_sum_sq(xs, C, mean) / (double) C) + eps);
         for (int64_t i = 0; i < C; i++) {
             y[i] = (xs[i] - mean) * scale * wd[i] + bd[i];

@@ -296,13 +296,15 @@ func Default(cpu bool) Policy {
 	if !cpu {
 		return Policy{Flash: true}
 	}
-	p := Available()
-	p.Flash = false // two products and a softmax are faster than ggml's CPU flash attention
-	p.Winograd = p.GEMM
-	if p.Variant == VariantOff {
-		p.Resize, p.Norm, p.Strips = false, false, false
-	}
-	return p
+	// Two products and a softmax are faster than ggml's CPU flash attention: Flash stays off.
+	return CPUKernels(DefaultVariant())
+}
+
+// CPUKernels is every CPU kernel, in variant v: the one list of them (Default
+// and the CLI's -kernels VARIANT use it); none for VariantOff.
+func CPUKernels(v Variant) Policy {
+	on := v != VariantOff
+	return Policy{GEMM: on, Winograd: on, Attention: on, Resize: on, Norm: on, Strips: on, Variant: v}
 }
 
 // Mask returns p without the kernels this binary and CPU lack, with
