@@ -573,12 +573,18 @@ void ISA_FN(da3_conv2d)(struct ggml_tensor * dst, int ith, int nth, void * userd
 
 #define WB (4 * NR) // tiles per block
 
+// wino_stride is the distance between the 16 positions' matrices in a
+// scratch buffer of n values each: n and one cache line more, so that the
+// 16 rows one tile transform reads or writes (a power-of-two apart without
+// the line: 32 or 64 KiB) do not all fall into one set of the L1 cache.
+static inline int64_t wino_stride(int64_t n) { return (n + 15) / 16 * 16 + 16; }
+
 // wino_kernel writes U_ξ = (G g Gᵀ)_ξ for every output channel oc and input
-// channel ic of w [3, 3, IC, OC] as packed A panels: u + ξ·OCp·IC holds
-// [oc/mr][ic][oc%mr] (OCp: OC rounded up to mr; padding rows zero).
+// channel ic of w [3, 3, IC, OC] as packed A panels: u + ξ·wino_stride(OCp·IC)
+// holds [oc/mr][ic][oc%mr] (OCp: OC rounded up to mr; padding rows zero).
 static void wino_kernel(const float * w, int64_t IC, int64_t OC, int mr, float * u) {
-    const int64_t OCp = (OC + mr - 1) / mr * mr;
-    memset(u, 0, sizeof(float) * 16 * OCp * IC);
+    const int64_t OCp = (OC + mr - 1) / mr * mr, us = wino_stride(OCp * IC);
+    memset(u, 0, sizeof(float) * 16 * us);
     for (int64_t oc = 0; oc < OC; oc++) {
         for (int64_t ic = 0; ic < IC; ic++) {
             const float * g = w + (oc * IC + ic) * 9;
@@ -594,7 +600,7 @@ static void wino_kernel(const float * w, int64_t IC, int64_t OC, int mr, float *
                 const float v[4] = { gg[r][0], 0.5f * (gg[r][0] + gg[r][1] + gg[r][2]),
                                      0.5f * (gg[r][0] - gg[r][1] + gg[r][2]), gg[r][2] };
                 for (int c = 0; c < 4; c++) {
-                    u[(r * 4 + c) * OCp * IC + at] = v[c];
+                    u[(r * 4 + c) * us + at] = v[c];
                 }
             }
         }
@@ -602,11 +608,11 @@ static void wino_kernel(const float * w, int64_t IC, int64_t OC, int mr, float *
 }
 
 // wino_input transforms the input blocks of tiles tx0 … tx0+nt−1 of tile
-// row ty of x [W, H, IC] into packed B panels: v + ξ·WB·IC holds
+// row ty of x [W, H, IC] into packed B panels: v + ξ·wino_stride(WB·IC) holds
 // [tile/NR][ic][tile%NR] (tiles past nt zero).
 static void wino_input(const float * x, int64_t W, int64_t H, int64_t IC, int64_t pad, int64_t ty, int64_t tx0,
                        int64_t nt, float * v) {
-    const int64_t HW = W * H;
+    const int64_t HW = W * H, vs = wino_stride(WB * IC);
     const int64_t xs = 2 * tx0 - pad;                    // the block's first input column
     const int64_t span = 2 * ((nt + VL - 1) / VL) * VL + 2; // and the columns it reads
     for (int64_t ic = 0; ic < IC; ic++) {
@@ -642,52 +648,42 @@ static void wino_input(const float * x, int64_t W, int64_t H, int64_t IC, int64_
             }
             float * dst = v + (j / NR) * NR * IC + ic * NR + j % NR;
             for (int r = 0; r < 4; r++) { // (Bᵀ d) B
-                v_store(dst + (r * 4 + 0) * WB * IC, v_sub(t[r][0], t[r][2]));
-                v_store(dst + (r * 4 + 1) * WB * IC, v_add(t[r][1], t[r][2]));
-                v_store(dst + (r * 4 + 2) * WB * IC, v_sub(t[r][2], t[r][1]));
-                v_store(dst + (r * 4 + 3) * WB * IC, v_sub(t[r][1], t[r][3]));
+                v_store(dst + (r * 4 + 0) * vs, v_sub(t[r][0], t[r][2]));
+                v_store(dst + (r * 4 + 1) * vs, v_add(t[r][1], t[r][2]));
+                v_store(dst + (r * 4 + 2) * vs, v_sub(t[r][2], t[r][1]));
+                v_store(dst + (r * 4 + 3) * vs, v_sub(t[r][1], t[r][3]));
             }
         }
     }
 }
 
-// wino_output transforms the products m + ξ·OCp·WB ([oc][tile]) of the
+// wino_output transforms the products m + ξ·wino_stride(OCp·WB) ([oc][tile]) of the
 // block's nt tiles back into 2×2 outputs of y [OW, OH, OC] at tile row ty,
 // from tile tx0, with the epilogue.
 static void wino_output(const float * m, int64_t OCp, int64_t OC, const struct epi * e, float * y, int64_t OW,
                         int64_t OH, int64_t ty, int64_t tx0, int64_t nt) {
+    const int64_t ms = wino_stride(OCp * WB);
+    const int64_t end = 2 * (tx0 + nt) < OW ? 2 * (tx0 + nt) : OW; // the block's output columns end here
     for (int64_t oc = 0; oc < OC; oc++) {
         const vf bias = v_set1(e->bias != NULL ? e->bias[oc] : 0.0f);
         float * plane = y + oc * OW * OH;
         for (int64_t j = 0; j < nt; j += VL) {
             vf p[16];
             for (int q = 0; q < 16; q++) {
-                p[q] = v_load(m + (q * OCp + oc) * WB + j);
+                p[q] = v_load(m + q * ms + oc * WB + j);
             }
             vf t[2][4]; // Aᵀ M
             for (int c = 0; c < 4; c++) {
                 t[0][c] = v_add(v_add(p[c], p[4 + c]), p[8 + c]);
                 t[1][c] = v_sub(v_sub(p[4 + c], p[8 + c]), p[12 + c]);
             }
-            float o[2][2][VL]; // (Aᵀ M) A, per output row and column
-            for (int r = 0; r < 2; r++) {
-                v_storeu(o[r][0], activate(v_add(v_add(v_add(t[r][0], t[r][1]), t[r][2]), bias), e->act));
-                v_storeu(o[r][1], activate(v_add(v_sub(v_sub(t[r][1], t[r][2]), t[r][3]), bias), e->act));
-            }
-            const int64_t n = nt - j < VL ? nt - j : VL;
-            for (int r = 0; r < 2; r++) {
-                const int64_t oy = 2 * ty + r;
-                if (oy >= OH) {
-                    continue;
-                }
-                float * row = plane + oy * OW;
-                for (int64_t l = 0; l < n; l++) {
-                    const int64_t ox = 2 * (tx0 + j + l);
-                    row[ox] = o[r][0][l];
-                    if (ox + 1 < OW) {
-                        row[ox + 1] = o[r][1][l];
-                    }
-                }
+            // (Aᵀ M) A: lane l gives the outputs 2(tx0 + j + l) and the next of both rows,
+            // stored interleaved up to the block's last tile (or the row's end)
+            const int64_t x0 = 2 * (tx0 + j);
+            for (int r = 0; r < 2 && 2 * ty + r < OH; r++) {
+                const vf o0 = activate(v_add(v_add(v_add(t[r][0], t[r][1]), t[r][2]), bias), e->act);
+                const vf o1 = activate(v_add(v_sub(v_sub(t[r][1], t[r][2]), t[r][3]), bias), e->act);
+                v_store_int(plane + (2 * ty + r) * OW, x0, end, o0, o1);
             }
         }
     }
@@ -714,18 +710,22 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
     if (i0 >= i1) {
         return;
     }
-    float * u = da3_scratch(DA3_BUF_A, (size_t) 16 * OCp * IC);
-    float * v = da3_scratch(DA3_BUF_B, (size_t) 16 * WB * IC);
-    float * m = da3_scratch(DA3_BUF_O, (size_t) 16 * OCp * WB);
+    const int64_t us = wino_stride(OCp * IC), vs = wino_stride(WB * IC), ms = wino_stride(OCp * WB);
+    float * u = da3_scratch(DA3_BUF_A, (size_t) 16 * us);
+    float * v = da3_scratch(DA3_BUF_B, (size_t) 16 * vs);
+    float * m = da3_scratch(DA3_BUF_O, (size_t) 16 * ms);
+    int64_t uhs = us, vhs = vs; // the same in bf16 pairs
     void * uh = NULL, * vh = NULL;
     tile_fn tile = tile_for(mr);
     int64_t kt = IC;
 #if defined(ISA_BF16)
     if (prec == DA3_PREC_BF16) {
-        uh = da3_scratch(DA3_BUF_AH, (size_t) 16 * OCp * ((IC + 1) / 2));
-        vh = da3_scratch(DA3_BUF_BH, (size_t) 16 * WB * ((IC + 1) / 2));
-        tile = tile_bf16_for(mr);
         kt = (IC + 1) / 2;
+        uhs = wino_stride(OCp * kt);
+        vhs = wino_stride(WB * kt);
+        uh = da3_scratch(DA3_BUF_AH, (size_t) 16 * uhs);
+        vh = da3_scratch(DA3_BUF_BH, (size_t) 16 * vhs);
+        tile = tile_bf16_for(mr);
     }
 #else
     (void) prec;
@@ -738,7 +738,7 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
 #if defined(ISA_BF16)
     if (uh != NULL) {
         for (int q = 0; q < 16; q++) {
-            pairs_panels(u + q * OCp * IC, OCp, mr, IC, (uint32_t *) uh + q * OCp * kt);
+            pairs_panels(u + q * us, OCp, mr, IC, (uint32_t *) uh + q * uhs);
         }
     }
 #endif
@@ -751,17 +751,17 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
 #if defined(ISA_BF16)
         if (vh != NULL) {
             for (int q = 0; q < 16; q++) {
-                pairs_panels(v + q * WB * IC, np, NR, IC, (uint32_t *) vh + q * WB * kt);
+                pairs_panels(v + q * vs, np, NR, IC, (uint32_t *) vh + q * vhs);
             }
             ua = uh;
             vb = vh;
         }
 #endif
         for (int q = 0; q < 16; q++) {
-            const uint32_t * uq = (const uint32_t *) ua + q * OCp * kt, * vq = (const uint32_t *) vb + q * WB * kt;
+            const uint32_t * uq = (const uint32_t *) ua + q * uhs, * vq = (const uint32_t *) vb + q * vhs;
             for (int64_t jr = 0; jr < np; jr += NR) {
                 for (int64_t ir = 0; ir < OC; ir += mr) {
-                    tile(kt, uq + ir * kt, vq + jr * kt, m + (q * OCp + ir) * WB + jr, WB, mr, NR, 0, NULL, 0, 0);
+                    tile(kt, uq + ir * kt, vq + jr * kt, m + q * ms + ir * WB + jr, WB, mr, NR, 0, NULL, 0, 0);
                 }
             }
         }

@@ -83,6 +83,14 @@ static inline void v_load_deint(const float * row, int64_t x0, int64_t n, vf * e
     *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));
     *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));
 }
+// v_store_int is v_load_deint's inverse: row[x0 + 2i] = even[i] and
+// row[x0 + 2i + 1] = odd[i], written only where x0 + 2i (+1) is in [0, n).
+static inline void v_store_int(float * row, int64_t x0, int64_t n, vf even, vf odd) {
+    const int64_t lo = -x0, hi = n - x0;
+    const vf l = _mm256_unpacklo_ps(even, odd), h = _mm256_unpackhi_ps(even, odd); // e0 o0 e1 o1 | e4 o4 e5 o5
+    v_storeu_m(row + x0, m_range(lo, hi), _mm256_permute2f128_ps(l, h, 0x20));
+    v_storeu_m(row + x0 + VL, m_range(lo - VL, hi - VL), _mm256_permute2f128_ps(l, h, 0x31));
+}
 static inline void v_prefetch(const void * p) { _mm_prefetch((const char *) p, _MM_HINT_T0); }
 
 static inline void v_transpose(const float * src, int64_t lds, float * dst, int64_t ldd) {

@@ -57,6 +57,15 @@ static inline void v_load_deint(const float * row, int64_t x0, int64_t n, vf * e
     *even = _mm512_permutex2var_ps(a, ie, b);
     *odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(ie, _mm512_set1_epi32(1)), b);
 }
+// v_store_int is v_load_deint's inverse: row[x0 + 2i] = even[i] and
+// row[x0 + 2i + 1] = odd[i], written only where x0 + 2i (+1) is in [0, n).
+static inline void v_store_int(float * row, int64_t x0, int64_t n, vf even, vf odd) {
+    const int64_t lo = -x0, hi = n - x0;
+    const __m512i il = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i ih = _mm512_add_epi32(il, _mm512_set1_epi32(8));
+    v_storeu_m(row + x0, m_range(lo, hi), _mm512_permutex2var_ps(even, il, odd));
+    v_storeu_m(row + x0 + VL, m_range(lo - VL, hi - VL), _mm512_permutex2var_ps(even, ih, odd));
+}
 static inline void v_prefetch(const void * p) { _mm_prefetch((const char *) p, _MM_HINT_T0); }
 
 // v_transpose writes the transpose of the VL×VL block at src (row stride

@@ -83,6 +83,15 @@ static inline void v_load_deint(const float * row, int64_t x0, int64_t n, vf * e
         (*odd)[i] = o >= 0 && o < n ? row[o] : 0.0f;
     }
 }
+// v_store_int is v_load_deint's inverse: row[x0 + 2i] = even[i] and
+// row[x0 + 2i + 1] = odd[i], written only where x0 + 2i (+1) is in [0, n).
+static inline void v_store_int(float * row, int64_t x0, int64_t n, vf even, vf odd) {
+    for (int i = 0; i < VL; i++) {
+        const int64_t e = x0 + 2 * i, o = e + 1;
+        if (e >= 0 && e < n) row[e] = even[i];
+        if (o >= 0 && o < n) row[o] = odd[i];
+    }
+}
 static inline void v_prefetch(const void * p) { (void) p; }
 
 static inline void v_transpose(const float * src, int64_t lds, float * dst, int64_t ldd) {
