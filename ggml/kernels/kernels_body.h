@@ -846,15 +846,19 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
         if (bh != packed) {
             const char * kb = (const char *) k->data + b * k->nb[3] + h * k->nb[1];
             const char * vb = (const char *) v->data + b * v->nb[3] + h * v->nb[1];
-            memset(kp + (nkp - mk) * hd, 0, sizeof(float) * mk * hd); // the padding keys of the last panel
+            // k: keys as the rows of A panels (register transposes); vᵀ: each key's md dims of a
+            // panel are one contiguous run of its row
+            pack_a_panels((const float *) kb, k->nb[2] / sizeof(float), 0, nk, 0, hd, mk, kp);
             memset(vp + (hdp - md) * nk, 0, sizeof(float) * md * nk); // the padding dims of the last panel
-            for (int64_t j = 0; j < nk; j++) {
-                const float * kr = (const float *) (kb + j * k->nb[2]);
-                const float * vr = (const float *) (vb + j * v->nb[2]);
-                float * kd = kp + (j / mk) * mk * hd + j % mk;
-                for (int64_t d = 0; d < hd; d++) {
-                    kd[d * mk] = kr[d];
-                    vp[(d / md) * nk * md + j * md + d % md] = vr[d];
+            for (int64_t d0 = 0; d0 < hd; d0 += md) {
+                const int64_t dn = hd - d0 < md ? hd - d0 : md;
+                float * vd = vp + d0 * nk;
+                for (int64_t j = 0; j < nk; j++) {
+                    const float * vr = (const float *) (vb + j * v->nb[2]) + d0;
+                    for (int64_t c = 0; c < dn; c += VL) {
+                        const vm cm = m_first(dn - c);
+                        v_storeu_m(vd + j * md + c, cm, v_loadu_m(vr + c, cm));
+                    }
                 }
             }
 #if defined(ISA_BF16)
@@ -868,15 +872,8 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
         const int64_t t0 = qb * NR;
         const int64_t w = n - t0 < NR ? n - t0 : NR;
         const char * qb0 = (const char *) q->data + b * q->nb[3] + h * q->nb[1] + t0 * q->nb[2];
-        if (w < NR) {
-            memset(qp, 0, sizeof(float) * hd * NR);
-        }
-        for (int64_t j = 0; j < w; j++) {
-            const float * qr = (const float *) (qb0 + j * q->nb[2]);
-            for (int64_t d = 0; d < hd; d++) {
-                qp[d * NR + j] = qr[d];
-            }
-        }
+        const struct bsrc qs = { .b = (const float *) qb0, .ldb = q->nb[2] / sizeof(float) };
+        pack_b_panels(&qs, 0, w, 0, hd, qp); // qᵀ [d][NR]
 #if defined(ISA_BF16)
         if (qh != NULL) {
             pairs_panels(qp, NR, NR, hd, qh);
@@ -925,8 +922,16 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
             }
         }
         float * o = (float *) dst->data + ((b * n + t0) * H + h) * hd;
+        int64_t dv = 0; // oᵀ transposed back: VL×VL blocks in registers, the rest one value at a time
+        if (w == NR) {
+            for (; dv + VL <= hd; dv += VL) {
+                for (int h = 0; h < NV; h++) {
+                    v_transpose(ot + dv * NR + h * VL, NR, o + h * VL * dld + dv, dld);
+                }
+            }
+        }
         for (int64_t j = 0; j < w; j++) {
-            for (int64_t d = 0; d < hd; d++) {
+            for (int64_t d = dv; d < hd; d++) {
                 o[j * dld + d] = ot[d * NR + j];
             }
         }
