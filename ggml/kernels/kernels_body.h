@@ -879,30 +879,34 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
             pairs_panels(qp, NR, NR, hd, qh);
         }
 #endif
-        // scores sᵀ = k·qᵀ
+        // scores sᵀ = k·qᵀ, each column's max taken while the tile's rows are still in L1
+        vf mx[NV];
+        for (int part = 0; part < NV; part++) {
+            mx[part] = v_set1(-INFINITY);
+        }
         for (int64_t j = 0; j < nk; j += mk) {
             const int64_t mr = nk - j < mk ? nk - j : mk;
             tk(kts, (const uint32_t *) ka + j * kts, qa, st + j * NR, NR, mr, NR, 0, NULL, 0, 0);
+            for (int64_t r = j; r < j + mr; r++) {
+                for (int part = 0; part < NV; part++) {
+                    mx[part] = v_max(mx[part], v_load(st + r * NR + VL * part));
+                }
+            }
         }
-        // probabilities, as torch: exp(x·scale − max(x·scale)) / Σ, per column
+        // probabilities as torch's softmax, exp(x·scale − max(x·scale)) / Σ per column, with the
+        // division by Σ applied to the column's outputs (oᵀ below) instead of to each of its nk values
         const vf vs = v_set1(scale);
+        vf inv[NV];
         for (int part = 0; part < NV; part++) {
             float * c = st + VL * part;
-            vf mx = v_set1(-INFINITY);
-            for (int64_t j = 0; j < nk; j++) {
-                mx = v_max(mx, v_load(c + j * NR));
-            }
-            const vf m = v_mul(mx, vs);
+            const vf m = v_mul(mx[part], vs);
             vf sum = v_zero();
             for (int64_t j = 0; j < nk; j++) {
                 const vf ex = vexp(v_fms(v_load(c + j * NR), vs, m));
                 v_store(c + j * NR, ex);
                 sum = v_add(sum, ex);
             }
-            const vf inv = v_div(v_set1(1.0f), sum);
-            for (int64_t j = 0; j < nk; j++) {
-                v_store(c + j * NR, v_mul(v_load(c + j * NR), inv));
-            }
+            inv[part] = v_div(v_set1(1.0f), sum);
         }
         // oᵀ = vᵀ·sᵀ, in chunks of KC keys (KC is even: the bf16 pairs do not straddle chunks)
         int64_t step = 1; // depth steps per key
@@ -922,6 +926,11 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
             }
         }
         float * o = (float *) dst->data + ((b * n + t0) * H + h) * hd;
+        for (int64_t d = 0; d < hd; d++) {
+            for (int part = 0; part < NV; part++) {
+                v_store(ot + d * NR + VL * part, v_mul(v_load(ot + d * NR + VL * part), inv[part]));
+            }
+        }
         int64_t dv = 0; // oᵀ transposed back: VL×VL blocks in registers, the rest one value at a time
         if (w == NR) {
             for (; dv + VL <= hd; dv += VL) {
