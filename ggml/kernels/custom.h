@@ -26,7 +26,8 @@ float * da3_scratch(int i, size_t n);
 // userdata by the Go side:
 //   gemm:      act | prec << 8 | variant << 16
 //   conv2d:    stride | pad << 8 | dil << 16 | act << 24 | prec << 26 | variant << 28
-//   winograd:  pad | act << 8 | prec << 10 | variant << 12
+//   winograd:  pad | act << 8 | prec << 10 | variant << 12 | f4 << 16 (1: F(4×4, 3×3) tiles)
+//   wino_kernel: T | prec << 8 | variant << 12
 //   attention: the scale's float bits | prec << 32 | variant << 40 (64-bit
 //              pointers; elsewhere the best variant, f32)
 enum { DA3_ACT_NONE = 0, DA3_ACT_RELU = 1, DA3_ACT_GELU = 2 };
@@ -60,6 +61,8 @@ uint64_t da3_window_calls(void);
     void da3_gemm_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata);      \
     void da3_conv2d_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata);    \
     void da3_winograd_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata);  \
+    void da3_wino_kernel_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata); \
+    int64_t da3_wino_kernel_size_##sfx(int64_t IC, int64_t OC, int T, int prec);        \
     void da3_attention_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata); \
     double da3_peak_##sfx(int prec, int64_t rounds);
 DA3_DECLARE_VARIANT(generic)
@@ -73,6 +76,10 @@ double da3_peak(int v, int p, int64_t rounds);
 void da3_op_gemm(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_conv2d(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_winograd(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void da3_op_wino_kernel(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+// da3_wino_kernel_size is the size in floats of da3_op_wino_kernel's output
+// for variant v (0 when v cannot compute precision prec here).
+int64_t da3_wino_kernel_size(int v, int64_t IC, int64_t OC, int T, int prec);
 void da3_op_attention(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_bilinear(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_bilinear_window(struct ggml_tensor * dst, int ith, int nth, void * userdata);

@@ -39,13 +39,18 @@ typedef void (*op_fn)(struct ggml_tensor * dst, int ith, int nth, void * userdat
 struct variant {
     op_fn gemm, conv2d, winograd, attention;
     double (*peak)(int prec, int64_t rounds);
+    op_fn wino_kernel;
+    int64_t (*wino_kernel_size)(int64_t IC, int64_t OC, int T, int prec);
 };
 
 static const struct variant variants[DA3_NVAR] = {
-    [DA3_VAR_PORTABLE] = { da3_gemm_generic, da3_conv2d_generic, da3_winograd_generic, da3_attention_generic, da3_peak_generic },
+    [DA3_VAR_PORTABLE] = { da3_gemm_generic, da3_conv2d_generic, da3_winograd_generic, da3_attention_generic, da3_peak_generic,
+        da3_wino_kernel_generic, da3_wino_kernel_size_generic },
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    [DA3_VAR_AVX2] = { da3_gemm_avx2, da3_conv2d_avx2, da3_winograd_avx2, da3_attention_avx2, da3_peak_avx2 },
-    [DA3_VAR_AVX512] = { da3_gemm_avx512, da3_conv2d_avx512, da3_winograd_avx512, da3_attention_avx512, da3_peak_avx512 },
+    [DA3_VAR_AVX2] = { da3_gemm_avx2, da3_conv2d_avx2, da3_winograd_avx2, da3_attention_avx2, da3_peak_avx2,
+        da3_wino_kernel_avx2, da3_wino_kernel_size_avx2 },
+    [DA3_VAR_AVX512] = { da3_gemm_avx512, da3_conv2d_avx512, da3_winograd_avx512, da3_attention_avx512, da3_peak_avx512,
+        da3_wino_kernel_avx512, da3_wino_kernel_size_avx512 },
 #endif
 };
 
@@ -173,14 +178,23 @@ static int conv_operands_ok(const struct ggml_tensor * dst, intptr_t prm) {
     return ow > 0 && oh > 0 && dst->ne[0] == ow && dst->ne[1] == oh;
 }
 
-// winograd_operands_ok checks da3_op_winograd's operands (see there).
+// winograd_operands_ok checks da3_op_winograd's operands (see there; the
+// variant checks the transformed kernel's size, which depends on its tiles).
 static int winograd_operands_ok(const struct ggml_tensor * dst, intptr_t prm) {
-    const struct ggml_tensor * w = dst->src[0], * x = dst->src[1];
+    const struct ggml_tensor * u = dst->src[0], * x = dst->src[1];
     const int64_t pad = prm & 0xff, act = (prm >> 8) & 0x3;
-    return contiguous_f32(w) && contiguous_f32(x) && contiguous_f32(dst) && w->ne[0] == 3 && w->ne[1] == 3 && pad <= 2 &&
-        act <= DA3_ACT_GELU && w->ne[2] == x->ne[2] && dst->ne[2] == w->ne[3] && dst->ne[3] == x->ne[3] &&
-        bias_ok(dst->src[2], w->ne[3]) && x->ne[0] + 2 * pad - 2 == dst->ne[0] && x->ne[1] + 2 * pad - 2 == dst->ne[1] &&
-        dst->ne[0] > 0 && dst->ne[1] > 0 && x->ne[0] + 2 * pad < ((int64_t) 1 << 31); // 32-bit gather offsets in a row
+    return contiguous_f32(u) && contiguous_f32(x) && contiguous_f32(dst) && pad <= 2 && act <= DA3_ACT_GELU &&
+        dst->ne[3] == x->ne[3] && bias_ok(dst->src[2], dst->ne[2]) && x->ne[0] + 2 * pad - 2 == dst->ne[0] &&
+        x->ne[1] + 2 * pad - 2 == dst->ne[1] && dst->ne[0] > 0 && dst->ne[1] > 0 && dst->ne[2] > 0 && x->ne[2] > 0 &&
+        x->ne[0] + 2 * pad < ((int64_t) 1 << 31); // 32-bit offsets in a row
+}
+
+// wino_kernel_operands_ok checks da3_op_wino_kernel's operands (see there).
+static int wino_kernel_operands_ok(const struct ggml_tensor * dst, intptr_t prm) {
+    const struct ggml_tensor * w = dst->src[0];
+    const int T = (int) (prm & 0xff);
+    return contiguous_f32(w) && contiguous_f32(dst) && w->ne[0] == 3 && w->ne[1] == 3 && w->ne[3] > 0 && w->ne[2] > 0 &&
+        (T == 2 || T == 4);
 }
 
 // attention_operands_ok checks da3_op_attention's operands (see there).
@@ -236,7 +250,8 @@ void da3_op_conv2d(struct ggml_tensor * dst, int ith, int nth, void * userdata) 
 
 // da3_op_winograd: the convolution of da3_op_conv2d for a 3×3 kernel,
 // stride 1, dilation 1 and padding ≤ 2, by Winograd's F(2×2, 3×3) (16
-// products per 2×2 outputs instead of 36; see kernels_body.h).
+// products per 2×2 outputs instead of 36) or F(4×4, 3×3) (36 per 4×4
+// instead of 144; see kernels_body.h).
 void da3_op_winograd(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     const intptr_t u = (intptr_t) userdata;
     if (!winograd_operands_ok(dst, u)) {
@@ -248,6 +263,31 @@ void da3_op_winograd(struct ggml_tensor * dst, int ith, int nth, void * userdata
         __atomic_fetch_add(&wino_calls, 1, __ATOMIC_RELAXED);
         v->winograd(dst, ith, nth, userdata);
     }
+}
+
+// da3_op_wino_kernel: the Winograd transform of a 3×3 kernel [3, 3, IC, OC]
+// into the operand of da3_op_winograd (kernels_body.h), computed once per
+// graph node instead of once per thread and convolution.
+void da3_op_wino_kernel(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const intptr_t u = (intptr_t) userdata;
+    if (!wino_kernel_operands_ok(dst, u)) {
+        da3_fault(DA3_FAULT_OPERANDS);
+        return;
+    }
+    const struct variant * v = pick((int) ((u >> 12) & 0xf), (int) ((u >> 8) & 0x3));
+    if (v != NULL) {
+        v->wino_kernel(dst, ith, nth, userdata);
+    }
+}
+
+int64_t da3_wino_kernel_size(int v, int64_t IC, int64_t OC, int T, int prec) {
+    if (v == DA3_VAR_AUTO) {
+        v = da3_best_variant();
+    }
+    if (!da3_precision_ok(v, prec) || IC < 1 || OC < 1 || (T != 2 && T != 4)) {
+        return 0;
+    }
+    return variants[v].wino_kernel_size(IC, OC, T, prec);
 }
 
 // da3_op_attention: dst = softmax(q·kᵀ·scale)·v per head, for F32 q [hd, H,

@@ -4,6 +4,7 @@ package kernels
 import "C"
 
 import (
+	"fmt"
 	"math"
 	"unsafe"
 
@@ -14,10 +15,11 @@ import (
 // functions below, which check the operands first and name the variant and
 // precision (the graph's policy) in the node's userdata (custom.h).
 var (
-	opGEMM      = unsafe.Pointer(C.da3_op_gemm)
-	opConv2D    = unsafe.Pointer(C.da3_op_conv2d)
-	opWinograd  = unsafe.Pointer(C.da3_op_winograd)
-	opAttention = unsafe.Pointer(C.da3_op_attention)
+	opGEMM       = unsafe.Pointer(C.da3_op_gemm)
+	opConv2D     = unsafe.Pointer(C.da3_op_conv2d)
+	opWinograd   = unsafe.Pointer(C.da3_op_winograd)
+	opWinoKernel = unsafe.Pointer(C.da3_op_wino_kernel)
+	opAttention  = unsafe.Pointer(C.da3_op_attention)
 )
 
 // Act is an activation applied by a fused epilogue.
@@ -163,7 +165,7 @@ func Conv2DFits(w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) bool {
 // computed as an implicit-im2col GEMM: the patches are packed straight from
 // the input into the GEMM's cache-sized panels, so no im2col matrix is
 // built. Where the graph's policy has Winograd and WinogradFits, it is
-// Winograd's F(2×2, 3×3) instead (Conv2DWinograd). It panics with a
+// Winograd's algorithm instead (Conv2DWinograd). It panics with a
 // *ggml.ShapeError unless Conv2DFits(w, x, p, ep). CPU backend only.
 func Conv2D(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
 	ts := ep.args([]*ggml.Tensor{w, x})
@@ -189,22 +191,86 @@ func WinogradFits(w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) bool {
 		w.Dim(2) >= 8 && w.Dim(3) >= 8 && x.Dim(0)+2*pad < 1<<31
 }
 
-// Conv2DWinograd is Conv2D for 3×3 kernels by Winograd's F(2×2, 3×3): each
-// 2×2 block of outputs takes 16 products per channel pair instead of 36
-// (2.25x fewer), the rest being additions in the input, kernel and output
-// transforms (exact but for their rounding). The result differs from the
-// direct convolution by rounding only; see TestWinograd for the bound. It
-// panics with a *ggml.ShapeError unless WinogradFits(w, x, p, ep).
+// Conv2DWinograd is Conv2D for 3×3 kernels by Winograd's algorithm in the
+// tile WinogradTile picks: F(4×4, 3×3) takes 36 products per 4×4 block of
+// outputs and channel pair instead of 144 (4x fewer), F(2×2, 3×3) 16
+// instead of 36 (2.25x), the rest being the input, kernel and output
+// transforms. The result differs from the direct convolution by rounding
+// only, more for F(4×4) (its transforms scale by up to 8 and its kernel
+// transform is inexact); see TestWinograd for the bounds. It panics with a
+// *ggml.ShapeError unless WinogradFits(w, x, p, ep).
 func Conv2DWinograd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
-	ts := ep.args([]*ggml.Tensor{w, x})
-	mustFit(WinogradFits(w, x, p, ep), "conv2d_winograd", ts, "want the operands of Conv2D with a 3x3 kernel, stride 1, dilation 1, pad <= 2 and at least 8 channels in and out")
+	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), 3, 3)
+	tile := WinogradTile(ow, oh)
+	if pol, v := nodeKernels(g); pol.convPrecision(v) != PrecisionF32 {
+		// F(4×4)'s transforms spread the values over a wider range than bf16's 8 bits keep:
+		// on the tiny DA2 fixture with narrow convolutions the depth's correlation with
+		// f32 falls from 0.99999 (F(2×2)) to 0.9996.
+		tile = 2
+	}
+	return Conv2DWinogradTile(g, w, x, p, ep, tile)
+}
+
+// WinogradTile is the output tile Conv2DWinograd uses for an ow×oh output in
+// f32: 4 (F(4×4, 3×3)) unless the map is so small that 4×4 tiles would
+// compute many padding outputs, then 2.
+func WinogradTile(ow, oh int) int {
+	pad := func(n, t int) int { return (n + t - 1) / t * t }
+	// F(4×4) does 36/16 = 2.25 products per output, F(2×2) 16/4 = 4, each on its
+	// tiles' outputs, padding included.
+	if float64(pad(ow, 4)*pad(oh, 4))*2.25 < float64(pad(ow, 2)*pad(oh, 2))*4 {
+		return 4
+	}
+	return 2
+}
+
+// Conv2DWinogradTile is Conv2DWinograd in output tiles of tile×tile: 2
+// (F(2×2, 3×3)) or 4 (F(4×4, 3×3)).
+func Conv2DWinogradTile(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, tile int) *ggml.Tensor {
+	mustFit(WinogradFits(w, x, p, ep) && (tile == 2 || tile == 4), "conv2d_winograd", ep.args([]*ggml.Tensor{w, x}), "want the operands of Conv2D with a 3x3 kernel, stride 1, dilation 1, pad <= 2 and at least 8 channels in and out, and a tile of 2 or 4")
 	_, pad, _ := p.Norm()
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), 3, 3)
 	pol, v := nodeKernels(g)
 	prec := pol.convPrecision(v)
-	return g.Custom(opWinograd, ggml.TypeF32, []int{ow, oh, w.Dim(3), x.Dim(3)}, ts,
-		uintptr(pad|int(ep.Act)<<8|int(prec)<<10|int(v)<<12))
+	f4 := 0
+	if tile == 4 {
+		f4 = 1
+	}
+	u := winogradKernel(g, w, tile, prec, v)
+	return g.Custom(opWinograd, ggml.TypeF32, []int{ow, oh, w.Dim(3), x.Dim(3)}, ep.args([]*ggml.Tensor{u, x}),
+		uintptr(pad|int(ep.Act)<<8|int(prec)<<10|int(v)<<12|f4<<16))
 }
+
+// winogradKernel is the node computing the Winograd transform of the 3×3
+// kernel w for the tile, precision and variant (the operand of the
+// convolution node, built once per graph: the strips of a head share it).
+func winogradKernel(g *ggml.Context, w *ggml.Tensor, tile int, prec Precision, v Variant) *ggml.Tensor {
+	type key struct {
+		w    *ggml.Tensor
+		tile int
+		prec Precision
+		v    Variant
+	}
+	cache, _ := g.Value(winoKernelsKey{}).(map[key]*ggml.Tensor)
+	if cache == nil {
+		cache = map[key]*ggml.Tensor{}
+		g.SetValue(winoKernelsKey{}, cache)
+	}
+	k := key{w, tile, prec, v}
+	if u, ok := cache[k]; ok {
+		return u
+	}
+	n := int(C.da3_wino_kernel_size(C.int(v), C.int64_t(w.Dim(2)), C.int64_t(w.Dim(3)), C.int(tile), C.int(prec)))
+	if n <= 0 {
+		panic(&ggml.ShapeError{Op: "wino_kernel", Msg: fmt.Sprintf("variant %v cannot compute precision %v", v, prec)})
+	}
+	u := g.Custom(opWinoKernel, ggml.TypeF32, []int{n}, []*ggml.Tensor{w}, uintptr(tile|int(prec)<<8|int(v)<<12))
+	cache[k] = u
+	return u
+}
+
+// winoKernelsKey keys a graph's Winograd kernel nodes (winogradKernel).
+type winoKernelsKey struct{}
 
 // AttentionFits reports whether Attention accepts q, k, v: this build has
 // the kernel; F32 [hd, H, n, B] (k and v with their own token count) with

@@ -241,7 +241,7 @@ type Policy struct {
 	// (bias and activation fused).
 	GEMM bool
 	// Winograd computes the 3×3 stride-1 convolutions that fit with
-	// Winograd's F(2×2, 3×3) (Conv2DWinograd) instead of the direct GEMM.
+	// Winograd's F(4×4, 3×3) or F(2×2, 3×3) (Conv2DWinograd) instead of the direct GEMM.
 	Winograd bool
 	// Attention computes attention with the fused kernel.
 	Attention bool

@@ -549,223 +549,439 @@ void ISA_FN(da3_conv2d)(struct ggml_tensor * dst, int ith, int nth, void * userd
     }
 }
 
-// ---- Winograd F(2×2, 3×3) convolution ----
+// ---- Winograd convolution: F(2×2, 3×3) and F(4×4, 3×3) ----
 //
-// A 3×3 stride-1 convolution computes each 2×2 block of outputs from a 4×4
-// block of input with 16 products per (input, output channel) pair instead
-// of 36 (Lavin & Gray's F(2×2, 3×3)): with
+// A 3×3 stride-1 convolution computes each T×T block of outputs from an
+// (T+2)×(T+2) block of input with (T+2)² products per (input, output
+// channel) pair instead of 9·T² (Lavin & Gray): 16 instead of 36 for T = 2,
+// 36 instead of 144 for T = 4. With
 //
+//	F(2×2, 3×3), points 0, ±1, ∞:
 //	Bᵀ = [1 0 −1 0; 0 1 1 0; 0 −1 1 0; 0 1 0 −1]
 //	G  = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1]
 //	Aᵀ = [1 1 1 0; 0 1 −1 −1]
 //
+//	F(4×4, 3×3), points 0, ±1, ±2, ∞:
+//	Bᵀ = [4 0 −5 0 1 0; 0 −4 −4 1 1 0; 0 4 −4 −1 1 0; 0 −2 −1 2 1 0; 0 2 −1 −2 1 0; 0 4 0 −5 0 1]
+//	G  = [¼ 0 0; −⅙ −⅙ −⅙; −⅙ ⅙ −⅙; 1/24 1/12 ⅙; 1/24 −1/12 ⅙; 0 0 1]
+//	Aᵀ = [1 1 1 1 1 0; 0 1 −1 2 −2 0; 0 1 1 4 4 0; 0 1 −1 8 −8 1]
+//
 // Y = Aᵀ [Σ_ic (G g Gᵀ) ⊙ (Bᵀ d B)] A for kernel g and input block d. The
-// transforms only add, subtract and halve (exact up to the additions'
-// rounding), and the Σ_ic is, for each of the 16 positions ξ, a matrix
-// product U_ξ [OC×IC] · V_ξ [IC×tiles] computed by the GEMM's tiles.
+// F(2×2) transforms only add, subtract and halve; F(4×4)'s multiply by
+// small integers too, and its kernel transform (computed in double, rounded
+// once) is inexact, so its rounding error is larger (see TestWinograd's
+// bound). The Σ_ic is, for each position ξ, a matrix product
+// U_ξ [OC×IC] · V_ξ [IC×tiles] computed by the GEMM's tiles.
 //
 // Per call each thread transforms the whole kernel into packed A panels
 // U_ξ; it then takes blocks of up to WB tiles along a row of tiles,
 // transforms their input into packed B panels V_ξ (NR tiles a panel, the
-// columns of VL blocks from two loads and a deinterleave), multiplies, and
-// transforms the
-// products M_ξ [OC×WB] back into 2×2 outputs with the bias and activation.
+// columns of VL blocks from loads and deinterleaves), multiplies, and
+// transforms the products M_ξ [OC×WB] back into T×T outputs with the bias
+// and activation, stored as interleaved vectors.
 
 #define WB (4 * NR) // tiles per block
 
-// wino_stride is the distance between the 16 positions' matrices in a
-// scratch buffer of n values each: n and one cache line more, so that the
-// 16 rows one tile transform reads or writes (a power-of-two apart without
-// the line: 32 or 64 KiB) do not all fall into one set of the L1 cache.
+// wino_stride is the distance between the positions' matrices in a scratch
+// buffer of n values each: n and one cache line more, so that the rows one
+// tile transform reads or writes (a power-of-two apart without the line:
+// 32 or 64 KiB) do not all fall into one set of the L1 cache.
 static inline int64_t wino_stride(int64_t n) { return (n + 15) / 16 * 16 + 16; }
 
-// wino_kernel writes U_ξ = (G g Gᵀ)_ξ for every output channel oc and input
-// channel ic of w [3, 3, IC, OC] as packed A panels: u + ξ·wino_stride(OCp·IC)
-// holds [oc/mr][ic][oc%mr] (OCp: OC rounded up to mr; padding rows zero).
-static void wino_kernel(const float * w, int64_t IC, int64_t OC, int mr, float * u) {
-    const int64_t OCp = (OC + mr - 1) / mr * mr, us = wino_stride(OCp * IC);
-    memset(u, 0, sizeof(float) * 16 * us);
-    for (int64_t oc = 0; oc < OC; oc++) {
+// v_load_deint loads row[x0 + i] for i in [0, 2·VL) (zero where x0 + i is
+// outside [0, n)) and returns the even i in *even, the odd in *odd.
+static inline void v_load_deint(const float * row, int64_t x0, int64_t n, vf * even, vf * odd) {
+    const int64_t lo = -x0, hi = n - x0; // valid i: lo <= i < hi
+    v_deint(v_loadu_m(row + x0, m_range(lo, hi)), v_loadu_m(row + x0 + VL, m_range(lo - VL, hi - VL)), even, odd);
+}
+
+// v_load_deint4 loads row[x0 + i] for i in [0, 4·VL) likewise and returns
+// those with i % 4 = 0, 1, 2, 3 in c[0 … 3].
+static inline void v_load_deint4(const float * row, int64_t x0, int64_t n, vf c[4]) {
+    vf e1, o1, e2, o2;
+    v_load_deint(row, x0, n, &e1, &o1);
+    v_load_deint(row, x0 + 2 * VL, n, &e2, &o2);
+    v_deint(e1, e2, &c[0], &c[2]);
+    v_deint(o1, o2, &c[1], &c[3]);
+}
+
+// v_store_run stores the VL·k values of v[0 … k−1] at row[x0 …], only those
+// whose position x0 + i is in [lo, hi).
+static inline void v_store_run(float * row, int64_t x0, int64_t lo, int64_t hi, const vf * v, int k) {
+    for (int s = 0; s < k; s++) {
+        v_storeu_m(row + x0 + s * VL, m_range(lo - x0 - s * VL, hi - x0 - s * VL), v[s]);
+    }
+}
+
+// A block of Winograd tiles is a run of the image's tiles in row-major
+// order (tile t is tile row t / TW, column t % TW), so that narrow maps
+// fill whole panels. wino_segs splits the lanes of the vector of tiles
+// t … t+n−1 (n ≤ VL) into runs on one tile row: lanes [l0, l1) of run k lie
+// on tile row ty, lane l's tile at column l − l0 + tx. It returns the runs.
+struct wino_seg { int64_t ty, tx; int l0, l1; };
+static int wino_segs(int64_t t, int64_t n, int64_t TW, struct wino_seg * sg) {
+    int k = 0;
+    for (int l = 0; l < n; k++) {
+        const int64_t ty = (t + l) / TW, tx = (t + l) % TW;
+        const int64_t run = TW - tx < n - l ? TW - tx : n - l;
+        sg[k] = (struct wino_seg) { .ty = ty, .tx = tx, .l0 = l, .l1 = l + (int) run };
+        l += (int) run;
+    }
+    return k;
+}
+
+// wino_kernel writes U_ξ = (G g Gᵀ)_ξ (tile T) for the output channels
+// [oc0, oc1) (whole panels of mr, oc1 ≤ OCp) and every input channel ic of
+// w [3, 3, IC, OC] as packed A panels: u + ξ·us holds [(oc−oc0)/mr][ic][oc%mr]
+// (padding rows past OC zero). Each value is computed in double and rounded
+// once.
+static void wino_kernel(const float * w, int64_t IC, int64_t OC, int mr, int T, int64_t oc0, int64_t oc1, float * u,
+                        int64_t us) {
+    static const double G2[4][3] = { { 1, 0, 0 }, { .5, .5, .5 }, { .5, -.5, .5 }, { 0, 0, 1 } };
+    static const double G4[6][3] = { { 1. / 4, 0, 0 },           { -1. / 6, -1. / 6, -1. / 6 }, { -1. / 6, 1. / 6, -1. / 6 },
+                                     { 1. / 24, 1. / 12, 1. / 6 }, { 1. / 24, -1. / 12, 1. / 6 }, { 0, 0, 1 } };
+    const int A = T + 2;
+    const double (*G)[3] = T == 4 ? G4 : G2;
+    for (int q = 0; q < A * A; q++) {
+        memset(u + q * us, 0, sizeof(float) * (oc1 - oc0) * IC);
+    }
+    for (int64_t oc = oc0; oc < oc1 && oc < OC; oc++) {
         for (int64_t ic = 0; ic < IC; ic++) {
             const float * g = w + (oc * IC + ic) * 9;
-            float gg[4][3]; // G g
-            for (int c = 0; c < 3; c++) {
-                gg[0][c] = g[c];
-                gg[1][c] = 0.5f * (g[c] + g[3 + c] + g[6 + c]);
-                gg[2][c] = 0.5f * (g[c] - g[3 + c] + g[6 + c]);
-                gg[3][c] = g[6 + c];
+            double gg[6][3]; // G g
+            for (int r = 0; r < A; r++) {
+                for (int c = 0; c < 3; c++) {
+                    gg[r][c] = G[r][0] * g[c] + G[r][1] * g[3 + c] + G[r][2] * g[6 + c];
+                }
             }
-            const int64_t at = (oc / mr) * mr * IC + ic * mr + oc % mr;
-            for (int r = 0; r < 4; r++) { // (G g) Gᵀ
-                const float v[4] = { gg[r][0], 0.5f * (gg[r][0] + gg[r][1] + gg[r][2]),
-                                     0.5f * (gg[r][0] - gg[r][1] + gg[r][2]), gg[r][2] };
-                for (int c = 0; c < 4; c++) {
-                    u[(r * 4 + c) * us + at] = v[c];
+            float * at = u + (oc - oc0) / mr * mr * IC + ic * mr + oc % mr;
+            for (int r = 0; r < A; r++) { // (G g) Gᵀ
+                for (int c = 0; c < A; c++) {
+                    at[(r * A + c) * us] = (float) (gg[r][0] * G[c][0] + gg[r][1] * G[c][1] + gg[r][2] * G[c][2]);
                 }
             }
         }
     }
 }
 
-// wino_input transforms the input blocks of tiles tx0 … tx0+nt−1 of tile
-// row ty of x [W, H, IC] into packed B panels: v + ξ·wino_stride(WB·IC) holds
-// [tile/NR][ic][tile%NR] (tiles past nt zero).
-static void wino_input(const float * x, int64_t W, int64_t H, int64_t IC, int64_t pad, int64_t ty, int64_t tx0,
+// wino_u_stride is the distance between the positions' matrices of the
+// transformed kernel that da3_winograd takes: f32 panels of IC, or bf16
+// pairs of IC (rounded up to even).
+static int64_t wino_u_stride(int64_t IC, int64_t OC, int prec) {
+    const int mr = choose_mr(OC);
+    const int64_t OCp = (OC + mr - 1) / mr * mr;
+    return wino_stride(OCp * (prec == DA3_PREC_BF16 ? (IC + 1) / 2 : IC));
+}
+
+// da3_wino_kernel_size is the size in floats of the transformed kernel of
+// a 3×3 convolution with IC input and OC output channels in T×T tiles
+// (da3_wino_kernel's output, da3_winograd's first operand).
+int64_t ISA_FN(da3_wino_kernel_size)(int64_t IC, int64_t OC, int T, int prec) {
+    return (int64_t) (T + 2) * (T + 2) * wino_u_stride(IC, OC, prec);
+}
+
+// da3_op_wino_kernel: dst = the Winograd transform of the kernel src0 [3, 3,
+// IC, OC] (F32) as da3_winograd takes it: for each of the (T+2)² positions,
+// packed A panels of its U_ξ [OC×IC] (in bf16 pairs for bf16 precision),
+// da3_wino_kernel_size floats. userdata packs T | prec << 8. Threads take
+// whole panels of output channels.
+void ISA_FN(da3_wino_kernel)(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const intptr_t prm = (intptr_t) userdata;
+    const struct ggml_tensor * w = dst->src[0];
+    const int64_t IC = w->ne[2], OC = w->ne[3];
+    const int T = (int) (prm & 0xff), P = (T + 2) * (T + 2);
+    const int prec = (int) ((prm >> 8) & 0x3);
+    const int mr = choose_mr(OC);
+    const int64_t panels = (OC + mr - 1) / mr, p0 = panels * ith / nth, p1 = panels * (ith + 1) / nth;
+    const int64_t us = wino_u_stride(IC, OC, prec);
+    if (ggml_nelements(dst) != P * us) {
+        da3_fault(DA3_FAULT_OPERANDS);
+        return;
+    }
+    if (p0 >= p1) {
+        return;
+    }
+    float * u = (float *) dst->data;
+    if (prec != DA3_PREC_BF16) {
+        wino_kernel((const float *) w->data, IC, OC, mr, T, p0 * mr, p1 * mr, u + p0 * mr * IC, us);
+        return;
+    }
+#if defined(ISA_BF16)
+    // f32 panels of this thread's channels first, then their bf16 pairs
+    const int64_t n = (p1 - p0) * mr * IC, kt = (IC + 1) / 2;
+    float * f = da3_scratch(DA3_BUF_A, (size_t) P * n);
+    if (f == NULL) {
+        da3_fault(DA3_FAULT_NOMEM);
+        return;
+    }
+    wino_kernel((const float *) w->data, IC, OC, mr, T, p0 * mr, p1 * mr, f, n);
+    for (int q = 0; q < P; q++) {
+        pairs_panels(f + q * n, (p1 - p0) * mr, mr, IC, (uint32_t *) u + q * us + p0 * mr * kt);
+    }
+#else
+    da3_fault(DA3_FAULT_UNAVAILABLE);
+#endif
+}
+
+// bt4 is F(4×4)'s Bᵀ·x for 6 vectors x (Bᵀ's rows as above).
+static inline void bt4(const vf x[6], vf y[6]) {
+    const vf t0 = v_fnma(v_set1(4.0f), x[2], x[4]), t1 = v_fnma(v_set1(4.0f), x[1], x[3]); // x4 − 4x2, x3 − 4x1
+    const vf t2 = v_sub(x[4], x[2]), t3 = v_mul(v_set1(2.0f), v_sub(x[3], x[1]));            // x4 − x2, 2(x3 − x1)
+    y[0] = v_fma(v_set1(4.0f), x[0], v_fnma(v_set1(5.0f), x[2], x[4]));
+    y[1] = v_add(t0, t1);
+    y[2] = v_sub(t0, t1);
+    y[3] = v_add(t2, t3);
+    y[4] = v_sub(t2, t3);
+    y[5] = v_fma(v_set1(4.0f), x[1], v_fnma(v_set1(5.0f), x[3], x[5]));
+}
+
+// at4 is F(4×4)'s Aᵀ·x: 6 vectors x to 4.
+static inline void at4(const vf x[6], vf y[4]) {
+    const vf a = v_add(x[1], x[2]), b = v_sub(x[1], x[2]), c = v_add(x[3], x[4]), d = v_sub(x[3], x[4]);
+    y[0] = v_add(v_add(x[0], a), c);
+    y[1] = v_fma(v_set1(2.0f), d, b);
+    y[2] = v_fma(v_set1(4.0f), c, a);
+    y[3] = v_add(v_fma(v_set1(8.0f), d, b), x[5]);
+}
+
+// wino_input transforms the input blocks of the nt tiles from tile t0 (of
+// TW a tile row) of x [W, H, IC] into packed B panels:
+// v + ξ·wino_stride(WB·IC) holds [tile/NR][ic][tile%NR].
+static void wino_input(const float * x, int64_t W, int64_t H, int64_t IC, int64_t pad, int T, int64_t TW, int64_t t0,
                        int64_t nt, float * v) {
+    const int A = T + 2;
     const int64_t HW = W * H, vs = wino_stride(WB * IC);
-    const int64_t xs = 2 * tx0 - pad;                    // the block's first input column
-    const int64_t span = 2 * ((nt + VL - 1) / VL) * VL + 2; // and the columns it reads
+    // the input rows the block reads, prefetched a channel ahead (each channel is a separate
+    // stream the hardware prefetcher misses)
+    const int64_t ya = T * (t0 / TW) - pad, yb = T * ((t0 + nt - 1) / TW) - pad + A;
+    const int64_t xa = nt < TW ? T * (t0 % TW) - pad : -pad, xb = nt < TW ? T * ((t0 + nt - 1) % TW) - pad + A : W;
+    struct wino_seg sg[VL + 1];
     for (int64_t ic = 0; ic < IC; ic++) {
-        const float * rows[4];
-        for (int r = 0; r < 4; r++) {
-            const int64_t iy = 2 * ty - pad + r;
-            rows[r] = iy >= 0 && iy < H ? x + ic * HW + iy * W : NULL;
-            // the next channel's lines: each channel is a separate stream the hardware prefetcher misses
-            if (ic + 1 < IC && rows[r] != NULL) {
-                for (int64_t o = xs > 0 ? xs : 0; o < xs + span && o < W; o += 16) {
-                    v_prefetch(rows[r] + HW + o);
+        if (ic + 1 < IC) {
+            for (int64_t iy = ya > 0 ? ya : 0; iy < yb && iy < H; iy++) {
+                const float * next = x + (ic + 1) * HW + iy * W;
+                for (int64_t o = xa > 0 && xa < xb ? xa : 0; o < W && (xa >= xb || o < xb); o += 16) {
+                    v_prefetch(next + o);
                 }
             }
         }
+        const float * plane = x + ic * HW;
         for (int64_t j = 0; j < nt; j += VL) {
-            // lane l is tile tx0 + j + l, whose 4×4 block starts at column x0 + 2l
-            const int64_t x0 = xs + 2 * j;
-            vf d[4][4];
-            for (int r = 0; r < 4; r++) {
-                if (rows[r] == NULL) {
-                    d[r][0] = d[r][1] = d[r][2] = d[r][3] = v_zero();
-                    continue;
-                }
-                v_load_deint(rows[r], x0, W, &d[r][0], &d[r][1]);     // columns 0, 1 of each block
-                v_load_deint(rows[r], x0 + 2, W, &d[r][2], &d[r][3]); // columns 2, 3
-            }
-            vf t[4][4]; // Bᵀ d
-            for (int c = 0; c < 4; c++) {
-                t[0][c] = v_sub(d[0][c], d[2][c]);
-                t[1][c] = v_add(d[1][c], d[2][c]);
-                t[2][c] = v_sub(d[2][c], d[1][c]);
-                t[3][c] = v_sub(d[1][c], d[3][c]);
-            }
+            const int ns = wino_segs(t0 + j, nt - j < VL ? nt - j : VL, TW, sg);
             float * dst = v + (j / NR) * NR * IC + ic * NR + j % NR;
-            for (int r = 0; r < 4; r++) { // (Bᵀ d) B
-                v_store(dst + (r * 4 + 0) * vs, v_sub(t[r][0], t[r][2]));
-                v_store(dst + (r * 4 + 1) * vs, v_add(t[r][1], t[r][2]));
-                v_store(dst + (r * 4 + 2) * vs, v_sub(t[r][2], t[r][1]));
-                v_store(dst + (r * 4 + 3) * vs, v_sub(t[r][1], t[r][3]));
+            // d[r][c]: row r, column c of each lane's input block, from each run's rows
+            vf d[6][6];
+            for (int r = 0; r < A; r++) {
+                for (int c = 0; c < A; c++) {
+                    d[r][c] = v_zero();
+                }
+                for (int k = 0; k < ns; k++) {
+                    const int64_t iy = T * sg[k].ty - pad + r;
+                    if (iy < 0 || iy >= H) {
+                        continue;
+                    }
+                    const float * row = plane + iy * W;
+                    const int64_t x0 = T * (sg[k].tx - sg[k].l0) - pad; // lane l's block starts at x0 + T·l
+                    vf c[6];
+                    if (T == 2) {
+                        v_load_deint(row, x0, W, &c[0], &c[1]);     // columns 0, 1 of each block
+                        v_load_deint(row, x0 + 2, W, &c[2], &c[3]); // columns 2, 3
+                    } else {
+                        vf h[4];
+                        v_load_deint4(row, x0, W, c);     // columns 0 … 3 of each block
+                        v_load_deint4(row, x0 + 4, W, h); // columns 4, 5
+                        c[4] = h[0];
+                        c[5] = h[1];
+                    }
+                    if (ns == 1) {
+                        for (int q = 0; q < A; q++) {
+                            d[r][q] = c[q];
+                        }
+                    } else {
+                        const vm in = m_range(sg[k].l0, sg[k].l1);
+                        for (int q = 0; q < A; q++) {
+                            d[r][q] = v_blend(in, d[r][q], c[q]);
+                        }
+                    }
+                }
+            }
+            if (T == 2) {
+                vf t[4][4]; // Bᵀ d
+                for (int c = 0; c < 4; c++) {
+                    t[0][c] = v_sub(d[0][c], d[2][c]);
+                    t[1][c] = v_add(d[1][c], d[2][c]);
+                    t[2][c] = v_sub(d[2][c], d[1][c]);
+                    t[3][c] = v_sub(d[1][c], d[3][c]);
+                }
+                for (int r = 0; r < 4; r++) { // (Bᵀ d) B
+                    v_store(dst + (r * 4 + 0) * vs, v_sub(t[r][0], t[r][2]));
+                    v_store(dst + (r * 4 + 1) * vs, v_add(t[r][1], t[r][2]));
+                    v_store(dst + (r * 4 + 2) * vs, v_sub(t[r][2], t[r][1]));
+                    v_store(dst + (r * 4 + 3) * vs, v_sub(t[r][1], t[r][3]));
+                }
+                continue;
+            }
+            vf e[6][6]; // d B, row by row: e[r][k] = (Bᵀ d[r][·])_k
+            for (int r = 0; r < 6; r++) {
+                bt4(d[r], e[r]);
+            }
+            for (int k = 0; k < 6; k++) { // Bᵀ (d B)
+                const vf col[6] = { e[0][k], e[1][k], e[2][k], e[3][k], e[4][k], e[5][k] };
+                vf y[6];
+                bt4(col, y);
+                for (int i = 0; i < 6; i++) {
+                    v_store(dst + (i * 6 + k) * vs, y[i]);
+                }
             }
         }
     }
 }
 
-// wino_output transforms the products m + ξ·wino_stride(OCp·WB) ([oc][tile]) of the
-// block's nt tiles back into 2×2 outputs of y [OW, OH, OC] at tile row ty,
-// from tile tx0, with the epilogue.
+// wino_output transforms the products m + ξ·wino_stride(OCp·WB) ([oc][tile])
+// of the block's nt tiles from tile t0 back into T×T outputs of y [OW, OH,
+// OC], with the epilogue.
 static void wino_output(const float * m, int64_t OCp, int64_t OC, const struct epi * e, float * y, int64_t OW,
-                        int64_t OH, int64_t ty, int64_t tx0, int64_t nt) {
+                        int64_t OH, int T, int64_t TW, int64_t t0, int64_t nt) {
     const int64_t ms = wino_stride(OCp * WB);
-    const int64_t end = 2 * (tx0 + nt) < OW ? 2 * (tx0 + nt) : OW; // the block's output columns end here
-    for (int64_t oc = 0; oc < OC; oc++) {
-        const vf bias = v_set1(e->bias != NULL ? e->bias[oc] : 0.0f);
-        float * plane = y + oc * OW * OH;
-        for (int64_t j = 0; j < nt; j += VL) {
-            vf p[16];
-            for (int q = 0; q < 16; q++) {
-                p[q] = v_load(m + q * ms + oc * WB + j);
+    struct wino_seg sg[VL + 1];
+    for (int64_t j = 0; j < nt; j += VL) {
+        const int ns = wino_segs(t0 + j, nt - j < VL ? nt - j : VL, TW, sg);
+        for (int64_t oc = 0; oc < OC; oc++) {
+            const vf bias = v_set1(e->bias != NULL ? e->bias[oc] : 0.0f);
+            float * plane = y + oc * OW * OH;
+            const float * mo = m + oc * WB + j;
+            vf o[4][4]; // o[a][b]: output row a, column b of each lane's tile
+            if (T == 2) {
+                vf p[16];
+                for (int q = 0; q < 16; q++) {
+                    p[q] = v_load(mo + q * ms);
+                }
+                vf t[2][4]; // Aᵀ M
+                for (int c = 0; c < 4; c++) {
+                    t[0][c] = v_add(v_add(p[c], p[4 + c]), p[8 + c]);
+                    t[1][c] = v_sub(v_sub(p[4 + c], p[8 + c]), p[12 + c]);
+                }
+                for (int r = 0; r < 2; r++) { // (Aᵀ M) A
+                    o[r][0] = activate(v_add(v_add(v_add(t[r][0], t[r][1]), t[r][2]), bias), e->act);
+                    o[r][1] = activate(v_add(v_sub(v_sub(t[r][1], t[r][2]), t[r][3]), bias), e->act);
+                }
+            } else {
+                vf t[6][4]; // M A, row by row: t[i][b] = (Aᵀ M[i][·])_b
+                for (int i = 0; i < 6; i++) {
+                    vf row[6];
+                    for (int k = 0; k < 6; k++) {
+                        row[k] = v_load(mo + (i * 6 + k) * ms);
+                    }
+                    at4(row, t[i]);
+                }
+                for (int b = 0; b < 4; b++) { // Aᵀ (M A)
+                    const vf col[6] = { t[0][b], t[1][b], t[2][b], t[3][b], t[4][b], t[5][b] };
+                    vf yb[4];
+                    at4(col, yb);
+                    for (int a = 0; a < 4; a++) {
+                        o[a][b] = activate(v_add(yb[a], bias), e->act);
+                    }
+                }
             }
-            vf t[2][4]; // Aᵀ M
-            for (int c = 0; c < 4; c++) {
-                t[0][c] = v_add(v_add(p[c], p[4 + c]), p[8 + c]);
-                t[1][c] = v_sub(v_sub(p[4 + c], p[8 + c]), p[12 + c]);
-            }
-            // (Aᵀ M) A: lane l gives the outputs 2(tx0 + j + l) and the next of both rows,
-            // stored interleaved up to the block's last tile (or the row's end)
-            const int64_t x0 = 2 * (tx0 + j);
-            for (int r = 0; r < 2 && 2 * ty + r < OH; r++) {
-                const vf o0 = activate(v_add(v_add(v_add(t[r][0], t[r][1]), t[r][2]), bias), e->act);
-                const vf o1 = activate(v_add(v_sub(v_sub(t[r][1], t[r][2]), t[r][3]), bias), e->act);
-                v_store_int(plane + (2 * ty + r) * OW, x0, end, o0, o1);
+            for (int a = 0; a < T; a++) {
+                vf out[4]; // the row's T columns of each lane, interleaved (lane l's at T·l … T·l + T−1)
+                if (T == 2) {
+                    v_interleave(o[a][0], o[a][1], &out[0], &out[1]);
+                } else {
+                    vf p0, p1, q0, q1; // columns 0 2 and 1 3 interleaved, then those pairs
+                    v_interleave(o[a][0], o[a][2], &p0, &p1);
+                    v_interleave(o[a][1], o[a][3], &q0, &q1);
+                    v_interleave(p0, q0, &out[0], &out[1]);
+                    v_interleave(p1, q1, &out[2], &out[3]);
+                }
+                for (int k = 0; k < ns; k++) { // each run's outputs on its own row
+                    const int64_t oy = T * sg[k].ty + a;
+                    if (oy >= OH) {
+                        continue;
+                    }
+                    const int64_t x0 = T * (sg[k].tx - sg[k].l0); // lane l's outputs start at x0 + T·l
+                    const int64_t hi = x0 + T * sg[k].l1 < OW ? x0 + T * sg[k].l1 : OW;
+                    v_store_run(plane + oy * OW, x0, x0 + T * sg[k].l0, hi, out, T);
+                }
             }
         }
     }
 }
 
 // da3_op_winograd: the convolution of da3_op_conv2d for a 3×3 kernel with
-// stride 1, dilation 1 and padding pad (F(2×2, 3×3) above). userdata packs
-// pad | act<<8 | prec<<10 (custom.h).
+// stride 1, dilation 1 and padding pad, in F(2×2, 3×3) or F(4×4, 3×3)
+// tiles, from the transformed kernel src0 (da3_wino_kernel's output for the
+// same tile, precision and variant), the input src1 [W, H, IC, N] and an
+// optional bias src2 [OC]. userdata packs pad | act<<8 | prec<<10 |
+// variant<<12 | f4<<16 (custom.h).
 void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     const intptr_t prm = (intptr_t) userdata;
-    const struct ggml_tensor * w = dst->src[0];
+    const struct ggml_tensor * uk = dst->src[0];
     const struct ggml_tensor * x = dst->src[1];
     const struct ggml_tensor * bias = dst->src[2];
-    const int64_t W = x->ne[0], H = x->ne[1], IC = w->ne[2], OC = w->ne[3];
+    const int64_t W = x->ne[0], H = x->ne[1], IC = x->ne[2], OC = dst->ne[2];
     const int64_t OW = dst->ne[0], OH = dst->ne[1];
     const int64_t pad = prm & 0xff;
-    const int prec = (int) ((prm >> 10) & 0x3);
+    const int prec = (int) ((prm >> 10) & 0x3) == DA3_PREC_BF16 ? DA3_PREC_BF16 : DA3_PREC_F32;
+    const int T = (prm >> 16) & 1 ? 4 : 2, P = (T + 2) * (T + 2); // output tile, positions
     const struct epi ep = { .bias = bias != NULL ? (const float *) bias->data : NULL, .per_row = 1, .act = (int) ((prm >> 8) & 0x3) };
     const int mr = choose_mr(OC);
-    const int64_t OCp = (OC + mr - 1) / mr * mr;
-    const int64_t TW = (OW + 1) / 2, TH = (OH + 1) / 2, bpr = (TW + WB - 1) / WB; // blocks per tile row
-    const int64_t items = x->ne[3] * TH * bpr;
-    const int64_t i0 = items * ith / nth, i1 = items * (ith + 1) / nth;
+    const int64_t uhs = wino_u_stride(IC, OC, prec); // U's positions, f32 or bf16 pairs
+    if (ggml_nelements(uk) != P * uhs) {
+        da3_fault(DA3_FAULT_OPERANDS);
+        return;
+    }
+    // Each thread takes an equal run of the tiles of all images (tile t of image t / TT), in blocks of
+    // up to WB tiles that do not cross images.
+    const int64_t TW = (OW + T - 1) / T, TH = (OH + T - 1) / T, TT = TW * TH;
+    const int64_t i0 = x->ne[3] * TT * ith / nth, i1 = x->ne[3] * TT * (ith + 1) / nth;
     if (i0 >= i1) {
         return;
     }
-    const int64_t us = wino_stride(OCp * IC), vs = wino_stride(WB * IC), ms = wino_stride(OCp * WB);
-    float * u = da3_scratch(DA3_BUF_A, (size_t) 16 * us);
-    float * v = da3_scratch(DA3_BUF_B, (size_t) 16 * vs);
-    float * m = da3_scratch(DA3_BUF_O, (size_t) 16 * ms);
-    int64_t uhs = us, vhs = vs; // the same in bf16 pairs
-    void * uh = NULL, * vh = NULL;
+    const int64_t OCp = (OC + mr - 1) / mr * mr;
+    const int64_t vs = wino_stride(WB * IC), ms = wino_stride(OCp * WB);
+    float * v = da3_scratch(DA3_BUF_B, (size_t) P * vs);
+    float * m = da3_scratch(DA3_BUF_O, (size_t) P * ms);
+    int64_t vhs = vs; // the same in bf16 pairs
+    void * vh = NULL;
     tile_fn tile = tile_for(mr);
     int64_t kt = IC;
 #if defined(ISA_BF16)
     if (prec == DA3_PREC_BF16) {
         kt = (IC + 1) / 2;
-        uhs = wino_stride(OCp * kt);
         vhs = wino_stride(WB * kt);
-        uh = da3_scratch(DA3_BUF_AH, (size_t) 16 * uhs);
-        vh = da3_scratch(DA3_BUF_BH, (size_t) 16 * vhs);
+        vh = da3_scratch(DA3_BUF_BH, (size_t) P * vhs);
         tile = tile_bf16_for(mr);
     }
-#else
-    (void) prec;
 #endif
-    if (u == NULL || v == NULL || m == NULL || (kt != IC && (uh == NULL || vh == NULL))) {
+    if (v == NULL || m == NULL || (kt != IC && vh == NULL)) {
         da3_fault(DA3_FAULT_NOMEM);
         return;
     }
-    wino_kernel((const float *) w->data, IC, OC, mr, u);
-#if defined(ISA_BF16)
-    if (uh != NULL) {
-        for (int q = 0; q < 16; q++) {
-            pairs_panels(u + q * us, OCp, mr, IC, (uint32_t *) uh + q * uhs);
-        }
-    }
-#endif
-    for (int64_t it = i0; it < i1; it++) {
-        const int64_t n = it / (TH * bpr), ty = (it / bpr) % TH, tx0 = (it % bpr) * WB;
-        const int64_t nt = TW - tx0 < WB ? TW - tx0 : WB;
+    for (int64_t it = i0, nt; it < i1; it += nt) {
+        const int64_t n = it / TT, t0 = it % TT;
+        nt = i1 - it < WB ? i1 - it : WB;
+        nt = TT - t0 < nt ? TT - t0 : nt;
         const int64_t np = (nt + NR - 1) / NR * NR; // tiles in whole panels
-        wino_input((const float *) x->data + n * W * H * IC, W, H, IC, pad, ty, tx0, nt, v);
-        const void * ua = u, * vb = v;
+        wino_input((const float *) x->data + n * W * H * IC, W, H, IC, pad, T, TW, t0, nt, v);
+        const void * vb = v;
 #if defined(ISA_BF16)
         if (vh != NULL) {
-            for (int q = 0; q < 16; q++) {
+            for (int q = 0; q < P; q++) {
                 pairs_panels(v + q * vs, np, NR, IC, (uint32_t *) vh + q * vhs);
             }
-            ua = uh;
             vb = vh;
         }
 #endif
-        for (int q = 0; q < 16; q++) {
-            const uint32_t * uq = (const uint32_t *) ua + q * uhs, * vq = (const uint32_t *) vb + q * vhs;
+        for (int q = 0; q < P; q++) {
+            const uint32_t * uq = (const uint32_t *) uk->data + q * uhs, * vq = (const uint32_t *) vb + q * vhs;
             for (int64_t jr = 0; jr < np; jr += NR) {
                 for (int64_t ir = 0; ir < OC; ir += mr) {
                     tile(kt, uq + ir * kt, vq + jr * kt, m + q * ms + ir * WB + jr, WB, mr, NR, 0, NULL, 0, 0);
                 }
             }
         }
-        wino_output(m, OCp, OC, &ep, (float *) dst->data + n * OW * OH * OC, OW, OH, ty, tx0, nt);
+        wino_output(m, OCp, OC, &ep, (float *) dst->data + n * OW * OH * OC, OW, OH, T, TW, t0, nt);
     }
 }
 

@@ -73,23 +73,17 @@ static inline vm m_inside(vi i, int32_t n) {
 static inline vf v_gather_m(const float * base, vi idx, vm m) {
     return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), base, idx, _mm256_castsi256_ps(m), 4);
 }
-// v_load_deint loads row[x0 + i] for i in [0, 2·VL) (zero where x0 + i is
-// outside [0, n)) and returns the even i in *even, the odd in *odd.
-static inline void v_load_deint(const float * row, int64_t x0, int64_t n, vf * even, vf * odd) {
-    const int64_t lo = -x0, hi = n - x0;
-    const vf a = v_loadu_m(row + x0, m_range(lo, hi));
-    const vf b = v_loadu_m(row + x0 + VL, m_range(lo - VL, hi - VL));
+// v_deint splits the 2·VL values a, b (in order) into the even and odd ones;
+// v_interleave is its inverse (lo: the first VL values, hi: the rest).
+static inline void v_deint(vf a, vf b, vf * even, vf * odd) {
     // a0 a2 b0 b2 | a4 a6 b4 b6, then the 64-bit pairs in order
     *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));
     *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));
 }
-// v_store_int is v_load_deint's inverse: row[x0 + 2i] = even[i] and
-// row[x0 + 2i + 1] = odd[i], written only where x0 + 2i (+1) is in [0, n).
-static inline void v_store_int(float * row, int64_t x0, int64_t n, vf even, vf odd) {
-    const int64_t lo = -x0, hi = n - x0;
+static inline void v_interleave(vf even, vf odd, vf * lo, vf * hi) {
     const vf l = _mm256_unpacklo_ps(even, odd), h = _mm256_unpackhi_ps(even, odd); // e0 o0 e1 o1 | e4 o4 e5 o5
-    v_storeu_m(row + x0, m_range(lo, hi), _mm256_permute2f128_ps(l, h, 0x20));
-    v_storeu_m(row + x0 + VL, m_range(lo - VL, hi - VL), _mm256_permute2f128_ps(l, h, 0x31));
+    *lo = _mm256_permute2f128_ps(l, h, 0x20);
+    *hi = _mm256_permute2f128_ps(l, h, 0x31);
 }
 static inline void v_prefetch(const void * p) { _mm_prefetch((const char *) p, _MM_HINT_T0); }
 

@@ -47,24 +47,17 @@ static inline vm m_inside(vi i, int32_t n) { return _mm512_cmplt_epu32_mask(i, _
 static inline vf v_gather_m(const float * base, vi idx, vm m) {
     return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, base, 4);
 }
-// v_load_deint loads row[x0 + i] for i in [0, 2·VL) (zero where x0 + i is
-// outside [0, n)) and returns the even i in *even, the odd in *odd.
-static inline void v_load_deint(const float * row, int64_t x0, int64_t n, vf * even, vf * odd) {
-    const int64_t lo = -x0, hi = n - x0; // valid i: lo <= i < hi
-    const vf a = v_loadu_m(row + x0, m_range(lo, hi));
-    const vf b = v_loadu_m(row + x0 + VL, m_range(lo - VL, hi - VL));
+// v_deint splits the 2·VL values a, b (in order) into the even and odd ones;
+// v_interleave is its inverse (lo: the first VL values, hi: the rest).
+static inline void v_deint(vf a, vf b, vf * even, vf * odd) {
     const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     *even = _mm512_permutex2var_ps(a, ie, b);
     *odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(ie, _mm512_set1_epi32(1)), b);
 }
-// v_store_int is v_load_deint's inverse: row[x0 + 2i] = even[i] and
-// row[x0 + 2i + 1] = odd[i], written only where x0 + 2i (+1) is in [0, n).
-static inline void v_store_int(float * row, int64_t x0, int64_t n, vf even, vf odd) {
-    const int64_t lo = -x0, hi = n - x0;
+static inline void v_interleave(vf even, vf odd, vf * lo, vf * hi) {
     const __m512i il = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    const __m512i ih = _mm512_add_epi32(il, _mm512_set1_epi32(8));
-    v_storeu_m(row + x0, m_range(lo, hi), _mm512_permutex2var_ps(even, il, odd));
-    v_storeu_m(row + x0 + VL, m_range(lo - VL, hi - VL), _mm512_permutex2var_ps(even, ih, odd));
+    *lo = _mm512_permutex2var_ps(even, il, odd);
+    *hi = _mm512_permutex2var_ps(even, _mm512_add_epi32(il, _mm512_set1_epi32(8)), odd);
 }
 static inline void v_prefetch(const void * p) { _mm_prefetch((const char *) p, _MM_HINT_T0); }
 

@@ -74,22 +74,18 @@ static inline vf v_gather_m(const float * base, vi idx, vm m) {
     }
     return v;
 }
-// v_load_deint loads row[x0 + i] for i in [0, 2·VL) (zero where x0 + i is
-// outside [0, n)) and returns the even i in *even, the odd in *odd.
-static inline void v_load_deint(const float * row, int64_t x0, int64_t n, vf * even, vf * odd) {
-    for (int i = 0; i < VL; i++) {
-        const int64_t e = x0 + 2 * i, o = e + 1;
-        (*even)[i] = e >= 0 && e < n ? row[e] : 0.0f;
-        (*odd)[i] = o >= 0 && o < n ? row[o] : 0.0f;
+// v_deint splits the 2·VL values a, b (in order) into the even and odd ones;
+// v_interleave is its inverse (lo: the first VL values, hi: the rest).
+static inline void v_deint(vf a, vf b, vf * even, vf * odd) {
+    for (int i = 0; i < VL / 2; i++) {
+        (*even)[i] = a[2 * i], (*odd)[i] = a[2 * i + 1];
+        (*even)[VL / 2 + i] = b[2 * i], (*odd)[VL / 2 + i] = b[2 * i + 1];
     }
 }
-// v_store_int is v_load_deint's inverse: row[x0 + 2i] = even[i] and
-// row[x0 + 2i + 1] = odd[i], written only where x0 + 2i (+1) is in [0, n).
-static inline void v_store_int(float * row, int64_t x0, int64_t n, vf even, vf odd) {
-    for (int i = 0; i < VL; i++) {
-        const int64_t e = x0 + 2 * i, o = e + 1;
-        if (e >= 0 && e < n) row[e] = even[i];
-        if (o >= 0 && o < n) row[o] = odd[i];
+static inline void v_interleave(vf even, vf odd, vf * lo, vf * hi) {
+    for (int i = 0; i < VL / 2; i++) {
+        (*lo)[2 * i] = even[i], (*lo)[2 * i + 1] = odd[i];
+        (*hi)[2 * i] = even[VL / 2 + i], (*hi)[2 * i + 1] = odd[VL / 2 + i];
     }
 }
 static inline void v_prefetch(const void * p) { (void) p; }

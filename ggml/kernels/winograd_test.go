@@ -15,20 +15,40 @@ import (
 
 // winogradBound is, for every output of a 3×3 stride-1 convolution of x [W,
 // H, IC] with k [3, 3, IC, OC] and padding pad, the error bound of the
-// F(2×2, 3×3) algorithm in float32: γ_n·M with u = 2^-24, γ_n = n·u/(1−n·u)
-// and M the algorithm run on absolute values (|Aᵀ| (Σ_ic |G||g||G|ᵀ ⊙
-// |Bᵀ||d||B|) |A|, plus |bias|). Every output is a sum of such terms,
-// each reached through at most n = IC + 11 roundings: 4 in the kernel
-// transform (two additions per row, then per column; the halvings are
-// exact), 2 in the input transform, the product, IC − 1 additions over the
-// input channels, 3 in the output transform and the bias (the standard
-// bound for sums, Higham, Accuracy and Stability, §3.1).
-func winogradBound(x, k, b *optest.ND, pad int) *optest.ND {
+// F(T×T, 3×3) algorithm in float32 (T = 2 or 4): γ_n·M with u = 2^-24,
+// γ_n = n·u/(1−n·u) and M the algorithm run on absolute values
+// (|Aᵀ| (Σ_ic |G||g||G|ᵀ ⊙ |Bᵀ||d||B|) |A|, plus |bias|). Every output is a
+// sum of such terms, each reached through at most n roundings (the
+// standard bound for sums, Higham, Accuracy and Stability, §3.1; every
+// intermediate of the transforms is a combination of distinct inputs, and
+// the multiplications by 2, 4, 8 are exact or inside a fused multiply-add):
+//   - F(2×2): n = IC + 11: 4 in the kernel transform (two additions per
+//     row, then per column; the halvings are exact), 2 in the input
+//     transform, the product, IC − 1 additions over the input channels, 3
+//     in the output transform and the bias.
+//   - F(4×4): n = IC + 12: 1 in the kernel transform (computed in double,
+//     rounded once to float32; the double's own error is far inside γ_n's
+//     slack), 2 per pass of the input transform (e.g. 4x0 − 5x2 + x4 as
+//     two fused multiply-adds), the product and the IC − 1 additions, 3 per
+//     pass of the output transform (x0 + (x1 + x2) + (x3 + x4)) and the bias.
+func winogradBound(x, k, b *optest.ND, pad, T int) *optest.ND {
 	W, H, IC := x.Ne[0], x.Ne[1], x.Ne[2]
 	OC := k.Ne[3]
 	OW, OH := W+2*pad-2, H+2*pad-2
 	u := math.Ldexp(1, -24)
 	n := float64(IC + 11)
+	// |G|, |Bᵀ| and |Aᵀ|: the transforms with their entries' magnitudes.
+	G := [][]float64{{1, 0, 0}, {.5, .5, .5}, {.5, .5, .5}, {0, 0, 1}}
+	Bt := [][]float64{{1, 0, 1, 0}, {0, 1, 1, 0}, {0, 1, 1, 0}, {0, 1, 0, 1}}
+	At := [][]float64{{1, 1, 1, 0}, {0, 1, 1, 1}}
+	if T == 4 {
+		n = float64(IC + 12)
+		G = [][]float64{{1. / 4, 0, 0}, {1. / 6, 1. / 6, 1. / 6}, {1. / 6, 1. / 6, 1. / 6},
+			{1. / 24, 1. / 12, 1. / 6}, {1. / 24, 1. / 12, 1. / 6}, {0, 0, 1}}
+		Bt = [][]float64{{4, 0, 5, 0, 1, 0}, {0, 4, 4, 1, 1, 0}, {0, 4, 4, 1, 1, 0}, {0, 2, 1, 2, 1, 0}, {0, 2, 1, 2, 1, 0}, {0, 4, 0, 5, 0, 1}}
+		At = [][]float64{{1, 1, 1, 1, 1, 0}, {0, 1, 1, 2, 2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, 1, 8, 8, 1}}
+	}
+	A := T + 2 // the input block's side
 	gamma := n * u / (1 - n*u)
 	at := func(ic, iy, ix int) float64 {
 		if iy < 0 || iy >= H || ix < 0 || ix >= W {
@@ -36,61 +56,60 @@ func winogradBound(x, k, b *optest.ND, pad int) *optest.ND {
 		}
 		return math.Abs(x.At(ix, iy, ic, 0))
 	}
-	// |G| and |Bᵀ|: the transforms with their entries' magnitudes.
-	G := [4][3]float64{{1, 0, 0}, {.5, .5, .5}, {.5, .5, .5}, {0, 0, 1}}
-	Bt := [4][4]float64{{1, 0, 1, 0}, {0, 1, 1, 0}, {0, 1, 1, 0}, {0, 1, 0, 1}}
-	At := [2][4]float64{{1, 1, 1, 0}, {0, 1, 1, 1}}
 	// U = |G||g||G|ᵀ per (oc, ic).
-	U := make([][16]float64, OC*IC)
+	U := make([][]float64, OC*IC)
 	for oc := 0; oc < OC; oc++ {
 		for ic := 0; ic < IC; ic++ {
-			for r := 0; r < 4; r++ {
-				for c := 0; c < 4; c++ {
+			U[oc*IC+ic] = make([]float64, A*A)
+			for r := 0; r < A; r++ {
+				for c := 0; c < A; c++ {
 					s := 0.0
 					for i := 0; i < 3; i++ {
 						for j := 0; j < 3; j++ {
 							s += G[r][i] * math.Abs(k.At(j, i, ic, oc)) * G[c][j]
 						}
 					}
-					U[oc*IC+ic][r*4+c] = s
+					U[oc*IC+ic][r*A+c] = s
 				}
 			}
 		}
 	}
 	out := optest.NewND(OW, OH, OC)
-	for ty := 0; ty < (OH+1)/2; ty++ {
-		for tx := 0; tx < (OW+1)/2; tx++ {
-			V := make([][16]float64, IC) // |Bᵀ||d||B|
+	for ty := 0; ty < (OH+T-1)/T; ty++ {
+		for tx := 0; tx < (OW+T-1)/T; tx++ {
+			V := make([][]float64, IC) // |Bᵀ||d||B|
 			for ic := 0; ic < IC; ic++ {
-				for r := 0; r < 4; r++ {
-					for c := 0; c < 4; c++ {
+				V[ic] = make([]float64, A*A)
+				for r := 0; r < A; r++ {
+					for c := 0; c < A; c++ {
 						s := 0.0
-						for i := 0; i < 4; i++ {
-							for j := 0; j < 4; j++ {
-								s += Bt[r][i] * at(ic, 2*ty-pad+i, 2*tx-pad+j) * Bt[c][j]
+						for i := 0; i < A; i++ {
+							for j := 0; j < A; j++ {
+								s += Bt[r][i] * at(ic, T*ty-pad+i, T*tx-pad+j) * Bt[c][j]
 							}
 						}
-						V[ic][r*4+c] = s
+						V[ic][r*A+c] = s
 					}
 				}
 			}
+			m := make([]float64, A*A)
 			for oc := 0; oc < OC; oc++ {
-				var m [16]float64
+				clear(m)
 				for ic := 0; ic < IC; ic++ {
 					for q := range m {
 						m[q] += U[oc*IC+ic][q] * V[ic][q]
 					}
 				}
-				for r := 0; r < 2; r++ {
-					for c := 0; c < 2; c++ {
-						oy, ox := 2*ty+r, 2*tx+c
+				for r := 0; r < T; r++ {
+					for c := 0; c < T; c++ {
+						oy, ox := T*ty+r, T*tx+c
 						if oy >= OH || ox >= OW {
 							continue
 						}
 						s := 0.0
-						for i := 0; i < 4; i++ {
-							for j := 0; j < 4; j++ {
-								s += At[r][i] * m[i*4+j] * At[c][j]
+						for i := 0; i < A; i++ {
+							for j := 0; j < A; j++ {
+								s += At[r][i] * m[i*A+j] * At[c][j]
 							}
 						}
 						out.Set(gamma*(s+math.Abs(b.V[oc])), ox, oy, oc, 0)
@@ -102,10 +121,11 @@ func winogradBound(x, k, b *optest.ND, pad int) *optest.ND {
 	return out
 }
 
-// TestWinograd checks the F(2×2, 3×3) convolution against float64 in every
-// variant: each output within the bound derived from the transforms
-// (winogradBound), on images with odd sizes (a partial last tile row and
-// column), tile rows wider than a block of tiles, padding 0, 1 and 2, the
+// TestWinograd checks the F(2×2, 3×3) and F(4×4, 3×3) convolutions against
+// float64 in every variant: each output within the bound derived from the
+// transforms (winogradBound), on images with odd sizes (partial last tile
+// rows and columns), tile rows wider than a block of tiles (128 tiles: 300
+// and 600 columns), padding 0, 1 and 2, the
 // 32-channel output of the DPT heads, a bias and ReLU; and that Conv2D
 // routes 3×3 convolutions to it under a policy with Winograd. It logs the
 // errors of both algorithms relative to max|ref|.
@@ -117,10 +137,11 @@ func TestWinograd(t *testing.T) {
 		if !v.Runs() {
 			continue
 		}
-		for _, s := range []struct{ w, h, ic, oc, pad int }{
-			{7, 5, 8, 8, 1}, {45, 9, 16, 32, 1}, {300, 6, 8, 9, 1}, {30, 20, 64, 32, 1}, {21, 11, 24, 40, 0}, {13, 10, 9, 17, 2},
+		for _, s := range []struct{ w, h, ic, oc, pad, tile int }{
+			{7, 5, 8, 8, 1, 2}, {45, 9, 16, 32, 1, 2}, {300, 6, 8, 9, 1, 2}, {30, 20, 64, 32, 1, 2}, {21, 11, 24, 40, 0, 2}, {13, 10, 9, 17, 2, 2},
+			{7, 5, 8, 8, 1, 4}, {45, 9, 16, 32, 1, 4}, {600, 7, 8, 9, 1, 4}, {30, 21, 64, 32, 1, 4}, {21, 11, 24, 40, 0, 4}, {13, 10, 9, 17, 2, 4},
 		} {
-			t.Run(fmt.Sprintf("%s/%dx%dx%d_oc%d_p%d", v, s.w, s.h, s.ic, s.oc, s.pad), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/F%d/%dx%dx%d_oc%d_p%d", v, s.tile, s.w, s.h, s.ic, s.oc, s.pad), func(t *testing.T) {
 				h := optest.NewHarness(t, 16)
 				kernels.SetPolicy(h.G, kernels.Policy{GEMM: true, Variant: v})
 				rng := optest.RNG(uint64(s.w*1000 + s.ic))
@@ -130,11 +151,11 @@ func TestWinograd(t *testing.T) {
 				p := ggml.Conv2DParams{Pad: s.pad}
 				ep := kernels.Epilogue{Bias: b, Act: kernels.ActReLU}
 				require.True(t, kernels.WinogradFits(k, x, p, ep))
-				wino := kernels.Conv2DWinograd(h.G, k, x, p, ep)
+				wino := kernels.Conv2DWinogradTile(h.G, k, x, p, ep, s.tile)
 				direct := kernels.Conv2D(h.G, k, x, p, ep)
 				out := h.Compute(wino, direct)
 				ref := withBias(optest.ConvRef(kr, xr, p), br, 2, relu64)
-				bound := winogradBound(xr, kr, br, s.pad)
+				bound := winogradBound(xr, kr, br, s.pad, s.tile)
 				var worst, refMax, errW, errD float64
 				bad := 0
 				for i, got := range out[0] {
@@ -180,22 +201,26 @@ func TestWinograd(t *testing.T) {
 	})
 }
 
-// BenchmarkWinograd compares Conv2DWinograd with the direct Conv2D on the
-// 3×3 convolutions of the DA3-BASE head at 504×336 (features 128: the
-// fusion blocks at 144×96, output_conv1 at 288×192, output_conv2 at full
-// size with 32 channels out).
+// BenchmarkWinograd compares Conv2DWinogradTile, F(2×2) and F(4×4), with
+// the direct Conv2D on the 3×3 convolutions of the DA3-BASE head at 504×336
+// (features 128: the fusion blocks at 18×12 … 144×96, output_conv1 at
+// 288×192, output_conv2 at full size with 32 channels out).
 func BenchmarkWinograd(b *testing.B) {
-	for _, s := range [][4]int{{144, 96, 128, 128}, {72, 48, 128, 128}, {288, 192, 128, 64}, {504, 336, 64, 32}} {
+	for _, s := range [][4]int{{18, 12, 128, 128}, {36, 24, 128, 128}, {72, 48, 128, 128}, {144, 96, 128, 128}, {288, 192, 128, 64}, {504, 336, 64, 32}} {
 		W, H, IC, OC := s[0], s[1], s[2], s[3]
-		for _, wino := range []bool{false, true} {
-			name := map[bool]string{false: "direct", true: "winograd"}[wino]
+		for _, tile := range []int{0, 2, 4} {
+			name := map[int]string{0: "direct", 2: "F2", 4: "F4"}[tile]
 			b.Run(fmt.Sprintf("%dx%d_ic%d_oc%d/%s", W, H, IC, OC, name), func(b *testing.B) {
 				h := optest.NewHarness(b, 16)
-				kernels.SetPolicy(h.G, kernels.Policy{GEMM: true, Winograd: wino})
+				kernels.SetPolicy(h.G, kernels.Policy{GEMM: true})
 				rng := optest.RNG(1)
 				k := h.Input(ggml.TypeF32, optest.Randn(rng, 9*IC*OC, 1), 3, 3, IC, OC)
 				x := h.Input(ggml.TypeF32, optest.Randn(rng, W*H*IC, 1), W, H, IC, 1)
-				y := kernels.Conv2D(h.G, k, x, ggml.Conv2DParams{Pad: 1}, kernels.Epilogue{})
+				p := ggml.Conv2DParams{Pad: 1}
+				y := kernels.Conv2D(h.G, k, x, p, kernels.Epilogue{})
+				if tile > 0 {
+					y = kernels.Conv2DWinogradTile(h.G, k, x, p, kernels.Epilogue{}, tile)
+				}
 				h.Bench(b, y, 2*float64(9*IC*OC*W*H)) // direct-convolution flops: the speed-up shows as GFLOP/s
 			})
 		}

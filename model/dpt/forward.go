@@ -198,8 +198,9 @@ func (h *Head) tail(g *ggml.Context, b nn.Builder, z *ggml.Tensor, W, H int, asp
 	return logits, sky
 }
 
-// stripRows is the height of the strips (even, so that Winograd's 2×2 tiles
-// fall where they do on the whole map) in which the resize of z to W×H and
+// stripRows is the height of the strips (a multiple of 4, so that
+// Winograd's 2×2 and 4×4 tiles fall where they do on the whole map) in which
+// the resize of z to W×H and
 // the convolutions convs (nil ones skipped) run, or 0 for the whole map:
 // without the Strips policy, when one strip would hold the whole map, or
 // when a convolution is not 3×3 with padding 1.
@@ -223,7 +224,7 @@ func stripRows(g *ggml.Context, z *ggml.Tensor, W, H int, convs ...*nn.Conv2D) i
 	}
 	C, S := z.Dim(2), z.Dim(3)
 	// At most maxStrips strips (a bounded number of graph nodes).
-	rows := int(max(2, size/int64((W+2)*C*S*4), int64((H+maxStrips-1)/maxStrips+1))) &^ 1
+	rows := int(max(4, size/int64((W+2)*C*S*4), int64((H+maxStrips-1)/maxStrips+3))) &^ 3
 	if rows >= H || !kernels.BilinearWindowFits(z, nil, nil, W, H, 0, rows, 1) {
 		return 0
 	}
