@@ -49,6 +49,26 @@ func TestEntryChecks(t *testing.T) {
 			w, x := g.NewTensor(f32, 3, 3, 5, 4), g.NewTensor(f32, 10, 10, 2, 1)
 			return g.Custom(opConv2D, f32, []int{8, 8, 4, 1}, []*ggml.Tensor{w, x}, 1), []*ggml.Tensor{w, x}
 		}},
+		{"winograd transformed kernel of the wrong size", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			u, x := g.NewTensor(f32, 100), g.NewTensor(f32, 10, 10, 8, 1)
+			return g.Custom(opWinograd, f32, []int{10, 10, 8, 1}, []*ggml.Tensor{u, x}, 1|1<<16), []*ggml.Tensor{u, x}
+		}},
+		{"winograd output larger than the input allows", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			u, x := g.NewTensor(f32, 100), g.NewTensor(f32, 10, 10, 8, 1)
+			return g.Custom(opWinograd, f32, []int{12, 10, 8, 1}, []*ggml.Tensor{u, x}, 1), []*ggml.Tensor{u, x}
+		}},
+		{"winograd kernel transform of a 5x5 kernel", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			w := g.NewTensor(f32, 5, 5, 8, 8)
+			return g.Custom(opWinoKernel, f32, []int{100000}, []*ggml.Tensor{w}, 4), []*ggml.Tensor{w}
+		}},
+		{"winograd kernel transform output too small", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			w := g.NewTensor(f32, 3, 3, 8, 8)
+			return g.Custom(opWinoKernel, f32, []int{36 * 64}, []*ggml.Tensor{w}, 4), []*ggml.Tensor{w}
+		}},
+		{"winograd kernel transform tile 3", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			w := g.NewTensor(f32, 3, 3, 8, 8)
+			return g.Custom(opWinoKernel, f32, []int{100000}, []*ggml.Tensor{w}, 3), []*ggml.Tensor{w}
+		}},
 		{"attention head dims differ", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
 			q, k, v := g.NewTensor(f32, 64, 2, 10), g.NewTensor(f32, 32, 2, 10), g.NewTensor(f32, 64, 2, 10)
 			return g.Custom(opAttention, f32, []int{64, 2, 10}, []*ggml.Tensor{q, k, v}, 0), []*ggml.Tensor{q, k, v}

@@ -178,6 +178,31 @@ func TestWinograd(t *testing.T) {
 			})
 		}
 	}
+	t.Run("one kernel transform per weight", func(t *testing.T) {
+		// Convolutions of one weight in one graph (a head's strips) share its transform node;
+		// another weight, tile or graph gets its own.
+		h := optest.NewHarness(t, 16)
+		kernels.SetPolicy(h.G, kernels.Policy{GEMM: true, Winograd: true})
+		rng := optest.RNG(5)
+		k, _ := h.Rand(rng, 3, 3, 16, 16)
+		k2, _ := h.Rand(rng, 3, 3, 16, 16)
+		x, _ := h.Rand(rng, 40, 40, 16, 1)
+		p := ggml.Conv2DParams{Pad: 1}
+		a := kernels.Conv2DWinogradTile(h.G, k, x, p, kernels.Epilogue{}, 4)
+		b := kernels.Conv2DWinogradTile(h.G, k, a, p, kernels.Epilogue{}, 4)
+		c := kernels.Conv2DWinogradTile(h.G, k2, x, p, kernels.Epilogue{}, 4)
+		d := kernels.Conv2DWinogradTile(h.G, k, x, p, kernels.Epilogue{}, 2)
+		assert.Equal(t, "CUSTOM", a.Src(0).Op(), "the transform is a node")
+		h.G.Expand(a)
+		n := h.G.Nodes()
+		assert.Equal(t, 2, n, "the transform and the convolution")
+		h.G.Expand(b)
+		assert.Equal(t, n+1, h.G.Nodes(), "same weight and tile: the transform is shared")
+		h.G.Expand(c)
+		assert.Equal(t, n+3, h.G.Nodes(), "another weight: its own transform")
+		h.G.Expand(d)
+		assert.Equal(t, n+5, h.G.Nodes(), "another tile: its own transform")
+	})
 	t.Run("routing", func(t *testing.T) {
 		p := ggml.Conv2DParams{Pad: 1}
 		for _, on := range []bool{false, true} {
