@@ -239,18 +239,40 @@ static double row_sum_sq(const float * x, int64_t n, float mean) {
     return t;
 }
 
+// rope_row rotates the C values of y by 2-D RoPE with the table row cs of
+// C values: the first half of y by the angles whose cos and sin are cs[0 …
+// C/4) and cs[C/4 …C/2), as NeoX pairs (i, i + C/4); the second half by
+// cs[C/2 … 3C/4) and cs[3C/4 … C), pairs (C/2 + i, 3C/4 + i).
+static void rope_row(float * y, const float * cs, int64_t C) {
+    const int64_t q = C / 4;
+    for (int h = 0; h < 2; h++) {
+        float * a = y + 2 * h * q, * b = a + q;
+        const float * c = cs + 2 * h * q, * s = c + q;
+        for (int64_t i = 0; i < q; i++) {
+            const float ai = a[i], bi = b[i];
+            a[i] = ai * c[i] - bi * s[i];
+            b[i] = bi * c[i] + ai * s[i];
+        }
+    }
+}
+
 // da3_op_layer_norm: dst = (x − mean)/√(var + eps)·w + b over ne0 (biased
 // variance), as ggml_norm followed by ggml_mul and ggml_add, in one pass
 // over each row that stays in L1 between its three sweeps. src0 x [C, n1,
 // n2, n3] F32 with contiguous rows (any strides above: views such as q and
 // k of a fused QKV projection); src1 w and src2 b F32 [C] contiguous; dst
-// F32 [C, n1, n2, n3] contiguous. userdata holds eps's float bits.
+// F32 [C, n1, n2, n3] contiguous. userdata holds eps's float bits. An
+// optional src3, an F32 table [C, n2] contiguous (C a multiple of 4), then
+// rotates each row by 2-D RoPE (rope_row) with the table's row for its
+// index along n2 (the token): DA3's QK norm and RoPE in one pass.
 void da3_op_layer_norm(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
-    const struct ggml_tensor * x = dst->src[0], * w = dst->src[1], * b = dst->src[2];
+    const struct ggml_tensor * x = dst->src[0], * w = dst->src[1], * b = dst->src[2], * cs = dst->src[3];
     if (x == NULL || w == NULL || b == NULL || x->type != GGML_TYPE_F32 || w->type != GGML_TYPE_F32 ||
         b->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || x->nb[0] != sizeof(float) ||
         !ggml_is_contiguous(dst) || !ggml_is_contiguous(w) || !ggml_is_contiguous(b) ||
-        ggml_nelements(w) != x->ne[0] || ggml_nelements(b) != x->ne[0] || !ggml_are_same_shape(x, dst)) {
+        ggml_nelements(w) != x->ne[0] || ggml_nelements(b) != x->ne[0] || !ggml_are_same_shape(x, dst) ||
+        (cs != NULL && (cs->type != GGML_TYPE_F32 || !ggml_is_contiguous(cs) || x->ne[0] % 4 != 0 ||
+                        cs->ne[0] != x->ne[0] || cs->ne[1] != x->ne[2] || ggml_nelements(cs) != x->ne[0] * x->ne[2]))) {
         if (ith == 0) {
             da3_fault(DA3_FAULT_OPERANDS);
         }
@@ -270,6 +292,9 @@ void da3_op_layer_norm(struct ggml_tensor * dst, int ith, int nth, void * userda
         const float scale = 1.0f / sqrtf((float) (row_sum_sq(xs, C, mean) / (double) C) + eps);
         for (int64_t i = 0; i < C; i++) {
             y[i] = (xs[i] - mean) * scale * wd[i] + bd[i];
+        }
+        if (cs != NULL) {
+            rope_row(y, (const float *) cs->data + i2 * C, C);
         }
     }
 }

@@ -91,6 +91,28 @@ func LayerNormFits(x, w, b *ggml.Tensor) bool {
 	return x != nil && x.Type() == ggml.TypeF32 && x.Stride(0) == 4 && affine(w) && affine(b)
 }
 
+// LayerNormRoPEFits reports whether LayerNormRoPE accepts its operands:
+// those of LayerNormFits, x [C, H, T, S] with C a multiple of 4, and an F32
+// contiguous table cs [C, T].
+func LayerNormRoPEFits(x, w, b, cs *ggml.Tensor) bool {
+	return LayerNormFits(x, w, b) && cs != nil && cs.Type() == ggml.TypeF32 && cs.IsContiguous() &&
+		x.Dim(0)%4 == 0 && cs.Dim(0) == x.Dim(0) && cs.Dim(1) == x.Dim(2) && cs.Elements() == x.Dim(0)*x.Dim(2)
+}
+
+// LayerNormRoPE is LayerNorm followed by a 2-D rotary embedding in the same
+// pass (DA3's QK norm, then its RotaryPositionEmbedding2D): each row of x
+// [C, H, T, S] (a head of token t) is normalized, then its first half
+// rotated by the angles of the token's y position and its second half by
+// those of its x position, as NeoX pairs (i, i + C/4) within each half. cs
+// [C, T] holds per token the cosines and sines: cos_y, sin_y, cos_x, sin_x,
+// C/4 values each. One node instead of the norm, two ropes and a concat.
+// It panics with a *ggml.ShapeError unless LayerNormRoPEFits. CPU backend
+// only; portable.
+func LayerNormRoPE(g *ggml.Context, x, w, b, cs *ggml.Tensor, eps float32) *ggml.Tensor {
+	mustFit(LayerNormRoPEFits(x, w, b, cs), "layer norm + rope", []*ggml.Tensor{x, w, b, cs}, "want f32 rows of a multiple of 4, an f32 weight and bias of one value per channel and an f32 table [C, T]")
+	return g.Custom(opLayerNorm, ggml.TypeF32, []int{x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)}, []*ggml.Tensor{x, w, b, cs}, uintptr(math.Float32bits(eps)))
+}
+
 // LayerNorm is x.Norm(g, eps).Mul(g, w).Add(g, b) as one CPU kernel: each
 // row is read once from memory and swept three times in L1 (mean, variance,
 // output), and the affine weight and bias are applied as it is written,

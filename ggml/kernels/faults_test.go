@@ -109,6 +109,14 @@ func TestEntryChecks(t *testing.T) {
 			x, w := g.NewTensor(f32, 8, 3), g.NewTensor(f32, 8)
 			return g.Custom(opLayerNorm, f32, []int{8, 3}, []*ggml.Tensor{x, w}, 0), []*ggml.Tensor{x, w}
 		}},
+		{"layer norm rope table of the wrong size", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x, w, b, cs := g.NewTensor(f32, 8, 2, 3), g.NewTensor(f32, 8), g.NewTensor(f32, 8), g.NewTensor(f32, 8, 2)
+			return g.Custom(opLayerNorm, f32, []int{8, 2, 3}, []*ggml.Tensor{x, w, b, cs}, 0), []*ggml.Tensor{x, w, b, cs}
+		}},
+		{"layer norm rope rows not a multiple of 4", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x, w, b, cs := g.NewTensor(f32, 6, 2, 3), g.NewTensor(f32, 6), g.NewTensor(f32, 6), g.NewTensor(f32, 6, 3)
+			return g.Custom(opLayerNorm, f32, []int{6, 2, 3}, []*ggml.Tensor{x, w, b, cs}, 0), []*ggml.Tensor{x, w, b, cs}
+		}},
 		{"layer norm output larger than the input", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
 			x, w, b := g.NewTensor(f32, 8, 3), g.NewTensor(f32, 8), g.NewTensor(f32, 8)
 			return g.Custom(opLayerNorm, f32, []int{8, 30}, []*ggml.Tensor{x, w, b}, 0), []*ggml.Tensor{x, w, b}

@@ -2,8 +2,10 @@ package vit
 
 import (
 	"math"
+	"strconv"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/model/nn"
 )
 
@@ -97,19 +99,40 @@ func (a *Attention) Forward(g *ggml.Context, x *ggml.Tensor, p *Pass) *ggml.Tens
 	q := qkv.View(g, 0, shape, nb)
 	k := qkv.View(g, C*qkv.Stride(0), shape, nb)
 	v := qkv.View(g, 2*C*qkv.Stride(0), shape, nb)
-	if a.QNorm != nil {
-		q = a.QNorm.Forward(g, q)
-		k = a.KNorm.Forward(g, k)
-	}
-	if a.RoPE != nil {
-		q = a.RoPE.Forward(g, q, p, a.Global)
-		k = a.RoPE.Forward(g, k, p, a.Global)
+	if cs := a.normRoPETable(g, q, p); cs != nil { // QK norm and RoPE as one kernel node each
+		q = kernels.LayerNormRoPE(g, q, a.QNorm.Weight, a.QNorm.Bias, cs, a.QNorm.Eps)
+		k = kernels.LayerNormRoPE(g, k, a.KNorm.Weight, a.KNorm.Bias, cs, a.KNorm.Eps)
+	} else {
+		if a.QNorm != nil {
+			q = a.QNorm.Forward(g, q)
+			k = a.KNorm.Forward(g, k)
+		}
+		if a.RoPE != nil {
+			q = a.RoPE.Forward(g, q, p, a.Global)
+			k = a.RoPE.Forward(g, k, p, a.Global)
+		}
 	}
 	if a.Global && S > 1 && !p.Independent { // all views' tokens attend jointly
 		q, k, v = joinViews(g, q), joinViews(g, k), joinViews(g, v)
 	}
 	o := nn.Attention(g, q, k, v, float32(1/math.Sqrt(float64(hd)))) // [hd, H, n, batch], contiguous
 	return a.Proj.Forward(g, o.Reshape(g, C, T, S))
+}
+
+// normRoPETable is the RoPE table of kernels.LayerNormRoPE for q [hd, H, T,
+// S] when the block has both a QK norm and RoPE and the graph's policy has
+// the norm kernel (with the operands it takes), else nil.
+func (a *Attention) normRoPETable(g *ggml.Context, q *ggml.Tensor, p *Pass) *ggml.Tensor {
+	if a.QNorm == nil || a.RoPE == nil || !kernels.PolicyOf(g).Norm {
+		return nil
+	}
+	cs := a.RoPE.Table(q.Dim(0), p, a.Global)
+	for _, n := range []*nn.LayerNorm{a.QNorm, a.KNorm} {
+		if !kernels.LayerNormRoPEFits(q, n.Weight, n.Bias, cs) {
+			return nil
+		}
+	}
+	return cs
 }
 
 // joinViews views x [hd, H, T, S] as [hd, H, T·S, 1] (the tokens of all
@@ -148,4 +171,42 @@ func (r *RoPE2D) Forward(g *ggml.Context, x *ggml.Tensor, p *Pass, global bool) 
 	xx := x.View(g, half*x.Stride(0), []int{half, H, T, S}, nb)
 	rp := ggml.RoPEParams{Dims: half, Mode: ggml.RoPENeoX, Base: r.Base}
 	return xy.RoPEExt(g, posY, rp).Concat(g, xx.RoPEExt(g, posX, rp), 0)
+}
+
+// Table is the rotation of Forward as the graph input kernels.LayerNormRoPE
+// takes, for heads of hd dims: [hd, T], per token the cosines and sines of
+// its y angles, then of its x angles (hd/4 each).
+func (r *RoPE2D) Table(hd int, p *Pass, global bool) *ggml.Tensor {
+	key := "local"
+	if global {
+		key = "global"
+	}
+	py, px := ropePositions(p.Grid, global)
+	name := "vit.rope_cs." + key + "." + gridKey(p.Grid) + "." + strconv.Itoa(hd)
+	return p.B.Input(name, ropeTable(py, px, hd, r.Base), hd, len(py))
+}
+
+// ropeTable computes RoPE2D's table as the reference computes its angles
+// (VGGT's RotaryPositionEmbedding2D, in float32): for each axis the
+// frequencies over dim = hd/2 are 1/base^(2i/dim), i < hd/4 (the exponent,
+// the power and the inverse each rounded to float32), the angle pos·f is
+// rounded to float32, and its cosine and sine are rounded once from double.
+func ropeTable(py, px []int32, hd int, base float32) []float32 {
+	q, dim := hd/4, float32(hd/2)
+	inv := make([]float32, q)
+	for i := range inv {
+		e := float32(2*i) / dim
+		inv[i] = float32(1 / float64(float32(math.Pow(float64(base), float64(e)))))
+	}
+	cs := make([]float32, hd*len(py))
+	for t := range py {
+		row := cs[t*hd : (t+1)*hd]
+		for i, f := range inv {
+			ay := float64(float32(float64(py[t]) * float64(f))) // the float32 product, rounded once
+			ax := float64(float32(float64(px[t]) * float64(f)))
+			row[i], row[q+i] = float32(math.Cos(ay)), float32(math.Sin(ay))
+			row[2*q+i], row[3*q+i] = float32(math.Cos(ax)), float32(math.Sin(ax))
+		}
+	}
+	return cs
 }

@@ -1,0 +1,104 @@
+package vit
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/da3-go/da3-go/backend"
+	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/kernels"
+	"github.com/da3-go/da3-go/internal/testutil"
+	"github.com/da3-go/da3-go/model/nn"
+)
+
+// TestNormRoPE checks DA3's QK norm followed by 2-D RoPE three ways on q
+// as a block sees it (heads of a fused QKV projection: strided rows): the
+// fused kernel (kernels.LayerNormRoPE with RoPE2D.Table), ggml's ops (norm,
+// two ropes, concat) and float64 (the norm, then each half rotated by
+// pos·base^(−4i/hd) in NeoX pairs), on a local grid (positions 1 … 6) and a
+// global one (all patches at 1).
+func TestNormRoPE(t *testing.T) {
+	const hd, H = 16, 3
+	const C = hd * H
+	gr := Grid{PH: 4, PW: 6}
+	T := 1 + gr.PH*gr.PW
+	r := rand.New(rand.NewPCG(7, 8))
+	x := make([]float32, 3*C*T)
+	for i := range x {
+		x[i] = float32(3*r.NormFloat64() + 1)
+	}
+	w, b := make([]float32, hd), make([]float32, hd)
+	for i := range w {
+		w[i], b[i] = float32(1+0.3*r.NormFloat64()), float32(0.2*r.NormFloat64())
+	}
+	rope := &RoPE2D{Base: 100}
+	for _, global := range []bool{false, true} {
+		py, px := ropePositions(gr, global)
+		// float64: rows of q (token t, head h) normalized, then rotated
+		want := make([]float64, hd*H*T)
+		for tk := 0; tk < T; tk++ {
+			for h := 0; h < H; h++ {
+				row := x[tk*3*C+h*hd : tk*3*C+(h+1)*hd]
+				var mean, v float64
+				for _, a := range row {
+					mean += float64(a)
+				}
+				mean /= hd
+				for _, a := range row {
+					v += (float64(a) - mean) * (float64(a) - mean)
+				}
+				sc := 1 / math.Sqrt(v/hd+1e-5)
+				y := make([]float64, hd)
+				for i, a := range row {
+					y[i] = (float64(a)-mean)*sc*float64(w[i]) + float64(b[i])
+				}
+				o := want[(tk*H+h)*hd : (tk*H+h+1)*hd]
+				q := hd / 4
+				for half, pos := range []int32{py[tk], px[tk]} {
+					for i := 0; i < q; i++ {
+						ang := float64(pos) * math.Pow(100, -4*float64(i)/hd)
+						a0, a1 := y[2*half*q+i], y[2*half*q+q+i]
+						o[2*half*q+i] = a0*math.Cos(ang) - a1*math.Sin(ang)
+						o[2*half*q+q+i] = a1*math.Cos(ang) + a0*math.Sin(ang)
+					}
+				}
+			}
+		}
+		var outs [][]float32
+		for _, fused := range []bool{true, false} {
+			pol := &kernels.Policy{Norm: fused}
+			rt, err := backend.Open(backend.Options{Device: "cpu", Threads: 2, Kernels: pol, Logger: slog.New(slog.DiscardHandler)})
+			require.NoError(t, err)
+			out, err := rt.Run(context.Background(), backend.RunOptions{}, func(bd *backend.Builder) error {
+				in := bd.Input("x", x, 3*C, T, 1)
+				q := in.View(bd.G, 0, []int{hd, H, T, 1}, []int{hd * 4, 3 * C * 4, 3 * C * T * 4})
+				n := nn.LayerNorm{Weight: bd.Input("w", w, hd), Bias: bd.Input("b", b, hd), Eps: 1e-5}
+				p := &Pass{B: bd, Grid: gr}
+				var y *ggml.Tensor
+				if fused {
+					y = kernels.LayerNormRoPE(bd.G, q, n.Weight, n.Bias, rope.Table(hd, p, global), n.Eps)
+					assert.Equal(t, "CUSTOM", y.Op())
+				} else {
+					y = rope.Forward(bd.G, n.Forward(bd.G, q), p, global)
+				}
+				bd.Output("y", y)
+				return nil
+			})
+			require.NoError(t, err)
+			rt.Close()
+			outs = append(outs, out["y"].Data)
+		}
+		wantF := make([]float32, len(want))
+		for i, v := range want {
+			wantF[i] = float32(v)
+		}
+		testutil.AllClose(t, wantF, outs[0], 2e-6, 2e-6) // fused
+		testutil.AllClose(t, wantF, outs[1], 2e-6, 2e-6) // ggml's ops
+	}
+}
