@@ -573,12 +573,15 @@ void ISA_FN(da3_conv2d)(struct ggml_tensor * dst, int ith, int nth, void * userd
 // bound). The Σ_ic is, for each position ξ, a matrix product
 // U_ξ [OC×IC] · V_ξ [IC×tiles] computed by the GEMM's tiles.
 //
-// Per call each thread transforms the whole kernel into packed A panels
-// U_ξ; it then takes blocks of up to WB tiles along a row of tiles,
-// transforms their input into packed B panels V_ξ (NR tiles a panel, the
-// columns of VL blocks from loads and deinterleaves), multiplies, and
-// transforms the products M_ξ [OC×WB] back into T×T outputs with the bias
-// and activation, stored as interleaved vectors.
+// The kernel transform is its own graph node (da3_wino_kernel: packed A
+// panels U_ξ, once per graph and weight, the threads splitting the output
+// channels). The convolution gives each thread an equal run of the tiles
+// in row-major order; it takes them in blocks of up to WB (a block may span
+// tile rows, so narrow maps fill whole panels), transforms their input into
+// packed B panels V_ξ (NR tiles a panel, the columns of VL blocks from
+// loads and deinterleaves, lanes on different tile rows blended),
+// multiplies, and transforms the products M_ξ [OC×WB] back into T×T outputs
+// with the bias and activation, stored as interleaved vectors.
 
 #define WB (4 * NR) // tiles per block
 
@@ -996,9 +999,10 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
 // on the packed register tiles, transposed so that the softmax is along
 // rows of memory: for each head a thread packs k and vᵀ once into tall
 // panels; for a block of NR queries it computes the scores sᵀ [nk][NR] =
-// k·qᵀ, turns each column into probabilities (vector max, vexp, sum: NR
-// queries at once), computes oᵀ [hd][NR] = vᵀ·sᵀ (sᵀ already is a packed B
-// panel) and writes oᵀ transposed into dst. No score matrix, permutation or
+// k·qᵀ (each column's max taken as the tiles are stored), turns each column
+// into exponentials and their sum (vexp: NR queries at once), computes
+// oᵀ [hd][NR] = vᵀ·sᵀ (sᵀ already is a packed B panel), divides each
+// column by its sum and writes oᵀ transposed into dst. No score matrix, permutation or
 // copy of q, k, v or the output appears in the graph.
 void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     const struct ggml_tensor * q = dst->src[0];
