@@ -35,6 +35,86 @@ static ISA_BF16 void pairs_panels(const float * src, int64_t n, int width, int64
     }
 }
 
+// pairs32 rounds r[0 … 31] to bf16 (as bf16_hi) and returns them as 16
+// pairs: lane i holds r[2i] in its low half and r[2i+1] in its high half.
+static inline ISA_BF16 __m512i pairs32(const float * r) {
+    __m256i h[2];
+    for (int i = 0; i < 2; i++) {
+        // each 64-bit lane holds the even value's bf16 in bits 16–31 and the odd one's in 48–63
+        const __m512i x = bf16_hi(_mm512_loadu_ps(r + 16 * i));
+        h[i] = _mm512_cvtepi64_epi32(_mm512_or_si512(_mm512_srli_epi64(x, 16), _mm512_srli_epi64(x, 32)));
+    }
+    return _mm512_inserti64x4(_mm512_castsi256_si512(h[0]), h[1], 1);
+}
+
+// pack_b_pairs is pack_b_panels followed by pairs_panels in one pass for an
+// F32 matrix B: each row's 32 values of a block rounded to 16 pairs, then
+// 16×16 blocks of pairs transposed in registers into the panel (half the
+// transposes of the f32 panels, and no second pass). Panels narrower than
+// NR, or depths not a multiple of 32, take the two passes (tmp: f32 scratch
+// of one panel). The same values as the two passes.
+static ISA_BF16 void pack_b_pairs(const struct bsrc * src, int64_t n0, int64_t nc, int64_t k0, int64_t kc, float * tmp,
+                                  uint32_t * out) {
+    const int64_t kt = (kc + 1) / 2;
+    uint32_t blk[16 * 16] __attribute__((aligned(64)));
+    for (int64_t j0 = 0; j0 < nc; j0 += NR) {
+        const int64_t w = nc - j0 < NR ? nc - j0 : NR;
+        uint32_t * p = out + j0 * kt;
+        if (w < NR || kc % 32 != 0) {
+            pack_b_panels(src, n0 + j0, w, k0, kc, tmp);
+            pairs_panels(tmp, w, NR, kc, p);
+            continue;
+        }
+        for (int h = 0; h < NV; h++) {
+            const float * rows = src->b + (n0 + j0 + h * VL) * src->ldb + k0;
+            for (int64_t k = 0; k < kc; k += 32) {
+                for (int r = 0; r < 16; r++) {
+                    _mm512_store_si512(blk + r * 16, pairs32(rows + r * src->ldb + k));
+                }
+                v_transpose((const float *) blk, 16, (float *) (p + k / 2 * NR + h * VL), NR);
+            }
+        }
+    }
+}
+
+// pack_a_pairs is pack_a_panels followed by pairs_panels in one pass (as
+// pack_b_pairs) for rows [m0, m0+mc) of A in mr-tall panels; depths not a
+// multiple of 32 take the two passes (tmp: f32 scratch of the block).
+static ISA_BF16 void pack_a_pairs(const float * a, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc, int mr,
+                                  float * tmp, uint32_t * out) {
+    if (kc % 32 != 0) {
+        pack_a_panels(a, lda, m0, mc, k0, kc, mr, tmp);
+        pairs_panels(tmp, mc, mr, kc, out);
+        return;
+    }
+    const int64_t kt = kc / 2;
+    uint32_t blk[16 * 16] __attribute__((aligned(64))), tr[16 * 16] __attribute__((aligned(64)));
+    for (int64_t i0 = 0; i0 < mc; i0 += mr) {
+        const int64_t h = mc - i0 < mr ? mc - i0 : mr;
+        uint32_t * p = out + i0 * kt;
+        if (h < mr) {
+            memset(p, 0, sizeof(uint32_t) * kt * mr);
+        }
+        for (int64_t g0 = 0; g0 < h; g0 += 16) {
+            const int64_t g = h - g0 < 16 ? h - g0 : 16;
+            const vm gm = m_first(g);
+            const float * src = a + (m0 + i0 + g0) * lda + k0;
+            for (int64_t r = g; r < 16; r++) {
+                _mm512_store_si512(blk + r * 16, _mm512_setzero_si512());
+            }
+            for (int64_t k = 0; k < kc; k += 32) {
+                for (int64_t r = 0; r < g; r++) {
+                    _mm512_store_si512(blk + r * 16, pairs32(src + r * lda + k));
+                }
+                v_transpose((const float *) blk, 16, (float *) tr, 16);
+                for (int kk = 0; kk < 16; kk++) {
+                    _mm512_mask_storeu_epi32(p + (k / 2 + kk) * mr + g0, gm, _mm512_load_si512(tr + kk * 16));
+                }
+            }
+        }
+    }
+}
+
 #define DEFINE_TILE_BF16(NAME, ROWS)                                                                         \
 static ISA_BF16 void NAME(int64_t kc, const void * apv, const void * bpv, float * c, int64_t ldc, int64_t mr,         \
                  int64_t ncols, int accumulate, const struct epi * e, int64_t row0, int64_t col0) {          \

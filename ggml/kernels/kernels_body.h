@@ -396,14 +396,19 @@ static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c,
                 sb = panel_words(kc, NR, 1) / NR;
             } else
 #endif
-            pack_b_panels(b, jc, nc, pc, kc, sc->pb);
 #if defined(ISA_BF16)
             if (prec == DA3_PREC_BF16) {
-                pairs_panels(sc->pb, nc, NR, kc, sc->pbh);
+                if (b->x == NULL && b->q == NULL) {
+                    pack_b_pairs(b, jc, nc, pc, kc, sc->pb, sc->pbh);
+                } else {
+                    pack_b_panels(b, jc, nc, pc, kc, sc->pb);
+                    pairs_panels(sc->pb, nc, NR, kc, sc->pbh);
+                }
                 pb = sc->pbh;
                 kt = sa = sb = (kc + 1) / 2;
-            }
+            } else
 #endif
+            pack_b_panels(b, jc, nc, pc, kc, sc->pb);
             for (int64_t ic = m0; ic < m1; ic += mcb) {
                 const int64_t mc = m1 - ic < mcb ? m1 - ic : mcb;
                 const void * pa = sc->pa;
@@ -413,13 +418,13 @@ static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c,
                     pa = sc->pah;
                 } else
 #endif
-                pack_a_panels(a, lda, ic, mc, pc, kc, mr, sc->pa);
 #if defined(ISA_BF16)
                 if (prec == DA3_PREC_BF16) {
-                    pairs_panels(sc->pa, mc, mr, kc, sc->pah);
+                    pack_a_pairs(a, lda, ic, mc, pc, kc, mr, sc->pa, sc->pah);
                     pa = sc->pah;
-                }
+                } else
 #endif
+                pack_a_panels(a, lda, ic, mc, pc, kc, mr, sc->pa);
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     for (int64_t ir = 0; ir < mc; ir += mr) {
                         const int64_t rows = mc - ir < mr ? mc - ir : mr;
