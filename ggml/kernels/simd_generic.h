@@ -77,16 +77,20 @@ static inline vf v_gather_m(const float * base, vi idx, vm m) {
 // v_deint splits the 2·VL values a, b (in order) into the even and odd ones;
 // v_interleave is its inverse (lo: the first VL values, hi: the rest).
 static inline void v_deint(vf a, vf b, vf * even, vf * odd) {
+    vf e = v_zero(), o = v_zero();
     for (int i = 0; i < VL / 2; i++) {
-        (*even)[i] = a[2 * i], (*odd)[i] = a[2 * i + 1];
-        (*even)[VL / 2 + i] = b[2 * i], (*odd)[VL / 2 + i] = b[2 * i + 1];
+        e[i] = a[2 * i], o[i] = a[2 * i + 1];
+        e[VL / 2 + i] = b[2 * i], o[VL / 2 + i] = b[2 * i + 1];
     }
+    *even = e, *odd = o;
 }
 static inline void v_interleave(vf even, vf odd, vf * lo, vf * hi) {
+    vf l = v_zero(), h = v_zero();
     for (int i = 0; i < VL / 2; i++) {
-        (*lo)[2 * i] = even[i], (*lo)[2 * i + 1] = odd[i];
-        (*hi)[2 * i] = even[VL / 2 + i], (*hi)[2 * i + 1] = odd[VL / 2 + i];
+        l[2 * i] = even[i], l[2 * i + 1] = odd[i];
+        h[2 * i] = even[VL / 2 + i], h[2 * i + 1] = odd[VL / 2 + i];
     }
+    *lo = l, *hi = h;
 }
 static inline void v_prefetch(const void * p) { (void) p; }
 
