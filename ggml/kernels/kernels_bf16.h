@@ -115,6 +115,31 @@ static ISA_BF16 void pack_a_pairs(const float * a, int64_t lda, int64_t m0, int6
     }
 }
 
+// softmax_pairs is the attention's softmax step in bf16 (kernels_body.h):
+// for the scores sᵀ [nk][NR] with column maxima mx, the exponentials
+// exp(x·vs − mx·vs) rounded to bf16 straight into the pairs panel sh
+// [nk/2][NR] (what pairs_panels makes of them), their f32 sums summed in key
+// order, and 1/Σ per column in inv.
+static ISA_BF16 void softmax_pairs(const float * st, int64_t nk, const vf * mx, vf vs, uint32_t * sh, vf * inv) {
+    for (int part = 0; part < NV; part++) {
+        const float * c = st + VL * part;
+        const vf m = v_mul(mx[part], vs);
+        vf sum = v_zero();
+        for (int64_t j = 0; j < nk; j += 2) {
+            const vf e0 = vexp(v_fms(v_load(c + j * NR), vs, m));
+            sum = v_add(sum, e0);
+            __m512i hi = _mm512_setzero_si512();
+            if (j + 1 < nk) {
+                const vf e1 = vexp(v_fms(v_load(c + (j + 1) * NR), vs, m));
+                sum = v_add(sum, e1);
+                hi = bf16_hi(e1);
+            }
+            _mm512_store_si512(sh + j / 2 * NR + VL * part, _mm512_or_si512(_mm512_srli_epi32(bf16_hi(e0), 16), hi));
+        }
+        inv[part] = v_div(v_set1(1.0f), sum);
+    }
+}
+
 #define DEFINE_TILE_BF16(NAME, ROWS)                                                                         \
 static ISA_BF16 void NAME(int64_t kc, const void * apv, const void * bpv, float * c, int64_t ldc, int64_t mr,         \
                  int64_t ncols, int accumulate, const struct epi * e, int64_t row0, int64_t col0) {          \

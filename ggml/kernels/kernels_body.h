@@ -642,9 +642,13 @@ static int wino_segs(int64_t t, int64_t n, int64_t TW, struct wino_seg * sg) {
 // [oc0, oc1) (whole panels of mr, oc1 ≤ OCp) and every input channel ic of
 // w [3, 3, IC, OC] as packed A panels: u + ξ·us holds [(oc−oc0)/mr][ic][oc%mr]
 // (padding rows past OC zero). Each value is computed in double and rounded
-// once.
-static void wino_kernel(const float * w, int64_t IC, int64_t OC, int mr, int T, int64_t oc0, int64_t oc1, float * u,
-                        int64_t us) {
+// once, 8 output channels of a panel at a time (vectors of doubles; T is a
+// constant in each instance, so G's zeros and ones fold away).
+typedef double wino_vd __attribute__((vector_size(64)));
+typedef float wino_vf8 __attribute__((vector_size(32)));
+static inline __attribute__((always_inline)) void wino_kernel_t(const float * w, int64_t IC, int64_t OC, int mr,
+                                                               const int T, int64_t oc0, int64_t oc1, float * u,
+                                                               int64_t us) {
     static const double G2[4][3] = { { 1, 0, 0 }, { .5, .5, .5 }, { .5, -.5, .5 }, { 0, 0, 1 } };
     static const double G4[6][3] = { { 1. / 4, 0, 0 },           { -1. / 6, -1. / 6, -1. / 6 }, { -1. / 6, 1. / 6, -1. / 6 },
                                      { 1. / 24, 1. / 12, 1. / 6 }, { 1. / 24, -1. / 12, 1. / 6 }, { 0, 0, 1 } };
@@ -653,22 +657,45 @@ static void wino_kernel(const float * w, int64_t IC, int64_t OC, int mr, int T, 
     for (int q = 0; q < A * A; q++) {
         memset(u + q * us, 0, sizeof(float) * (oc1 - oc0) * IC);
     }
-    for (int64_t oc = oc0; oc < oc1 && oc < OC; oc++) {
-        for (int64_t ic = 0; ic < IC; ic++) {
-            const float * g = w + (oc * IC + ic) * 9;
-            double gg[6][3]; // G g
-            for (int r = 0; r < A; r++) {
-                for (int c = 0; c < 3; c++) {
-                    gg[r][c] = G[r][0] * g[c] + G[r][1] * g[3 + c] + G[r][2] * g[6 + c];
+    for (int64_t p = oc0; p < oc1 && p < OC; p += mr) { // a panel
+        const int64_t pe = p + mr < OC ? p + mr : OC;
+        for (int64_t cs = p; cs < pe; cs += 8) { // up to 8 of its channels
+            const int n = pe - cs < 8 ? (int) (pe - cs) : 8;
+            for (int64_t ic = 0; ic < IC; ic++) {
+                wino_vd g[9] = { 0 };
+                for (int l = 0; l < n; l++) {
+                    const float * gl = w + ((cs + l) * IC + ic) * 9;
+                    for (int t = 0; t < 9; t++) {
+                        g[t][l] = gl[t];
+                    }
                 }
-            }
-            float * at = u + (oc - oc0) / mr * mr * IC + ic * mr + oc % mr;
-            for (int r = 0; r < A; r++) { // (G g) Gᵀ
-                for (int c = 0; c < A; c++) {
-                    at[(r * A + c) * us] = (float) (gg[r][0] * G[c][0] + gg[r][1] * G[c][1] + gg[r][2] * G[c][2]);
+                wino_vd gg[6][3]; // G g
+                for (int r = 0; r < A; r++) {
+                    for (int c = 0; c < 3; c++) {
+                        gg[r][c] = G[r][0] * g[c] + G[r][1] * g[3 + c] + G[r][2] * g[6 + c];
+                    }
+                }
+                float * at = u + (p - oc0) * IC + ic * mr + (cs - p);
+                for (int r = 0; r < A; r++) { // (G g) Gᵀ
+                    for (int c = 0; c < A; c++) {
+                        const wino_vf8 v = __builtin_convertvector(gg[r][0] * G[c][0] + gg[r][1] * G[c][1] + gg[r][2] * G[c][2], wino_vf8);
+                        float * d = at + (r * A + c) * us;
+                        for (int l = 0; l < n; l++) {
+                            d[l] = v[l];
+                        }
+                    }
                 }
             }
         }
+    }
+}
+
+static void wino_kernel(const float * w, int64_t IC, int64_t OC, int mr, int T, int64_t oc0, int64_t oc1, float * u,
+                        int64_t us) {
+    if (T == 4) {
+        wino_kernel_t(w, IC, OC, mr, 4, oc0, oc1, u, us);
+    } else {
+        wino_kernel_t(w, IC, OC, mr, 2, oc0, oc1, u, us);
     }
 }
 
@@ -1122,6 +1149,13 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
         // division by Σ applied to the column's outputs (oᵀ below) instead of to each of its nk values
         const vf vs = v_set1(scale);
         vf inv[NV];
+        int64_t step = 1; // depth steps per key of the product below
+#if defined(ISA_BF16)
+        if (sh != NULL) { // bf16: the exponentials go straight into the pairs of the product's panel
+            softmax_pairs(st, nk, mx, vs, sh, inv);
+            step = 2;
+        } else
+#endif
         for (int part = 0; part < NV; part++) {
             float * c = st + VL * part;
             const vf m = v_mul(mx[part], vs);
@@ -1134,13 +1168,6 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
             inv[part] = v_div(v_set1(1.0f), sum);
         }
         // oᵀ = vᵀ·sᵀ, in chunks of KC keys (KC is even: the bf16 pairs do not straddle chunks)
-        int64_t step = 1; // depth steps per key
-#if defined(ISA_BF16)
-        if (sh != NULL) {
-            pairs_panels(st, NR, NR, nk, sh);
-            step = 2;
-        }
-#endif
         for (int64_t d = 0; d < hd; d += md) {
             const int64_t mr = hd - d < md ? hd - d : md;
             for (int64_t pc = 0; pc < nk; pc += KC) {
