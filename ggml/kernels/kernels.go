@@ -1,9 +1,12 @@
 // Package kernels holds da3-go's CPU kernels for ggml graphs: a packed
 // matrix product with fused bias and activation (GEMM), an implicit-im2col
-// convolution on the same product (Conv2D), fused attention (Attention) and
-// a bilinear resize with per-column tables (Bilinear), also as zero-bordered
-// windows of rows (BilinearWindow) on which a convolution runs in strips.
-// They are ggml custom ops (ggml_custom_4d) and run on the CPU backend only.
+// convolution on the same product (Conv2D), Winograd's F(4×4, 3×3) and
+// F(2×2, 3×3) for 3×3 convolutions (Conv2DWinograd), fused attention
+// (Attention), layer norm in one pass a row, optionally followed by DA3's
+// 2-D RoPE (LayerNorm, LayerNormRoPE), and a bilinear resize with
+// per-column tables (Bilinear), also as zero-bordered windows of rows
+// (BilinearWindow) on which a convolution runs in strips. They are ggml
+// custom ops (ggml_custom_4d) and run on the CPU backend only.
 //
 // The GEMM, convolution and attention come in instruction-set variants
 // compiled into every binary (AVX-512, AVX2 with FMA, portable C) and
