@@ -79,6 +79,16 @@ type Runtime struct {
 	stats      Stats
 	schedNodes int
 	kernels    kernels.Policy
+	packed     map[*ggml.Tensor]*kernels.PackedWeight // weights packed once (UsePacked)
+}
+
+// UsePacked makes the graphs of later runs multiply by the packed forms of
+// weights (kernels.SetPacked; Weights.Pack makes them) where their kernel
+// variant and precision match; nil stops it.
+func (rt *Runtime) UsePacked(ws map[*ggml.Tensor]*kernels.PackedWeight) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.packed = ws
 }
 
 // Stats describe the last graph run.

@@ -120,6 +120,7 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 	}
 	defer g.Close()
 	kernels.SetPolicy(g, rt.kernels)
+	kernels.SetPacked(g, rt.packed)
 	b := &Builder{G: g, byName: map[string]*ggml.Tensor{}, outputs: map[string]*ggml.Tensor{}, taps: opts.Taps}
 	if err := buildSafely(b, build); err != nil {
 		return nil, err
@@ -233,6 +234,7 @@ func (rt *Runtime) Measure(opts RunOptions, build func(b *Builder) error) (Measu
 	}
 	defer g.Close()
 	kernels.SetPolicy(g, rt.kernels)
+	kernels.SetPacked(g, rt.packed)
 	b := &Builder{G: g, byName: map[string]*ggml.Tensor{}, outputs: map[string]*ggml.Tensor{}, taps: opts.Taps, measure: true}
 	if err := buildSafely(b, build); err != nil {
 		return Measurement{}, err

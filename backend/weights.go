@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"syscall"
 	"unsafe"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/loader"
 )
 
@@ -19,7 +22,66 @@ type Weights struct {
 	byName map[string]*ggml.Tensor
 	names  []string
 	bytes  uint64
+	packed *kernels.PackedSet // Pack
 }
+
+// Pack packs the named F32 matrices [K, N] once for the CPU products of
+// graphs with policy pol (kernels.PackWeights: the GEMM then reads their
+// panels in place instead of packing them on every call; the same values),
+// when the weights are read from the file's memory map (else it does
+// nothing). The pages of the file that held them are handed back to the
+// kernel (madvise), so the packed copies do not add to the resident memory;
+// should a graph still read a weight itself, its pages come back from the
+// file. Pass the result of Packed to Runtime.UsePacked.
+func (w *Weights) Pack(pol kernels.Policy, names []string) error {
+	if w == nil || w.file == nil || w.packed != nil || !pol.GEMM {
+		return nil
+	}
+	var ts []*ggml.Tensor
+	for _, n := range names {
+		if t := w.byName[n]; t != nil {
+			ts = append(ts, t)
+		}
+	}
+	// Each weight is read in place from the map and its pages dropped as soon as it is packed, so the
+	// resident memory does not hold both forms of all of them at once.
+	mapped := func(t *ggml.Tensor) ([]byte, error) {
+		data, err := w.file.TensorData(t.Name())
+		if err == nil && len(data) < t.Bytes() {
+			err = fmt.Errorf("weight %s: %d bytes mapped, want %d", t.Name(), len(data), t.Bytes())
+		}
+		return data, err
+	}
+	page := uintptr(os.Getpagesize())
+	set, err := kernels.PackWeights(pol, ts, func(t *ggml.Tensor) ([]float32, error) {
+		data, err := mapped(t)
+		if err != nil {
+			return nil, err
+		}
+		return unsafe.Slice((*float32)(unsafe.Pointer(&data[0])), t.Elements()), nil
+	}, func(t *ggml.Tensor) {
+		data, err := mapped(t)
+		if err != nil || len(data) == 0 {
+			return
+		}
+		p := uintptr(unsafe.Pointer(&data[0]))
+		lo, hi := (p+page-1)&^(page-1), (p+uintptr(len(data)))&^(page-1) // whole pages inside the tensor
+		if hi > lo {
+			_ = syscall.Madvise(data[lo-p:hi-p], syscall.MADV_DONTNEED) // advice: a failure only keeps the pages
+		}
+	})
+	if err != nil {
+		return err
+	}
+	w.packed = set
+	return nil
+}
+
+// Packed is what Pack packed (nil if nothing).
+func (w *Weights) Packed() map[*ggml.Tensor]*kernels.PackedWeight { return w.packed.Weights() }
+
+// PackedBytes is the memory the packed weights take.
+func (w *Weights) PackedBytes() int { return w.packed.Bytes() }
 
 // UploadWeights creates every tensor of f on the runtime's device and copies
 // its data there. keep, when non-nil, selects the tensors to upload.
@@ -156,8 +218,8 @@ func (w *Weights) Close() error {
 	if w.file != nil {
 		ferr = w.file.Close()
 	}
-	err := errors.Join(w.buf.Close(), w.ctx.Close(), ferr)
-	w.buf, w.ctx, w.byName, w.file = nil, nil, nil, nil
+	err := errors.Join(w.packed.Close(), w.buf.Close(), w.ctx.Close(), ferr)
+	w.buf, w.ctx, w.byName, w.file, w.packed = nil, nil, nil, nil, nil
 	return err
 }
 

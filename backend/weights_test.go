@@ -2,14 +2,17 @@ package backend_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/backend"
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/testutil"
 	"github.com/da3-go/da3-go/loader"
+	"github.com/da3-go/da3-go/model/nn"
 )
 
 // The CPU reads weights straight from the file's memory map; the copied
@@ -59,4 +62,73 @@ func TestUploadWeightsZeroCopyMatchesCopy(t *testing.T) {
 	// y = Wᵀ·[1,1] + b with W [3 out, 2 in] stored as ne [3, 2].
 	assert.Equal(t, []float32{1 + 4 - 1, 2 + 5 + 0.5, 3 + 6 + 7}, results[0])
 	assert.Equal(t, results[0], results[1])
+}
+
+// TestPackWeights checks Weights.Pack on memory-mapped weights: the
+// matrices whose width fits the kernels' panels are packed (the narrow one
+// and the vector are not), a linear layer built through nn.MatMul in a run
+// then multiplies by the packed form (after UsePacked) and gives the same
+// values as without it, bit for bit, the weights still read back from the
+// file (their dropped pages return), and copied weights are not packed.
+func TestPackWeights(t *testing.T) {
+	if !kernels.Available().GEMM {
+		t.Skip("kernels off (DA3_KERNELS=off)")
+	}
+	const K, N = 96, 128
+	r := rand.New(rand.NewPCG(3, 4))
+	wv := make([]float32, K*N)
+	for i := range wv {
+		wv[i] = float32(r.NormFloat64())
+	}
+	path := testutil.WriteGGUF(t, nil, []loader.WriterTensor{
+		testutil.F32Tensor(t, "l.weight", wv, K, N),
+		testutil.F32Tensor(t, "narrow.weight", wv[:K*3], K, 3),
+		testutil.F32Tensor(t, "b.weight", wv[:K], K),
+	})
+	x := make([]float32, K*5)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	rt, err := backend.Open(backend.Options{Device: "cpu", Threads: 2})
+	require.NoError(t, err)
+	defer rt.Close()
+	run := func(w *backend.Weights, packed bool) []float32 {
+		out, err := rt.Run(context.Background(), backend.RunOptions{}, func(bd *backend.Builder) error {
+			y := nn.MatMul(bd.G, w.Tensor("l.weight"), bd.Input("x", x, K, 5))
+			assert.Equal(t, []int{N, 5}, y.Shape())
+			assert.Equal(t, packed, !assert.ObjectsAreEqual([]int{K, N}, y.Src(0).Shape()), "the product reads the packed weight: %v", packed)
+			bd.Output("y", y)
+			return nil
+		})
+		require.NoError(t, err)
+		return out["y"].Data
+	}
+	f, err := loader.Open(path)
+	require.NoError(t, err)
+	w, err := rt.UploadWeights(context.Background(), f, nil, nil)
+	require.NoError(t, err)
+	defer w.Close()
+	if !w.OwnsFile() {
+		t.Skip("the file is not memory-mapped here")
+	}
+	plain := run(w, false)
+	require.NoError(t, w.Pack(rt.Kernels(), []string{"l.weight", "narrow.weight", "b.weight"}))
+	require.Len(t, w.Packed(), 1, "only the matrix as wide as whole panels")
+	assert.NotNil(t, w.Packed()[w.Tensor("l.weight")])
+	assert.Positive(t, w.PackedBytes())
+	rt.UsePacked(w.Packed())
+	assert.Equal(t, plain, run(w, true), "packed once = packed per call")
+	got, err := w.Tensor("l.weight").Float32s()
+	require.NoError(t, err)
+	assert.Equal(t, wv, got, "the weight reads back after its pages were dropped")
+	rt.UsePacked(nil)
+
+	f2, err := loader.Open(path)
+	require.NoError(t, err)
+	defer f2.Close()
+	wc, err := rt.UploadWeights(context.Background(), f2, nil, nil, backend.CopyWeights())
+	require.NoError(t, err)
+	defer wc.Close()
+	require.NoError(t, wc.Pack(rt.Kernels(), []string{"l.weight"}))
+	assert.Empty(t, wc.Packed(), "copied weights stay as they are")
 }

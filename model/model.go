@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -177,6 +178,24 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("model %s (%s): %w", path, cfg.Arch, &bind.MissingError{Names: missing})
+	}
+	// On the CPU the linear layers' weights are packed once into the GEMM's panels (the products then
+	// skip packing them on every call; the same values), and the file pages that held them dropped.
+	if rt.IsCPU() {
+		var names []string
+		for n := range want {
+			if strings.HasSuffix(n, ".weight") {
+				names = append(names, n)
+			}
+		}
+		sort.Strings(names)
+		if err := m.w.Pack(rt.Kernels(), names); err != nil {
+			return nil, fmt.Errorf("model %s: %w", path, err)
+		}
+		if p := m.w.Packed(); len(p) > 0 {
+			rt.UsePacked(p)
+			log.Debug("weights packed for the CPU products", "weights", len(p), "MiB", m.w.PackedBytes()>>20)
+		}
 	}
 	// The position embedding is needed on the host for per-grid interpolation.
 	pe, err := f.TensorData(vitRoot + ".pos_embed")

@@ -41,16 +41,22 @@ struct variant {
     double (*peak)(int prec, int64_t rounds);
     op_fn wino_kernel;
     int64_t (*wino_kernel_size)(int64_t IC, int64_t OC, int T, int prec);
+    int64_t (*pack_weight_words)(int prec, int64_t K, int64_t N);
+    int64_t (*pack_weight)(int prec, const float * w, int64_t K, int64_t N, uint32_t * out);
+    int (*nr)(void);
 };
 
 static const struct variant variants[DA3_NVAR] = {
     [DA3_VAR_PORTABLE] = { da3_gemm_generic, da3_conv2d_generic, da3_winograd_generic, da3_attention_generic, da3_peak_generic,
-        da3_wino_kernel_generic, da3_wino_kernel_size_generic },
+        da3_wino_kernel_generic, da3_wino_kernel_size_generic,
+        da3_pack_weight_words_generic, da3_pack_weight_generic, da3_nr_generic },
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     [DA3_VAR_AVX2] = { da3_gemm_avx2, da3_conv2d_avx2, da3_winograd_avx2, da3_attention_avx2, da3_peak_avx2,
-        da3_wino_kernel_avx2, da3_wino_kernel_size_avx2 },
+        da3_wino_kernel_avx2, da3_wino_kernel_size_avx2,
+        da3_pack_weight_words_avx2, da3_pack_weight_avx2, da3_nr_avx2 },
     [DA3_VAR_AVX512] = { da3_gemm_avx512, da3_conv2d_avx512, da3_winograd_avx512, da3_attention_avx512, da3_peak_avx512,
-        da3_wino_kernel_avx512, da3_wino_kernel_size_avx512 },
+        da3_wino_kernel_avx512, da3_wino_kernel_size_avx512,
+        da3_pack_weight_words_avx512, da3_pack_weight_avx512, da3_nr_avx512 },
 #endif
 };
 
@@ -149,9 +155,15 @@ static int gemm_dequantizes(enum ggml_type t) {
     }
 }
 
-// gemm_operands_ok checks da3_op_gemm's operands (see there).
-static int gemm_operands_ok(const struct ggml_tensor * dst, int act) {
+// gemm_operands_ok checks da3_op_gemm's operands (see there; for a packed
+// weight the variant checks its size, which depends on its tiles).
+static int gemm_operands_ok(const struct ggml_tensor * dst, int act, int packed) {
     const struct ggml_tensor * w = dst->src[0], * x = dst->src[1];
+    if (packed) {
+        return contiguous_f32(w) && w->ne[2] == 1 && w->ne[3] == 1 && contiguous_f32(x) && contiguous_f32(dst) &&
+            act >= DA3_ACT_NONE && act <= DA3_ACT_GELU && bias_ok(dst->src[2], dst->ne[0]) && dst->ne[0] > 0 &&
+            dst->ne[1] == x->ne[1] && dst->ne[2] == x->ne[2] && dst->ne[3] == x->ne[3];
+    }
     if (w == NULL || !ggml_is_contiguous(w) || !contiguous_f32(x) || !contiguous_f32(dst) || act < DA3_ACT_NONE || act > DA3_ACT_GELU ||
         x->ne[0] != w->ne[0] || dst->ne[0] != w->ne[1] || !bias_ok(dst->src[2], w->ne[1])) {
         return 0;
@@ -223,7 +235,7 @@ static int attention_operands_ok(const struct ggml_tensor * dst) {
 // weights with activations quantized to q8_0 blocks (other weights: f32).
 void da3_op_gemm(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     const intptr_t u = (intptr_t) userdata;
-    if (!gemm_operands_ok(dst, (int) (u & 0xff))) {
+    if (!gemm_operands_ok(dst, (int) (u & 0xff), (int) ((u >> 24) & 1))) {
         da3_fault(DA3_FAULT_OPERANDS);
         return;
     }
@@ -278,6 +290,33 @@ void da3_op_wino_kernel(struct ggml_tensor * dst, int ith, int nth, void * userd
     if (v != NULL) {
         v->wino_kernel(dst, ith, nth, userdata);
     }
+}
+
+int da3_variant_nr(int v) {
+    if (v == DA3_VAR_AUTO) {
+        v = da3_best_variant();
+    }
+    return da3_variant_ok(v) ? variants[v].nr() : 0;
+}
+
+int64_t da3_pack_weight_words(int v, int prec, int64_t K, int64_t N) {
+    if (v == DA3_VAR_AUTO) {
+        v = da3_best_variant();
+    }
+    if (!da3_precision_ok(v, prec) || K < 1 || N < 1) {
+        return 0;
+    }
+    return variants[v].pack_weight_words(prec, K, N);
+}
+
+int64_t da3_pack_weight(int v, int prec, const float * w, int64_t K, int64_t N, uint32_t * out) {
+    if (v == DA3_VAR_AUTO) {
+        v = da3_best_variant();
+    }
+    if (!da3_precision_ok(v, prec) || K < 1 || N < 1 || w == NULL || out == NULL) {
+        return 0;
+    }
+    return variants[v].pack_weight(prec, w, K, N, out);
 }
 
 int64_t da3_wino_kernel_size(int v, int64_t IC, int64_t OC, int T, int prec) {

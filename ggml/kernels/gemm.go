@@ -1,11 +1,15 @@
 package kernels
 
+// #include <stdlib.h>
 // #include "custom.h"
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/da3-go/da3-go/ggml"
@@ -306,4 +310,236 @@ func Attention(g *ggml.Context, q, k, v *ggml.Tensor, scale float32) *ggml.Tenso
 		ud |= uint64(precisionFor(pol, vr, ggml.TypeF32))<<32 | uint64(vr)<<40
 	}
 	return g.Custom(opAttention, ggml.TypeF32, dims(q), ts, uintptr(ud))
+}
+
+// PackedWeight is an F32 weight w [K, N] packed once (PackWeight) into the
+// panels the GEMM of one variant and precision reads, so that its products
+// skip packing the weight on every call (ONNX Runtime's MLAS pre-packs its
+// weights the same way). T holds the packed words as an F32 tensor [W·NR,
+// N/NR] (W = K, or ⌈K/2⌉ bf16 pairs); the kernel checks its shape.
+type PackedWeight struct {
+	T         *ggml.Tensor
+	K, N      int
+	Variant   Variant
+	Precision Precision // PrecisionF32 or PrecisionBF16: how the panels are stored
+}
+
+// PackedShape is the shape of PackedWeight.T for an F32 weight [K, N]
+// packed for variant v and precision p (bf16 pairs for PrecisionBF16, f32
+// panels otherwise), and false when it cannot be packed there (N not a
+// multiple of the variant's panel width, or a variant or precision this CPU
+// lacks).
+func PackedShape(v Variant, p Precision, K, N int) ([]int, bool) {
+	p = packedPrecision(p)
+	words := int(C.da3_pack_weight_words(C.int(v), C.int(p), C.int64_t(K), C.int64_t(N)))
+	nr := int(C.da3_variant_nr(C.int(v)))
+	if words <= 0 || nr <= 0 || N%nr != 0 {
+		return nil, false
+	}
+	return []int{words / (N / nr), N / nr}, true
+}
+
+// packedPrecision is how a weight is packed for products in precision p:
+// bf16 pairs for bf16, f32 otherwise (int8 multiplies F32 weights in f32).
+func packedPrecision(p Precision) Precision {
+	if p == PrecisionBF16 {
+		return PrecisionBF16
+	}
+	return PrecisionF32
+}
+
+// PackedSet holds F32 weights packed once (PackWeights) for one variant
+// and precision, in 64-byte aligned memory of its own (the register tiles
+// load the panels aligned), until Close.
+type PackedSet struct {
+	Variant   Variant
+	Precision Precision // PrecisionF32 or PrecisionBF16
+	ctx       *ggml.Context
+	buf       *ggml.Buffer
+	mem       unsafe.Pointer
+	bytes     int
+	ws        map[*ggml.Tensor]*PackedWeight
+}
+
+// PackWeights packs the F32 matrices ws [K, N] for the products of graphs
+// with policy pol (its variant, and the precision its products give F32
+// weights), those that PackedShape allows (the others are left out),
+// reading each one's N rows of K values with read and calling done (when
+// not nil) once it is packed; the weights are packed on all CPUs, so read
+// and done are called from several goroutines at once. The products
+// GEMMPacked computes from them equal, bit for bit, those of GEMM from the
+// weights.
+func PackWeights(pol Policy, ws []*ggml.Tensor, read func(*ggml.Tensor) ([]float32, error), done func(*ggml.Tensor)) (*PackedSet, error) {
+	v := pol.Variant
+	if v == VariantAuto || v == VariantOff || !v.Runs() {
+		v = DefaultVariant()
+	}
+	pol.Variant = v
+	p := packedPrecision(precisionFor(pol, v, ggml.TypeF32))
+	type item struct {
+		w     *ggml.Tensor
+		shape []int
+		off   int
+	}
+	var items []item
+	total := 0
+	for _, w := range ws {
+		if w == nil || w.Type() != ggml.TypeF32 || w.Dim(2) != 1 || w.Dim(3) != 1 {
+			continue
+		}
+		if shape, ok := PackedShape(v, p, w.Dim(0), w.Dim(1)); ok {
+			items = append(items, item{w, shape, total})
+			total += (shape[0]*shape[1]*4 + 63) &^ 63
+		}
+	}
+	s := &PackedSet{Variant: v, Precision: packedPrecision(p), ws: make(map[*ggml.Tensor]*PackedWeight, len(items))}
+	if len(items) == 0 {
+		return s, nil
+	}
+	s.mem = C.aligned_alloc(64, C.size_t(total))
+	if s.mem == nil {
+		return nil, fmt.Errorf("packing %d weights (%.1f MiB): %w", len(items), float64(total)/(1<<20), ggml.ErrOutOfMemory)
+	}
+	s.bytes = total
+	var err error
+	if s.ctx, err = ggml.NewContext(len(items) + 1); err == nil {
+		s.buf, err = ggml.NewCPUBufferFromMemory(s.mem, total)
+	}
+	ts := make([]*ggml.Tensor, len(items))
+	for i, it := range items { // the tensors first (a ggml context is not safe for concurrent use)
+		if err != nil {
+			break
+		}
+		ts[i] = s.ctx.NewTensor(ggml.TypeF32, it.shape...)
+		err = s.buf.Place(ts[i], it.off)
+	}
+	if err == nil { // then the packing, the weights spread over the CPUs
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		next := 0
+		for range min(runtime.NumCPU(), len(items)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					mu.Lock()
+					i := next
+					next++
+					failed := err != nil
+					mu.Unlock()
+					if i >= len(items) || failed {
+						return
+					}
+					pw, e := packOne(s, items[i].w, ts[i], items[i].off, items[i].shape, read)
+					mu.Lock()
+					if e != nil && err == nil {
+						err = e
+					}
+					if e == nil {
+						s.ws[items[i].w] = pw
+					}
+					mu.Unlock()
+					if e == nil && done != nil {
+						done(items[i].w)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// packOne packs weight w into t, at off in s's memory.
+func packOne(s *PackedSet, w, t *ggml.Tensor, off int, shape []int, read func(*ggml.Tensor) ([]float32, error)) (*PackedWeight, error) {
+	K, N := w.Dim(0), w.Dim(1)
+	data, err := read(w)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) != K*N {
+		return nil, fmt.Errorf("weight %s: %d values, want %d", w.Name(), len(data), K*N)
+	}
+	n := C.da3_pack_weight(C.int(s.Variant), C.int(s.Precision), (*C.float)(unsafe.Pointer(&data[0])), C.int64_t(K), C.int64_t(N),
+		(*C.uint32_t)(unsafe.Add(s.mem, off)))
+	if int(n) != shape[0]*shape[1] {
+		return nil, fmt.Errorf("packing weight %s [%d, %d] for %s %s: %w", w.Name(), K, N, s.Variant, s.Precision, ggml.ErrOutOfMemory)
+	}
+	return &PackedWeight{T: t, K: K, N: N, Variant: s.Variant, Precision: s.Precision}, nil
+}
+
+// Weights maps each packed weight to its packed form (for SetPacked).
+func (s *PackedSet) Weights() map[*ggml.Tensor]*PackedWeight {
+	if s == nil {
+		return nil
+	}
+	return s.ws
+}
+
+// Bytes is the memory the packed weights take.
+func (s *PackedSet) Bytes() int {
+	if s == nil {
+		return 0
+	}
+	return s.bytes
+}
+
+// Close frees the packed weights. Idempotent.
+func (s *PackedSet) Close() error {
+	if s == nil {
+		return nil
+	}
+	var err error
+	if s.buf != nil {
+		err = s.buf.Close()
+	}
+	if s.ctx != nil {
+		err = errors.Join(err, s.ctx.Close())
+	}
+	if s.mem != nil {
+		C.free(s.mem)
+	}
+	s.buf, s.ctx, s.mem, s.ws = nil, nil, nil, nil
+	return err
+}
+
+// SetPacked makes the packed weights of ws (by the weight they replace)
+// available to the products built in g (nn's linear layers ask PackedFor).
+func SetPacked(g *ggml.Context, ws map[*ggml.Tensor]*PackedWeight) { g.SetValue(packedKey{}, ws) }
+
+// PackedFor is the packed form of w set on g, or nil.
+func PackedFor(g *ggml.Context, w *ggml.Tensor) *PackedWeight {
+	ws, _ := g.Value(packedKey{}).(map[*ggml.Tensor]*PackedWeight)
+	return ws[w]
+}
+
+type packedKey struct{}
+
+// GEMMPackedFits reports whether GEMMPacked accepts pw and x in g: the
+// graph's kernel variant and the precision its products take are those pw
+// was packed for, x is F32 [K, …] contiguous, and ep fits N.
+func GEMMPackedFits(g *ggml.Context, pw *PackedWeight, x *ggml.Tensor, ep Epilogue) bool {
+	if pw == nil || pw.T == nil || !Available().GEMM || x == nil || x.Type() != ggml.TypeF32 || !x.IsContiguous() ||
+		x.Dim(0) != pw.K || !ep.fits(pw.N) {
+		return false
+	}
+	p, v := nodeKernels(g)
+	return p.GEMM && v == pw.Variant && packedPrecision(precisionFor(p, v, ggml.TypeF32)) == pw.Precision
+}
+
+// GEMMPacked is GEMM(g, w, x, ep) for the weight w that pw packs: the same
+// values without packing w again. It panics with a *ggml.ShapeError unless
+// GEMMPackedFits.
+func GEMMPacked(g *ggml.Context, pw *PackedWeight, x *ggml.Tensor, ep Epilogue) *ggml.Tensor {
+	ts := ep.args([]*ggml.Tensor{pw.T, x})
+	mustFit(GEMMPackedFits(g, pw, x, ep), "gemm (packed)", ts, "want the graph's variant and precision those of the packing, and x f32 [K, ...] contiguous")
+	shape := dims(x)
+	shape[0] = pw.N
+	p, v := nodeKernels(g)
+	prec := precisionFor(p, v, ggml.TypeF32)
+	return g.Custom(opGEMM, ggml.TypeF32, shape, ts, uintptr(ep.Act)|uintptr(prec)<<8|uintptr(v)<<16|1<<24)
 }

@@ -91,6 +91,7 @@ struct bsrc {
     const char * q; size_t row_bytes; enum ggml_type type; // matrix of another type (q == NULL: F32)
     float * deq;                                           // scratch for NR dequantized rows of KCQ values
     const float * x; int64_t W, H, KW, KH, OW, s, pad, d;  // convolution (x == NULL: matrix)
+    const uint32_t * pre; int64_t prew;                    // pre-packed (da3_pack_weight): [N/NR][prew][NR] words
 };
 
 // pack_conv_panel packs one NR-wide panel of the implicit im2col matrix:
@@ -388,6 +389,12 @@ static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c,
             // Each tile reads kt steps; panels hold sa words per row of A and sb per column of B.
             const void * pb = sc->pb;
             int64_t kt = kc, sa = kc, sb = kc;
+            if (b->pre != NULL) { // packed once at load: the block's panels are read in place
+                const int64_t step = prec == DA3_PREC_BF16 ? 2 : 1;
+                pb = b->pre + jc * b->prew + pc / step * NR;
+                kt = sa = (kc + step - 1) / step;
+                sb = b->prew;
+            } else
 #if defined(ISA_INT8)
             if (q8) {
                 pack_b_q8(b->q, b->row_bytes, jc, nc, pc, kc, sc->pbh);
@@ -474,6 +481,79 @@ static int split(int64_t M, int64_t N, int mr, int ith, int nth, int64_t * m0, i
 
 // ---- ops ----
 
+// pack_weight_words is the size in 32-bit words of an F32 weight [K, N]
+// packed for this variant in precision prec (da3_pack_weight), 0 when N is
+// not a multiple of NR.
+static int64_t pack_weight_words(int64_t K, int64_t N, int prec) {
+    return N % NR != 0 ? 0 : N * (prec == DA3_PREC_BF16 ? (K + 1) / 2 : K);
+}
+
+// da3_pack_weight packs the F32 weight w [K, N] (N rows of K) once, as the
+// GEMM packs it per call: the whole depth in one panel per NR columns,
+// [N/NR][K][NR] floats, or in bf16 precision [N/NR][⌈K/2⌉][NR] pairs (the
+// same values as per-call packing). It returns the words written (0: N is
+// not a multiple of NR, or the precision is not this variant's, or out of
+// memory).
+int ISA_FN(da3_nr)(void) { return NR; }
+
+int64_t ISA_FN(da3_pack_weight_words)(int prec, int64_t K, int64_t N) {
+    return pack_weight_words(K, N, prec == DA3_PREC_BF16 ? DA3_PREC_BF16 : DA3_PREC_F32);
+}
+
+int64_t ISA_FN(da3_pack_weight)(int prec, const float * w, int64_t K, int64_t N, uint32_t * out) {
+    prec = prec == DA3_PREC_BF16 ? DA3_PREC_BF16 : DA3_PREC_F32; // int8 multiplies f32 matrices in f32
+    const int64_t words = pack_weight_words(K, N, prec);
+    if (words == 0 || K < 1) {
+        return 0;
+    }
+    const struct bsrc b = { .b = w, .ldb = K };
+#if defined(ISA_BF16)
+    if (prec == DA3_PREC_BF16) {
+        float * tmp = malloc(sizeof(float) * NR * K);
+        if (tmp == NULL) {
+            return 0;
+        }
+        pack_b_pairs(&b, 0, N, 0, K, tmp, out);
+        free(tmp);
+        return words;
+    }
+#endif
+    if (prec == DA3_PREC_BF16) {
+        return 0;
+    }
+    pack_b_panels(&b, 0, N, 0, K, (float *) out);
+    return words;
+}
+
+// gemm_packed is da3_gemm for a weight packed by da3_pack_weight: src0 [NR·W,
+// N/NR] F32 words (W = K, or ⌈K/2⌉ pairs in bf16), x [K, …] F32, dst [N, …].
+static void gemm_packed(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const struct ggml_tensor * w = dst->src[0];
+    const struct ggml_tensor * x = dst->src[1];
+    const struct ggml_tensor * bias = dst->src[2];
+    const int act = (int) ((intptr_t) userdata & 0xff), prec = (int) (((intptr_t) userdata >> 8) & 0xff);
+    const int64_t K = x->ne[0], N = dst->ne[0], M = ggml_nrows(x);
+    const int pp = prec == DA3_PREC_BF16 ? DA3_PREC_BF16 : DA3_PREC_F32; // int8 packs f32 matrices as f32
+    if (ggml_nelements(w) != pack_weight_words(K, N, pp) || w->ne[1] * NR != N || ((uintptr_t) w->data & 63) != 0) {
+        da3_fault(DA3_FAULT_OPERANDS);
+        return;
+    }
+    const struct epi ep = { .bias = bias != NULL ? (const float *) bias->data : NULL, .act = act };
+    const struct epi * e = ep.bias != NULL || ep.act != DA3_ACT_NONE ? &ep : NULL;
+    const int mr = choose_mr(M);
+    int64_t m0, m1, n0, n1;
+    if (!split(M, N, mr, ith, nth, &m0, &m1, &n0, &n1)) {
+        return;
+    }
+    struct gemm_scratch sc;
+    if (!get_scratch(&sc, pp)) {
+        da3_fault(DA3_FAULT_NOMEM);
+        return;
+    }
+    const struct bsrc b = { .pre = (const uint32_t *) w->data, .prew = w->ne[0] / NR };
+    gemm((const float *) x->data, K, &b, (float *) dst->data, N, K, m0, m1, n0, n1, mr, e, &sc, pp);
+}
+
 // da3_op_gemm: dst = mul_mat(src0, src1) for contiguous F32 src0 [K, N, B2,
 // B3] and src1 [K, M, B2, B3] (one product per batch, no broadcasting); dst
 // [N, M, B2, B3]. A 2-D src0 may also be f16 or block-quantized (blocks
@@ -486,6 +566,10 @@ void ISA_FN(da3_gemm)(struct ggml_tensor * dst, int ith, int nth, void * userdat
     const struct ggml_tensor * w = dst->src[0];
     const struct ggml_tensor * x = dst->src[1];
     const struct ggml_tensor * bias = dst->src[2];
+    if (((intptr_t) userdata >> 24) & 1) {
+        gemm_packed(dst, ith, nth, userdata);
+        return;
+    }
     const int64_t K = w->ne[0], N = w->ne[1];
     const int64_t M = w->ne[2] * w->ne[3] == 1 ? ggml_nrows(x) : x->ne[1];
     const int64_t batches = w->ne[2] * w->ne[3];

@@ -35,8 +35,13 @@ func MatMul(g *ggml.Context, w, x *ggml.Tensor) *ggml.Tensor {
 // the GEMM kernel and ggml's product for linear layers and products.
 func dense(g *ggml.Context, w, b, x *ggml.Tensor, act kernels.Act) *ggml.Tensor {
 	ep := kernels.Epilogue{Bias: b, Act: act}
-	if kernels.PolicyOf(g).GEMM && kernels.GEMMFits(w, x, ep) {
-		return kernels.GEMM(g, w, x, ep)
+	if kernels.PolicyOf(g).GEMM {
+		if pw := kernels.PackedFor(g, w); pw != nil && kernels.GEMMPackedFits(g, pw, x, ep) {
+			return kernels.GEMMPacked(g, pw, x, ep) // w packed once at load
+		}
+		if kernels.GEMMFits(w, x, ep) {
+			return kernels.GEMM(g, w, x, ep)
+		}
 	}
 	y := w.MulMat(g, x)
 	if b != nil {
