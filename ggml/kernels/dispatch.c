@@ -292,41 +292,34 @@ void da3_op_wino_kernel(struct ggml_tensor * dst, int ith, int nth, void * userd
     }
 }
 
-int da3_variant_nr(int v) {
+// host_variant is variant v (the best one for DA3_VAR_AUTO) for a query from
+// the Go side outside a graph, or NULL when v cannot compute precision prec
+// on this CPU.
+static const struct variant * host_variant(int v, int prec) {
     if (v == DA3_VAR_AUTO) {
         v = da3_best_variant();
     }
-    return da3_variant_ok(v) ? variants[v].nr() : 0;
+    return da3_precision_ok(v, prec) ? &variants[v] : NULL;
+}
+
+int da3_variant_nr(int v) {
+    const struct variant * var = host_variant(v, DA3_PREC_F32);
+    return var != NULL ? var->nr() : 0;
 }
 
 int64_t da3_pack_weight_words(int v, int prec, int64_t K, int64_t N) {
-    if (v == DA3_VAR_AUTO) {
-        v = da3_best_variant();
-    }
-    if (!da3_precision_ok(v, prec) || K < 1 || N < 1) {
-        return 0;
-    }
-    return variants[v].pack_weight_words(prec, K, N);
+    const struct variant * var = host_variant(v, prec);
+    return var != NULL && K >= 1 && N >= 1 ? var->pack_weight_words(prec, K, N) : 0;
 }
 
 int64_t da3_pack_weight(int v, int prec, const float * w, int64_t K, int64_t N, uint32_t * out) {
-    if (v == DA3_VAR_AUTO) {
-        v = da3_best_variant();
-    }
-    if (!da3_precision_ok(v, prec) || K < 1 || N < 1 || w == NULL || out == NULL) {
-        return 0;
-    }
-    return variants[v].pack_weight(prec, w, K, N, out);
+    const struct variant * var = host_variant(v, prec);
+    return var != NULL && K >= 1 && N >= 1 && w != NULL && out != NULL ? var->pack_weight(prec, w, K, N, out) : 0;
 }
 
 int64_t da3_wino_kernel_size(int v, int64_t IC, int64_t OC, int T, int prec) {
-    if (v == DA3_VAR_AUTO) {
-        v = da3_best_variant();
-    }
-    if (!da3_precision_ok(v, prec) || IC < 1 || OC < 1 || (T != 2 && T != 4)) {
-        return 0;
-    }
-    return variants[v].wino_kernel_size(IC, OC, T, prec);
+    const struct variant * var = host_variant(v, prec);
+    return var != NULL && IC >= 1 && OC >= 1 && (T == 2 || T == 4) ? var->wino_kernel_size(IC, OC, T, prec) : 0;
 }
 
 // da3_op_attention: dst = softmax(q·kᵀ·scale)·v per head, for F32 q [hd, H,

@@ -525,35 +525,6 @@ int64_t ISA_FN(da3_pack_weight)(int prec, const float * w, int64_t K, int64_t N,
     return words;
 }
 
-// gemm_packed is da3_gemm for a weight packed by da3_pack_weight: src0 [NR·W,
-// N/NR] F32 words (W = K, or ⌈K/2⌉ pairs in bf16), x [K, …] F32, dst [N, …].
-static void gemm_packed(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
-    const struct ggml_tensor * w = dst->src[0];
-    const struct ggml_tensor * x = dst->src[1];
-    const struct ggml_tensor * bias = dst->src[2];
-    const int act = (int) ((intptr_t) userdata & 0xff), prec = (int) (((intptr_t) userdata >> 8) & 0xff);
-    const int64_t K = x->ne[0], N = dst->ne[0], M = ggml_nrows(x);
-    const int pp = prec == DA3_PREC_BF16 ? DA3_PREC_BF16 : DA3_PREC_F32; // int8 packs f32 matrices as f32
-    if (ggml_nelements(w) != pack_weight_words(K, N, pp) || w->ne[1] * NR != N || ((uintptr_t) w->data & 63) != 0) {
-        da3_fault(DA3_FAULT_OPERANDS);
-        return;
-    }
-    const struct epi ep = { .bias = bias != NULL ? (const float *) bias->data : NULL, .act = act };
-    const struct epi * e = ep.bias != NULL || ep.act != DA3_ACT_NONE ? &ep : NULL;
-    const int mr = choose_mr(M);
-    int64_t m0, m1, n0, n1;
-    if (!split(M, N, mr, ith, nth, &m0, &m1, &n0, &n1)) {
-        return;
-    }
-    struct gemm_scratch sc;
-    if (!get_scratch(&sc, pp)) {
-        da3_fault(DA3_FAULT_NOMEM);
-        return;
-    }
-    const struct bsrc b = { .pre = (const uint32_t *) w->data, .prew = w->ne[0] / NR };
-    gemm((const float *) x->data, K, &b, (float *) dst->data, N, K, m0, m1, n0, n1, mr, e, &sc, pp);
-}
-
 // da3_op_gemm: dst = mul_mat(src0, src1) for contiguous F32 src0 [K, N, B2,
 // B3] and src1 [K, M, B2, B3] (one product per batch, no broadcasting); dst
 // [N, M, B2, B3]. A 2-D src0 may also be f16 or block-quantized (blocks
@@ -562,18 +533,28 @@ static void gemm_packed(struct ggml_tensor * dst, int ith, int nth, void * userd
 // is added to every row, then the activation in userdata (DA3_ACT_*)
 // applied. The caller (dispatch.c) has checked the operands and that this
 // variant computes the precision in userdata on this CPU.
+//
+// With the packed flag (userdata bit 24) src0 is instead a weight packed once
+// by da3_pack_weight: [NR·W, N/NR] F32 words (W = K, or ⌈K/2⌉ pairs in bf16;
+// int8 multiplies such F32 matrices in f32), 64-byte aligned, with K x's
+// depth and N dst's width; its panels are read in place.
 void ISA_FN(da3_gemm)(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     const struct ggml_tensor * w = dst->src[0];
     const struct ggml_tensor * x = dst->src[1];
     const struct ggml_tensor * bias = dst->src[2];
-    if (((intptr_t) userdata >> 24) & 1) {
-        gemm_packed(dst, ith, nth, userdata);
-        return;
+    const int packed = (int) (((intptr_t) userdata >> 24) & 1);
+    const int64_t K = packed ? x->ne[0] : w->ne[0], N = packed ? dst->ne[0] : w->ne[1];
+    const int64_t M = packed || w->ne[2] * w->ne[3] == 1 ? ggml_nrows(x) : x->ne[1];
+    const int64_t batches = packed ? 1 : w->ne[2] * w->ne[3];
+    const int act = (int) ((intptr_t) userdata & 0xff);
+    int prec = (int) (((intptr_t) userdata >> 8) & 0xff);
+    if (packed) {
+        prec = prec == DA3_PREC_BF16 ? DA3_PREC_BF16 : DA3_PREC_F32;
+        if (ggml_nelements(w) != pack_weight_words(K, N, prec) || w->ne[1] * NR != N || ((uintptr_t) w->data & 63) != 0) {
+            da3_fault(DA3_FAULT_OPERANDS);
+            return;
+        }
     }
-    const int64_t K = w->ne[0], N = w->ne[1];
-    const int64_t M = w->ne[2] * w->ne[3] == 1 ? ggml_nrows(x) : x->ne[1];
-    const int64_t batches = w->ne[2] * w->ne[3];
-    const int act = (int) ((intptr_t) userdata & 0xff), prec = (int) (((intptr_t) userdata >> 8) & 0xff);
     const struct epi ep = { .bias = bias != NULL ? (const float *) bias->data : NULL, .act = act };
     const struct epi * e = ep.bias != NULL || ep.act != DA3_ACT_NONE ? &ep : NULL;
 #if defined(ISA_INT8)
@@ -589,6 +570,11 @@ void ISA_FN(da3_gemm)(struct ggml_tensor * dst, int ith, int nth, void * userdat
     float * deq = w->type != GGML_TYPE_F32 ? da3_scratch(DA3_BUF_DEQ, (size_t) NR * KCQ) : NULL;
     if (!get_scratch(&sc, prec) || (w->type != GGML_TYPE_F32 && deq == NULL)) {
         da3_fault(DA3_FAULT_NOMEM);
+        return;
+    }
+    if (packed) {
+        const struct bsrc b = { .pre = (const uint32_t *) w->data, .prew = w->ne[0] / NR };
+        gemm((const float *) x->data, K, &b, (float *) dst->data, N, K, m0, m1, n0, n1, mr, e, &sc, prec);
         return;
     }
     if (w->type != GGML_TYPE_F32) { // a 2-D quantized or f16 matrix, dequantized while packing
