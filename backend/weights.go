@@ -25,7 +25,8 @@ type Weights struct {
 	packed *kernels.PackedSet // Pack
 }
 
-// Pack packs the named F32 matrices [K, N] once for the CPU products of
+// Pack packs the named F32 matrices [K, N] (and Q8_0 ones, for int8
+// products) once for the CPU products of
 // graphs with policy pol (kernels.PackWeights: the GEMM then reads their
 // panels in place instead of packing them on every call; the same values),
 // when the weights are read from the file's memory map (else it does
@@ -53,12 +54,12 @@ func (w *Weights) Pack(pol kernels.Policy, names []string) error {
 		return data, err
 	}
 	page := uintptr(os.Getpagesize())
-	set, err := kernels.PackWeights(pol, ts, func(t *ggml.Tensor) ([]float32, error) {
+	set, err := kernels.PackWeights(pol, ts, func(t *ggml.Tensor) ([]byte, error) {
 		data, err := mapped(t)
 		if err != nil {
 			return nil, err
 		}
-		return unsafe.Slice((*float32)(unsafe.Pointer(&data[0])), t.Elements()), nil
+		return data[:t.Bytes()], nil
 	}, func(t *ggml.Tensor) {
 		data, err := mapped(t)
 		if err != nil || len(data) == 0 {

@@ -312,25 +312,26 @@ func Attention(g *ggml.Context, q, k, v *ggml.Tensor, scale float32) *ggml.Tenso
 	return g.Custom(opAttention, ggml.TypeF32, dims(q), ts, uintptr(ud))
 }
 
-// PackedWeight is an F32 weight w [K, N] packed once (PackWeight) into the
-// panels the GEMM of one variant and precision reads, so that its products
-// skip packing the weight on every call (ONNX Runtime's MLAS pre-packs its
-// weights the same way). T holds the packed words as an F32 tensor [W·NR,
-// N/NR] (W = K, or ⌈K/2⌉ bf16 pairs); the kernel checks its shape.
+// PackedWeight is a weight w [K, N] (F32, or Q8_0 for int8 products)
+// packed once (PackWeights) into the panels the GEMM of one variant and
+// precision reads, so that its products skip packing the weight on every
+// call (ONNX Runtime's MLAS pre-packs its weights the same way). T holds the
+// packed words as an F32 tensor [W·NR, N/NR] (W = K, ⌈K/2⌉ bf16 pairs, or
+// 5K/16 words of q8 blocks, scales and sums); the kernel checks its shape.
 type PackedWeight struct {
 	T         *ggml.Tensor
 	K, N      int
+	Type      ggml.Type // the weight's type: F32 or Q8_0
 	Variant   Variant
-	Precision Precision // PrecisionF32 or PrecisionBF16: how the panels are stored
+	Precision Precision // how the panels are stored: f32, bf16 pairs (F32 weights), int8 (Q8_0)
 }
 
-// PackedShape is the shape of PackedWeight.T for an F32 weight [K, N]
-// packed for variant v and precision p (bf16 pairs for PrecisionBF16, f32
-// panels otherwise), and false when it cannot be packed there (N not a
-// multiple of the variant's panel width, or a variant or precision this CPU
-// lacks).
+// PackedShape is the shape of PackedWeight.T for a weight [K, N] packed for
+// variant v in precision p (f32 or bf16 pairs of an F32 weight, or int8
+// panels of a Q8_0 weight), and false when it cannot be packed there (N not
+// a multiple of the variant's panel width, or a variant or precision this
+// CPU lacks).
 func PackedShape(v Variant, p Precision, K, N int) ([]int, bool) {
-	p = packedPrecision(p)
 	words := int(C.da3_pack_weight_words(C.int(v), C.int(p), C.int64_t(K), C.int64_t(N)))
 	nr := int(C.da3_variant_nr(C.int(v)))
 	if words <= 0 || nr <= 0 || N%nr != 0 {
@@ -339,60 +340,70 @@ func PackedShape(v Variant, p Precision, K, N int) ([]int, bool) {
 	return []int{words / (N / nr), N / nr}, true
 }
 
-// packedPrecision is how a weight is packed for products in precision p:
-// bf16 pairs for bf16, f32 otherwise (int8 multiplies F32 weights in f32).
-func packedPrecision(p Precision) Precision {
-	if p == PrecisionBF16 {
-		return PrecisionBF16
+// packedPrecision is how a weight of type t is packed for products in
+// precision p: an F32 weight in bf16 pairs for bf16 and in f32 otherwise, a
+// Q8_0 weight in int8 panels for int8; false for the rest (not packed).
+func packedPrecision(p Precision, t ggml.Type) (Precision, bool) {
+	switch {
+	case t == ggml.TypeF32 && p == PrecisionBF16:
+		return PrecisionBF16, true
+	case t == ggml.TypeF32:
+		return PrecisionF32, true
+	case t == ggml.TypeQ8_0 && p == PrecisionInt8:
+		return PrecisionInt8, true
 	}
-	return PrecisionF32
+	return 0, false
 }
 
-// PackedSet holds F32 weights packed once (PackWeights) for one variant
-// and precision, in 64-byte aligned memory of its own (the register tiles
-// load the panels aligned), until Close.
+// PackedSet holds weights packed once (PackWeights) for one variant, in
+// 64-byte aligned memory of its own (the register tiles load the panels
+// aligned), until Close.
 type PackedSet struct {
-	Variant   Variant
-	Precision Precision // PrecisionF32 or PrecisionBF16
-	ctx       *ggml.Context
-	buf       *ggml.Buffer
-	mem       unsafe.Pointer
-	bytes     int
-	ws        map[*ggml.Tensor]*PackedWeight
+	Variant Variant
+	ctx     *ggml.Context
+	buf     *ggml.Buffer
+	mem     unsafe.Pointer
+	bytes   int
+	ws      map[*ggml.Tensor]*PackedWeight
 }
 
-// PackWeights packs the F32 matrices ws [K, N] for the products of graphs
-// with policy pol (its variant, and the precision its products give F32
-// weights), those that PackedShape allows (the others are left out),
-// reading each one's N rows of K values with read and calling done (when
-// not nil) once it is packed; the weights are packed on all CPUs, so read
-// and done are called from several goroutines at once. The products
-// GEMMPacked computes from them equal, bit for bit, those of GEMM from the
-// weights.
-func PackWeights(pol Policy, ws []*ggml.Tensor, read func(*ggml.Tensor) ([]float32, error), done func(*ggml.Tensor)) (*PackedSet, error) {
+// PackWeights packs the matrices ws [K, N] for the products of graphs with
+// policy pol (its variant, and the precision its products give each
+// weight's type): F32 weights, and Q8_0 weights for int8 products, those
+// that PackedShape allows (the others are left out), reading each one's
+// data (N rows of K values as the tensor's type stores them) with read and
+// calling done (when not nil) once it is packed; the weights are packed on
+// all CPUs, so read and done are called from several goroutines at once.
+// The products GEMMPacked computes from them equal, bit for bit, those of
+// GEMM from the weights.
+func PackWeights(pol Policy, ws []*ggml.Tensor, read func(*ggml.Tensor) ([]byte, error), done func(*ggml.Tensor)) (*PackedSet, error) {
 	v := pol.Variant
 	if v == VariantAuto || v == VariantOff || !v.Runs() {
 		v = DefaultVariant()
 	}
 	pol.Variant = v
-	p := packedPrecision(precisionFor(pol, v, ggml.TypeF32))
 	type item struct {
 		w     *ggml.Tensor
+		prec  Precision
 		shape []int
 		off   int
 	}
 	var items []item
 	total := 0
 	for _, w := range ws {
-		if w == nil || w.Type() != ggml.TypeF32 || w.Dim(2) != 1 || w.Dim(3) != 1 {
+		if w == nil || w.Dim(2) != 1 || w.Dim(3) != 1 {
+			continue
+		}
+		p, ok := packedPrecision(precisionFor(pol, v, w.Type()), w.Type())
+		if !ok {
 			continue
 		}
 		if shape, ok := PackedShape(v, p, w.Dim(0), w.Dim(1)); ok {
-			items = append(items, item{w, shape, total})
+			items = append(items, item{w, p, shape, total})
 			total += (shape[0]*shape[1]*4 + 63) &^ 63
 		}
 	}
-	s := &PackedSet{Variant: v, Precision: packedPrecision(p), ws: make(map[*ggml.Tensor]*PackedWeight, len(items))}
+	s := &PackedSet{Variant: v, ws: make(map[*ggml.Tensor]*PackedWeight, len(items))}
 	if len(items) == 0 {
 		return s, nil
 	}
@@ -430,7 +441,7 @@ func PackWeights(pol Policy, ws []*ggml.Tensor, read func(*ggml.Tensor) ([]float
 					if i >= len(items) || failed {
 						return
 					}
-					pw, e := packOne(s, items[i].w, ts[i], items[i].off, items[i].shape, read)
+					pw, e := packOne(s, items[i].w, items[i].prec, ts[i], items[i].off, items[i].shape, read)
 					mu.Lock()
 					if e != nil && err == nil {
 						err = e
@@ -454,22 +465,22 @@ func PackWeights(pol Policy, ws []*ggml.Tensor, read func(*ggml.Tensor) ([]float
 	return s, nil
 }
 
-// packOne packs weight w into t, at off in s's memory.
-func packOne(s *PackedSet, w, t *ggml.Tensor, off int, shape []int, read func(*ggml.Tensor) ([]float32, error)) (*PackedWeight, error) {
+// packOne packs weight w in precision p into t, at off in s's memory.
+func packOne(s *PackedSet, w *ggml.Tensor, p Precision, t *ggml.Tensor, off int, shape []int, read func(*ggml.Tensor) ([]byte, error)) (*PackedWeight, error) {
 	K, N := w.Dim(0), w.Dim(1)
 	data, err := read(w)
 	if err != nil {
 		return nil, err
 	}
-	if len(data) != K*N {
-		return nil, fmt.Errorf("weight %s: %d values, want %d", w.Name(), len(data), K*N)
+	if len(data) != w.Bytes() {
+		return nil, fmt.Errorf("weight %s: %d bytes, want %d", w.Name(), len(data), w.Bytes())
 	}
-	n := C.da3_pack_weight(C.int(s.Variant), C.int(s.Precision), (*C.float)(unsafe.Pointer(&data[0])), C.int64_t(K), C.int64_t(N),
+	n := C.da3_pack_weight(C.int(s.Variant), C.int(p), unsafe.Pointer(&data[0]), C.int64_t(K), C.int64_t(N),
 		(*C.uint32_t)(unsafe.Add(s.mem, off)))
 	if int(n) != shape[0]*shape[1] {
-		return nil, fmt.Errorf("packing weight %s [%d, %d] for %s %s: %w", w.Name(), K, N, s.Variant, s.Precision, ggml.ErrOutOfMemory)
+		return nil, fmt.Errorf("packing weight %s [%d, %d] for %s %s: %w", w.Name(), K, N, s.Variant, p, ggml.ErrOutOfMemory)
 	}
-	return &PackedWeight{T: t, K: K, N: N, Variant: s.Variant, Precision: s.Precision}, nil
+	return &PackedWeight{T: t, K: K, N: N, Type: w.Type(), Variant: s.Variant, Precision: p}, nil
 }
 
 // Weights maps each packed weight to its packed form (for SetPacked).
@@ -528,7 +539,8 @@ func GEMMPackedFits(g *ggml.Context, pw *PackedWeight, x *ggml.Tensor, ep Epilog
 		return false
 	}
 	p, v := nodeKernels(g)
-	return p.GEMM && v == pw.Variant && packedPrecision(precisionFor(p, v, ggml.TypeF32)) == pw.Precision
+	pp, ok := packedPrecision(precisionFor(p, v, pw.Type), pw.Type)
+	return p.GEMM && v == pw.Variant && ok && pp == pw.Precision
 }
 
 // GEMMPacked is GEMM(g, w, x, ep) for the weight w that pw packs: the same
@@ -539,7 +551,6 @@ func GEMMPacked(g *ggml.Context, pw *PackedWeight, x *ggml.Tensor, ep Epilogue) 
 	mustFit(GEMMPackedFits(g, pw, x, ep), "gemm (packed)", ts, "want the graph's variant and precision those of the packing, and x f32 [K, ...] contiguous")
 	shape := dims(x)
 	shape[0] = pw.N
-	p, v := nodeKernels(g)
-	prec := precisionFor(p, v, ggml.TypeF32)
-	return g.Custom(opGEMM, ggml.TypeF32, shape, ts, uintptr(ep.Act)|uintptr(prec)<<8|uintptr(v)<<16|1<<24)
+	_, v := nodeKernels(g)
+	return g.Custom(opGEMM, ggml.TypeF32, shape, ts, uintptr(ep.Act)|uintptr(pw.Precision)<<8|uintptr(v)<<16|1<<24)
 }

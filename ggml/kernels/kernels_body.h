@@ -374,7 +374,8 @@ static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c,
     }
 #endif
 #if defined(ISA_INT8)
-    const int q8 = prec == DA3_PREC_INT8 && b->q != NULL && b->type == GGML_TYPE_Q8_0;
+    // q8_0 weights, per call or packed once (for int8 the packing is always of q8_0 rows)
+    const int q8 = prec == DA3_PREC_INT8 && ((b->q != NULL && b->type == GGML_TYPE_Q8_0) || b->pre != NULL);
     if (q8) {
         kb = KCQ;
         tile = tile_int8;
@@ -394,6 +395,13 @@ static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c,
                 pb = b->pre + jc * b->prew + pc / step * NR;
                 kt = sa = (kc + step - 1) / step;
                 sb = b->prew;
+#if defined(ISA_INT8)
+                if (q8) { // q8 panels: 5/16 words per k and column (pc a multiple of KCQ)
+                    pb = b->pre + jc * b->prew + pc / 16 * 5 * NR;
+                    kt = kc;
+                    sa = panel_words(kc, MR_INT8, 0) / MR_INT8;
+                }
+#endif
             } else
 #if defined(ISA_INT8)
             if (q8) {
@@ -485,27 +493,48 @@ static int split(int64_t M, int64_t N, int mr, int ith, int nth, int64_t * m0, i
 // packed for this variant in precision prec (da3_pack_weight), 0 when N is
 // not a multiple of NR.
 static int64_t pack_weight_words(int64_t K, int64_t N, int prec) {
+    if (prec == DA3_PREC_INT8) { // q8_0 rows: per KCQ block of depth, the panels of pack_b_q8
+#if defined(ISA_INT8)
+        return N % NR != 0 || K % QK != 0 ? 0 : N * (K / 16 * 5);
+#else
+        return 0;
+#endif
+    }
     return N % NR != 0 ? 0 : N * (prec == DA3_PREC_BF16 ? (K + 1) / 2 : K);
 }
 
-// da3_pack_weight packs the F32 weight w [K, N] (N rows of K) once, as the
-// GEMM packs it per call: the whole depth in one panel per NR columns,
-// [N/NR][K][NR] floats, or in bf16 precision [N/NR][⌈K/2⌉][NR] pairs (the
-// same values as per-call packing). It returns the words written (0: N is
-// not a multiple of NR, or the precision is not this variant's, or out of
-// memory).
+// da3_pack_weight packs the weight w [K, N] (N rows of K) once, as the GEMM
+// packs it per call: an F32 weight with the whole depth in one panel per NR
+// columns, [N/NR][K][NR] floats, or in bf16 precision [N/NR][⌈K/2⌉][NR]
+// pairs; in int8 precision w holds q8_0 rows and each NR columns take, per
+// KCQ-deep block of k, the panel pack_b_q8 makes of it ([N/NR][5K/16][NR]
+// words in all). The same values as per-call packing. It returns the words
+// written (0: N is not a multiple of NR, or the precision is not this
+// variant's, or out of memory).
 int ISA_FN(da3_nr)(void) { return NR; }
 
 int64_t ISA_FN(da3_pack_weight_words)(int prec, int64_t K, int64_t N) {
-    return pack_weight_words(K, N, prec == DA3_PREC_BF16 ? DA3_PREC_BF16 : DA3_PREC_F32);
+    return pack_weight_words(K, N, prec);
 }
 
-int64_t ISA_FN(da3_pack_weight)(int prec, const float * w, int64_t K, int64_t N, uint32_t * out) {
-    prec = prec == DA3_PREC_BF16 ? DA3_PREC_BF16 : DA3_PREC_F32; // int8 multiplies f32 matrices in f32
+int64_t ISA_FN(da3_pack_weight)(int prec, const void * wv, int64_t K, int64_t N, uint32_t * out) {
     const int64_t words = pack_weight_words(K, N, prec);
     if (words == 0 || K < 1) {
         return 0;
     }
+#if defined(ISA_INT8)
+    if (prec == DA3_PREC_INT8) {
+        const size_t row_bytes = (size_t) (K / QK) * sizeof(struct q8_block);
+        for (int64_t j0 = 0; j0 < N; j0 += NR) {
+            for (int64_t pc = 0; pc < K; pc += KCQ) {
+                const int64_t kc = K - pc < KCQ ? K - pc : KCQ;
+                pack_b_q8(wv, row_bytes, j0, NR, pc, kc, (int32_t *) out + j0 * (K / 16 * 5) + pc / 16 * 5 * NR);
+            }
+        }
+        return words;
+    }
+#endif
+    const float * w = wv;
     const struct bsrc b = { .b = w, .ldb = K };
 #if defined(ISA_BF16)
     if (prec == DA3_PREC_BF16) {
@@ -535,9 +564,9 @@ int64_t ISA_FN(da3_pack_weight)(int prec, const float * w, int64_t K, int64_t N,
 // variant computes the precision in userdata on this CPU.
 //
 // With the packed flag (userdata bit 24) src0 is instead a weight packed once
-// by da3_pack_weight: [NR·W, N/NR] F32 words (W = K, or ⌈K/2⌉ pairs in bf16;
-// int8 multiplies such F32 matrices in f32), 64-byte aligned, with K x's
-// depth and N dst's width; its panels are read in place.
+// by da3_pack_weight in the precision of userdata: [NR·W, N/NR] F32 words
+// (W = K, ⌈K/2⌉ bf16 pairs, or 5K/16 words of q8 panels for int8), 64-byte
+// aligned, with K x's depth and N dst's width; its panels are read in place.
 void ISA_FN(da3_gemm)(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     const struct ggml_tensor * w = dst->src[0];
     const struct ggml_tensor * x = dst->src[1];
@@ -548,8 +577,7 @@ void ISA_FN(da3_gemm)(struct ggml_tensor * dst, int ith, int nth, void * userdat
     const int64_t batches = packed ? 1 : w->ne[2] * w->ne[3];
     const int act = (int) ((intptr_t) userdata & 0xff);
     int prec = (int) (((intptr_t) userdata >> 8) & 0xff);
-    if (packed) {
-        prec = prec == DA3_PREC_BF16 ? DA3_PREC_BF16 : DA3_PREC_F32;
+    if (packed) { // prec is how the weight was packed: f32, bf16, or int8 (q8_0 rows)
         if (ggml_nelements(w) != pack_weight_words(K, N, prec) || w->ne[1] * NR != N || ((uintptr_t) w->data & 63) != 0) {
             da3_fault(DA3_FAULT_OPERANDS);
             return;
@@ -558,7 +586,7 @@ void ISA_FN(da3_gemm)(struct ggml_tensor * dst, int ith, int nth, void * userdat
     const struct epi ep = { .bias = bias != NULL ? (const float *) bias->data : NULL, .act = act };
     const struct epi * e = ep.bias != NULL || ep.act != DA3_ACT_NONE ? &ep : NULL;
 #if defined(ISA_INT8)
-    const int mr = prec == DA3_PREC_INT8 && w->type == GGML_TYPE_Q8_0 ? MR_INT8 : choose_mr(M);
+    const int mr = prec == DA3_PREC_INT8 && (w->type == GGML_TYPE_Q8_0 || packed) ? MR_INT8 : choose_mr(M);
 #else
     const int mr = choose_mr(M);
 #endif
