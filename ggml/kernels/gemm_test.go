@@ -3,8 +3,10 @@ package kernels_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -128,9 +130,11 @@ func panicMessage(t *testing.T, fn func()) (msg string) {
 func BenchmarkGEMM(b *testing.B) {
 	for _, s := range [][3]int{{768, 2304, 866}, {768, 3072, 866}, {3072, 768, 866}, {768, 3072, 3460}, {3072, 768, 3460}} {
 		K, N, M := s[0], s[1], s[2]
-		// gemm-bf16: bf16 products; gemm-int8: q8_0 weights in int8 products.
-		prec := map[string]kernels.Precision{"gemm-bf16": kernels.PrecisionBF16, "gemm-int8": kernels.PrecisionInt8}
-		for _, kernel := range []string{"ggml", "gemm", "gemm-bf16", "gemm-int8"} {
+		// gemm-bf16: bf16 products; gemm-int8: q8_0 weights in int8 products; packed: the weight packed
+		// once (PackWeights, as models load them on the CPU) instead of per call.
+		prec := map[string]kernels.Precision{"gemm-bf16": kernels.PrecisionBF16, "gemm-int8": kernels.PrecisionInt8,
+			"packed-f32": kernels.PrecisionF32, "packed-bf16": kernels.PrecisionBF16, "packed-int8": kernels.PrecisionInt8}
+		for _, kernel := range []string{"ggml", "gemm", "gemm-bf16", "gemm-int8", "packed-f32", "packed-bf16", "packed-int8"} {
 			p, narrow := prec[kernel]
 			if kernel != "ggml" && !kernels.Available().GEMM || narrow && !kernels.PrecisionRuns(kernels.DefaultVariant(), p) {
 				continue
@@ -142,16 +146,29 @@ func BenchmarkGEMM(b *testing.B) {
 				if p == kernels.PrecisionInt8 {
 					typ = ggml.TypeQ8_0
 				}
-				w := h.Input(typ, optest.Randn(rng, K*N, 1), K, N)
+				wd := optest.Randn(rng, K*N, 1)
+				w := h.Input(typ, wd, K, N)
 				x := h.Input(ggml.TypeF32, optest.Randn(rng, K*M, 1), K, M)
 				y := w.MulMat(h.G, x)
 				if kernel != "ggml" {
+					pol := kernels.Default(true)
 					if narrow {
-						pol := kernels.Default(true)
 						pol.Precision = p
 						kernels.SetPolicy(h.G, pol)
 					}
 					y = kernels.GEMM(h.G, w, x, kernels.Epilogue{})
+					if strings.HasPrefix(kernel, "packed") {
+						data := unsafe.Slice((*byte)(unsafe.Pointer(&wd[0])), 4*len(wd))
+						if typ == ggml.TypeQ8_0 {
+							var err error
+							data, err = ggml.QuantizeChunk(typ, wd, N, K, nil)
+							require.NoError(b, err)
+						}
+						set, err := kernels.PackWeights(pol, []*ggml.Tensor{w}, func(*ggml.Tensor) ([]byte, error) { return data, nil }, nil)
+						require.NoError(b, err)
+						b.Cleanup(func() { set.Close() })
+						y = kernels.GEMMPacked(h.G, set.Weights()[w], x, kernels.Epilogue{})
+					}
 				}
 				h.Bench(b, y, 2*float64(K*N*M))
 			})

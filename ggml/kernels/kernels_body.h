@@ -382,8 +382,11 @@ static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c,
     }
 #endif
     const int64_t mcb = MC / mr * mr; // rows per packed block: whole tiles
-    for (int64_t jc = n0; jc < n1; jc += NC) {
-        const int64_t nc = n1 - jc < NC ? n1 - jc : NC;
+    // Weights packed at load need no packing buffer: one column block, so A is packed once per block of
+    // rows and depth instead of once per NC columns.
+    const int64_t ncb = b->pre != NULL ? n1 - n0 : NC;
+    for (int64_t jc = n0; jc < n1; jc += ncb) {
+        const int64_t nc = n1 - jc < ncb ? n1 - jc : ncb;
         for (int64_t pc = 0; pc < K; pc += kb) {
             const int64_t kc = K - pc < kb ? K - pc : kb;
             const struct epi * e = pc + kc == K ? ep : NULL;
@@ -686,7 +689,9 @@ void ISA_FN(da3_conv2d)(struct ggml_tensor * dst, int ith, int nth, void * userd
 // multiplies, and transforms the products M_ξ [OC×WB] back into T×T outputs
 // with the bias and activation, stored as interleaved vectors.
 
-#define WB (4 * NR) // tiles per block
+// Tiles per block: one panel. The block's V_ξ and M_ξ then stay in L2 (128 channels: 0.6 MB each; four
+// panels' 2.4 MB went through L3 and back, 7-12 % slower on the DPT head's larger maps).
+#define WB NR
 
 // wino_stride is the distance between the positions' matrices in a scratch
 // buffer of n values each: n and one cache line more, so that the rows one
@@ -972,14 +977,14 @@ static void wino_input(const float * x, int64_t W, int64_t H, int64_t IC, int64_
 
 // wino_output transforms the products m + ξ·wino_stride(OCp·WB) ([oc][tile])
 // of the block's nt tiles from tile t0 back into T×T outputs of y [OW, OH,
-// OC], with the epilogue.
-static void wino_output(const float * m, int64_t OCp, int64_t OC, const struct epi * e, float * y, int64_t OW,
+// OC] for the channels oc0 … oc1−1, with the epilogue.
+static void wino_output(const float * m, int64_t OCp, int64_t oc0, int64_t oc1, const struct epi * e, float * y, int64_t OW,
                         int64_t OH, int T, int64_t TW, int64_t t0, int64_t nt) {
     const int64_t ms = wino_stride(OCp * WB);
     struct wino_seg sg[VL + 1];
     for (int64_t j = 0; j < nt; j += VL) {
         const int ns = wino_segs(t0 + j, nt - j < VL ? nt - j : VL, TW, sg);
-        for (int64_t oc = 0; oc < OC; oc++) {
+        for (int64_t oc = oc0; oc < oc1; oc++) {
             const vf bias = v_set1(e->bias != NULL ? e->bias[oc] : 0.0f);
             float * plane = y + oc * OW * OH;
             const float * mo = m + oc * WB + j;
@@ -1047,6 +1052,20 @@ static void wino_output(const float * m, int64_t OCp, int64_t OC, const struct e
 // same tile, precision and variant), the input src1 [W, H, IC, N] and an
 // optional bias src2 [OC]. userdata packs pad | act<<8 | prec<<10 |
 // variant<<12 | f4<<16 (custom.h).
+// split_channels reports whether the threads of a Winograd convolution
+// should share its OCp channels (in mr-row tiles) rather than its NT tiles:
+// a thread's tiles are computed in whole NR-wide panels, so on small maps
+// (e.g. 18×12 in 4×4 tiles: 15 tiles, one panel for each of two threads)
+// most columns would be padding. Sharing the channels repeats the input
+// transform in every thread, so it is taken only when it saves a quarter of
+// the products.
+static int split_channels(int64_t NT, int64_t OCp, int mr, int nth) {
+    const int64_t panels = (NT + NR - 1) / NR; // a thread's blocks are at most WB tiles: not counted here
+    const int64_t by_tiles = ((NT + nth - 1) / nth + NR - 1) / NR * OCp;
+    const int64_t by_channels = panels * ((OCp / mr + nth - 1) / nth * mr);
+    return nth > 1 && 4 * by_channels < 3 * by_tiles;
+}
+
 void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     const intptr_t prm = (intptr_t) userdata;
     const struct ggml_tensor * uk = dst->src[0];
@@ -1065,13 +1084,20 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
         return;
     }
     // Each thread takes an equal run of the tiles of all images (tile t of image t / TT), in blocks of
-    // up to WB tiles that do not cross images.
-    const int64_t TW = (OW + T - 1) / T, TH = (OH + T - 1) / T, TT = TW * TH;
-    const int64_t i0 = x->ne[3] * TT * ith / nth, i1 = x->ne[3] * TT * (ith + 1) / nth;
-    if (i0 >= i1) {
+    // up to WB tiles that do not cross images, and all output channels; or, on maps with too few tiles
+    // to give each thread whole panels of them, all the tiles and an equal share of the channels.
+    const int64_t TW = (OW + T - 1) / T, TH = (OH + T - 1) / T, TT = TW * TH, NT = x->ne[3] * TT;
+    const int64_t OCp = (OC + mr - 1) / mr * mr;
+    int64_t i0 = NT * ith / nth, i1 = NT * (ith + 1) / nth, r0 = 0, r1 = OCp;
+    if (split_channels(NT, OCp, mr, nth)) {
+        const int64_t per = (OCp / mr + nth - 1) / nth * mr;
+        i0 = 0, i1 = NT;
+        r0 = per * ith;
+        r1 = r0 + per < OCp ? r0 + per : OCp;
+    }
+    if (i0 >= i1 || r0 >= r1) {
         return;
     }
-    const int64_t OCp = (OC + mr - 1) / mr * mr;
     const int64_t vs = wino_stride(WB * IC), ms = wino_stride(OCp * WB);
     float * v = da3_scratch(DA3_BUF_B, (size_t) P * vs);
     float * m = da3_scratch(DA3_BUF_O, (size_t) P * ms);
@@ -1109,12 +1135,12 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
         for (int q = 0; q < P; q++) {
             const uint32_t * uq = (const uint32_t *) uk->data + q * uhs, * vq = (const uint32_t *) vb + q * vhs;
             for (int64_t jr = 0; jr < np; jr += NR) {
-                for (int64_t ir = 0; ir < OC; ir += mr) {
+                for (int64_t ir = r0; ir < r1; ir += mr) {
                     tile(kt, uq + ir * kt, vq + jr * kt, m + q * ms + ir * WB + jr, WB, mr, NR, 0, NULL, 0, 0);
                 }
             }
         }
-        wino_output(m, OCp, OC, &ep, (float *) dst->data + n * OW * OH * OC, OW, OH, T, TW, t0, nt);
+        wino_output(m, OCp, r0, r1 < OC ? r1 : OC, &ep, (float *) dst->data + n * OW * OH * OC, OW, OH, T, TW, t0, nt);
     }
 }
 

@@ -124,9 +124,12 @@ func winogradBound(x, k, b *optest.ND, pad, T int) *optest.ND {
 // TestWinograd checks the F(2×2, 3×3) and F(4×4, 3×3) convolutions against
 // float64 in every variant: each output within the bound derived from the
 // transforms (winogradBound), on images with odd sizes (partial last tile
-// rows and columns), tile rows wider than a block of tiles (128 tiles: 300
-// and 600 columns), padding 0, 1 and 2, the
-// 32-channel output of the DPT heads, a bias and ReLU; and that Conv2D
+// rows and columns), tile rows wider than a block of tiles (one panel: 32
+// tiles on AVX-512; 300 and 600 columns), padding 0, 1 and 2, the
+// 32-channel output of the DPT heads, maps with so few tiles that the
+// threads share the output channels instead (18×12 in 4×4 tiles, the
+// smallest DPT map, and 21×11 with 40 channels: three tile rows, the last
+// thread's partial), a bias and ReLU; and that Conv2D
 // routes 3×3 convolutions to it under a policy with Winograd. It logs the
 // errors of both algorithms relative to max|ref|.
 func TestWinograd(t *testing.T) {
@@ -139,7 +142,7 @@ func TestWinograd(t *testing.T) {
 		}
 		for _, s := range []struct{ w, h, ic, oc, pad, tile int }{
 			{7, 5, 8, 8, 1, 2}, {45, 9, 16, 32, 1, 2}, {300, 6, 8, 9, 1, 2}, {30, 20, 64, 32, 1, 2}, {21, 11, 24, 40, 0, 2}, {13, 10, 9, 17, 2, 2},
-			{7, 5, 8, 8, 1, 4}, {45, 9, 16, 32, 1, 4}, {600, 7, 8, 9, 1, 4}, {30, 21, 64, 32, 1, 4}, {21, 11, 24, 40, 0, 4}, {13, 10, 9, 17, 2, 4},
+			{7, 5, 8, 8, 1, 4}, {45, 9, 16, 32, 1, 4}, {600, 7, 8, 9, 1, 4}, {30, 21, 64, 32, 1, 4}, {21, 11, 24, 40, 0, 4}, {13, 10, 9, 17, 2, 4}, {18, 12, 32, 64, 1, 4},
 		} {
 			t.Run(fmt.Sprintf("%s/F%d/%dx%dx%d_oc%d_p%d", v, s.tile, s.w, s.h, s.ic, s.oc, s.pad), func(t *testing.T) {
 				h := optest.NewHarness(t, 16)
