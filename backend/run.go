@@ -78,9 +78,14 @@ func (b *Builder) Tapping(name string) bool { return b.taps != nil && b.taps(nam
 // CheckPrefix starts the names of the outputs Check adds.
 const CheckPrefix = "check."
 
-// Check adds the sum of t's values as the output CheckPrefix+name: a cheap
-// probe that is NaN or Inf when any value of t is.
+// Check adds sums of t's values as the output CheckPrefix+name: a cheap
+// probe that is NaN or Inf when any value of t is (with the CPU kernels,
+// the sums of 16 runs of t, on all threads; else one sum).
 func (b *Builder) Check(name string, t *ggml.Tensor) {
+	if kernels.PolicyOf(b.G).Strips && kernels.SumPartsFits(t) {
+		b.Output(CheckPrefix+name, kernels.SumParts(b.G, t, 16))
+		return
+	}
 	b.Output(CheckPrefix+name, t.Sum(b.G))
 }
 

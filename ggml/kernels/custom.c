@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include "da3_ggml.h"
 #include "custom.h"
 
@@ -296,5 +297,73 @@ void da3_op_layer_norm(struct ggml_tensor * dst, int ith, int nth, void * userda
         if (cs != NULL) {
             rope_row(y, (const float *) cs->data + i2 * C, C);
         }
+    }
+}
+
+// da3_op_sum_parts: dst [P] holds the sums (in double, rounded once) of P
+// equal runs of the values of a contiguous F32 src0, the threads taking
+// runs in turn: a parallel probe that is NaN or Inf where a value is
+// (ggml_sum runs on one thread).
+void da3_op_sum_parts(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    (void) userdata;
+    const struct ggml_tensor * x = dst->src[0];
+    if (x == NULL || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x) || dst->type != GGML_TYPE_F32 ||
+        !ggml_is_contiguous(dst) || ggml_nelements(dst) < 1) {
+        da3_fault(DA3_FAULT_OPERANDS);
+        return;
+    }
+    const int64_t n = ggml_nelements(x), P = ggml_nelements(dst);
+    const float * v = x->data;
+    float * out = dst->data;
+    for (int64_t p = ith; p < P; p += nth) {
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        int64_t i = n * p / P;
+        const int64_t e = n * (p + 1) / P;
+        for (; i + 4 <= e; i += 4) {
+            s0 += v[i];
+            s1 += v[i + 1];
+            s2 += v[i + 2];
+            s3 += v[i + 3];
+        }
+        for (; i < e; i++) {
+            s0 += v[i];
+        }
+        out[p] = (float) ((s0 + s1) + (s2 + s3));
+    }
+}
+
+// da3_op_stack_rows: dst [W, Σh_i, C, S] is the contiguous F32 sources
+// src_i [W, h_i, C, S] (up to GGML_MAX_SRC) stacked along the rows, as a
+// chain of ggml_concat on dim 1 gives, each value copied once. The threads
+// take (plane, source) items in turn.
+void da3_op_stack_rows(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    (void) userdata;
+    int ns = 0;
+    int64_t rows = 0;
+    while (ns < GGML_MAX_SRC && dst->src[ns] != NULL) {
+        const struct ggml_tensor * s = dst->src[ns];
+        if (s->type != GGML_TYPE_F32 || !ggml_is_contiguous(s) || s->ne[0] != dst->ne[0] || s->ne[2] != dst->ne[2] ||
+            s->ne[3] != dst->ne[3]) {
+            da3_fault(DA3_FAULT_OPERANDS);
+            return;
+        }
+        rows += s->ne[1];
+        ns++;
+    }
+    if (ns == 0 || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(dst) || rows != dst->ne[1]) {
+        da3_fault(DA3_FAULT_OPERANDS);
+        return;
+    }
+    const int64_t W = dst->ne[0], H = dst->ne[1], planes = dst->ne[2] * dst->ne[3];
+    int64_t y0[GGML_MAX_SRC];
+    for (int i = 0, y = 0; i < ns; y += (int) dst->src[i]->ne[1], i++) {
+        y0[i] = y;
+    }
+    for (int64_t it = ith; it < planes * ns; it += nth) {
+        const int64_t pl = it / ns;
+        const int i = (int) (it % ns);
+        const struct ggml_tensor * s = dst->src[i];
+        memcpy((float *) dst->data + (pl * H + y0[i]) * W, (const float *) s->data + pl * s->ne[1] * W,
+               sizeof(float) * (size_t) (s->ne[1] * W));
     }
 }

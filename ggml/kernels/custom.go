@@ -124,3 +124,54 @@ func LayerNorm(g *ggml.Context, x, w, b *ggml.Tensor, eps float32) *ggml.Tensor 
 	mustFit(LayerNormFits(x, w, b), "layer norm", []*ggml.Tensor{x, w, b}, "want f32 rows and an f32 weight and bias of one value per channel")
 	return g.Custom(opLayerNorm, ggml.TypeF32, []int{x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)}, []*ggml.Tensor{x, w, b}, uintptr(math.Float32bits(eps)))
 }
+
+// opSumParts is the C kernel of SumParts.
+var opSumParts = unsafe.Pointer(C.da3_op_sum_parts)
+
+// SumPartsFits reports whether SumParts accepts x: F32 and contiguous.
+func SumPartsFits(x *ggml.Tensor) bool {
+	return x != nil && x.Type() == ggml.TypeF32 && x.IsContiguous()
+}
+
+// SumParts is the sums [parts] of parts equal runs of x's values (in
+// order), computed on all the graph's threads (ggml's Sum runs on one): a
+// probe that is NaN or Inf when a value of x is. It panics with a
+// *ggml.ShapeError unless SumPartsFits(x) and parts >= 1. CPU backend only;
+// portable.
+func SumParts(g *ggml.Context, x *ggml.Tensor, parts int) *ggml.Tensor {
+	mustFit(SumPartsFits(x) && parts >= 1, "sum_parts", []*ggml.Tensor{x}, "want a contiguous f32 operand and at least one part, got %d", parts)
+	return g.Custom(opSumParts, ggml.TypeF32, []int{parts}, []*ggml.Tensor{x}, 0)
+}
+
+// opStackRows is the C kernel of StackRows.
+var opStackRows = unsafe.Pointer(C.da3_op_stack_rows)
+
+// MaxStack is the most maps StackRows takes at once.
+const MaxStack = C.GGML_MAX_SRC - 1
+
+// StackRowsFits reports whether StackRows accepts ts: 1 to MaxStack
+// contiguous F32 maps [W, h_i, C, S] of equal W, C and S.
+func StackRowsFits(ts []*ggml.Tensor) bool {
+	if len(ts) < 1 || len(ts) > MaxStack || !nonNil(ts...) {
+		return false
+	}
+	for _, t := range ts {
+		if t.Type() != ggml.TypeF32 || !t.IsContiguous() || t.Dim(0) != ts[0].Dim(0) || t.Dim(2) != ts[0].Dim(2) || t.Dim(3) != ts[0].Dim(3) {
+			return false
+		}
+	}
+	return true
+}
+
+// StackRows is the maps ts [W, h_i, C, S] stacked along the rows (dim 1),
+// the values of ts[0].Concat(g, ts[1], 1).Concat(g, ts[2], 1)… with each
+// value copied once. It panics with a *ggml.ShapeError unless
+// StackRowsFits(ts). CPU backend only; portable.
+func StackRows(g *ggml.Context, ts []*ggml.Tensor) *ggml.Tensor {
+	mustFit(StackRowsFits(ts), "stack_rows", ts, "want 1 to %d contiguous f32 maps [W, h, C, S] of equal W, C and S", MaxStack)
+	h := 0
+	for _, t := range ts {
+		h += t.Dim(1)
+	}
+	return g.Custom(opStackRows, ggml.TypeF32, []int{ts[0].Dim(0), h, ts[0].Dim(2), ts[0].Dim(3)}, ts, 0)
+}

@@ -27,6 +27,7 @@ float * da3_scratch(int i, size_t n);
 //   gemm:      act | prec << 8 | variant << 16 | packed << 24 (src0 from da3_pack_weight)
 //   conv2d:    stride | pad << 8 | dil << 16 | act << 24 | prec << 26 | variant << 28
 //   winograd:  pad | act << 8 | prec << 10 | variant << 12 | f4 << 16 (1: F(4×4, 3×3) tiles)
+//              | relu_in << 17 (1: the input's ReLU taken as it is transformed)
 //   wino_kernel: T | prec << 8 | variant << 12
 //   attention: the scale's float bits | prec << 32 | variant << 40 (64-bit
 //              pointers; elsewhere the best variant, f32)
@@ -95,3 +96,5 @@ void da3_op_attention(struct ggml_tensor * dst, int ith, int nth, void * userdat
 void da3_op_bilinear(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_bilinear_window(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_layer_norm(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void da3_op_sum_parts(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void da3_op_stack_rows(struct ggml_tensor * dst, int ith, int nth, void * userdata);

@@ -101,6 +101,18 @@ func TestEntryChecks(t *testing.T) {
 			x, ux, uy := g.NewTensor(f32, 8, 8, 2), g.NewTensor(f32, 16, 2), g.NewTensor(f32, 8, 2)
 			return g.Custom(opBilinearWindow, f32, []int{18, 6, 2}, []*ggml.Tensor{x, ux, uy}, uintptr(uint64(1)<<1|uint64(0)<<4|uint64(16)<<24|uint64(16)<<44)), []*ggml.Tensor{x, ux, uy}
 		}},
+		{"sum parts of an f16 input", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x := g.NewTensor(ggml.TypeF16, 8, 8)
+			return g.Custom(opSumParts, f32, []int{4}, []*ggml.Tensor{x}, 0), []*ggml.Tensor{x}
+		}},
+		{"stack rows wrong height", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			a, b := g.NewTensor(f32, 8, 3, 2), g.NewTensor(f32, 8, 4, 2)
+			return g.Custom(opStackRows, f32, []int{8, 9, 2}, []*ggml.Tensor{a, b}, 0), []*ggml.Tensor{a, b}
+		}},
+		{"stack rows width mismatch", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			a, b := g.NewTensor(f32, 8, 3, 2), g.NewTensor(f32, 7, 4, 2)
+			return g.Custom(opStackRows, f32, []int{8, 7, 2}, []*ggml.Tensor{a, b}, 0), []*ggml.Tensor{a, b}
+		}},
 		{"layer norm short weight", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
 			x, w, b := g.NewTensor(f32, 8, 3), g.NewTensor(f32, 4), g.NewTensor(f32, 8)
 			return g.Custom(opLayerNorm, f32, []int{8, 3}, []*ggml.Tensor{x, w, b}, 0), []*ggml.Tensor{x, w, b}

@@ -204,6 +204,23 @@ func WinogradFits(w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) bool {
 // transform is inexact); see TestWinograd for the bounds. It panics with a
 // *ggml.ShapeError unless WinogradFits(w, x, p, ep).
 func Conv2DWinograd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
+	return winograd(g, w, x, p, ep, false)
+}
+
+// Conv2DReLUIn is Conv2D(g, w, x.ReLU(g), p, ep): where the graph's policy
+// takes the convolution by Winograd, the input's ReLU is done as the input
+// transform loads it (the same values, without a pass over the map and a
+// copy of it); otherwise the two nodes. It panics with a *ggml.ShapeError
+// unless Conv2DFits(w, x, p, ep).
+func Conv2DReLUIn(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
+	if pol, _ := nodeKernels(g); pol.Winograd && WinogradFits(w, x, p, ep) {
+		return winograd(g, w, x, p, ep, true)
+	}
+	return Conv2D(g, w, x.ReLU(g), p, ep)
+}
+
+// winograd is Conv2DWinograd, of ReLU(x) when reluIn.
+func winograd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, reluIn bool) *ggml.Tensor {
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), 3, 3)
 	tile := WinogradTile(ow, oh)
 	if pol, v := nodeKernels(g); pol.convPrecision(v) != PrecisionF32 {
@@ -212,7 +229,7 @@ func Conv2DWinograd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep 
 		// f32 falls from 0.99999 (F(2×2)) to 0.9996.
 		tile = 2
 	}
-	return Conv2DWinogradTile(g, w, x, p, ep, tile)
+	return winogradTile(g, w, x, p, ep, tile, reluIn)
 }
 
 // WinogradTile is the output tile Conv2DWinograd uses for an ow×oh output in
@@ -231,18 +248,26 @@ func WinogradTile(ow, oh int) int {
 // Conv2DWinogradTile is Conv2DWinograd in output tiles of tile×tile: 2
 // (F(2×2, 3×3)) or 4 (F(4×4, 3×3)).
 func Conv2DWinogradTile(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, tile int) *ggml.Tensor {
+	return winogradTile(g, w, x, p, ep, tile, false)
+}
+
+// winogradTile is Conv2DWinogradTile, of ReLU(x) when reluIn.
+func winogradTile(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, tile int, reluIn bool) *ggml.Tensor {
 	mustFit(WinogradFits(w, x, p, ep) && (tile == 2 || tile == 4), "conv2d_winograd", ep.args([]*ggml.Tensor{w, x}), "want the operands of Conv2D with a 3x3 kernel, stride 1, dilation 1, pad <= 2 and at least 8 channels in and out, and a tile of 2 or 4")
 	_, pad, _ := p.Norm()
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), 3, 3)
 	pol, v := nodeKernels(g)
 	prec := pol.convPrecision(v)
-	f4 := 0
+	f4, relu := 0, 0
 	if tile == 4 {
 		f4 = 1
 	}
+	if reluIn {
+		relu = 1
+	}
 	u := winogradKernel(g, w, tile, prec, v)
 	return g.Custom(opWinograd, ggml.TypeF32, []int{ow, oh, w.Dim(3), x.Dim(3)}, ep.args([]*ggml.Tensor{u, x}),
-		uintptr(pad|int(ep.Act)<<8|int(prec)<<10|int(v)<<12|f4<<16))
+		uintptr(pad|int(ep.Act)<<8|int(prec)<<10|int(v)<<12|f4<<16|relu<<17))
 }
 
 // winogradKernel is the node computing the Winograd transform of the 3×3

@@ -886,7 +886,7 @@ static inline void at4(const vf x[6], vf y[4]) {
 // TW a tile row) of x [W, H, IC] into packed B panels:
 // v + ξ·wino_stride(WB·IC) holds [tile/NR][ic][tile%NR].
 static void wino_input(const float * x, int64_t W, int64_t H, int64_t IC, int64_t pad, int T, int64_t TW, int64_t t0,
-                       int64_t nt, float * v) {
+                       int64_t nt, int relu, float * v) {
     const int A = T + 2;
     const int64_t HW = W * H, vs = wino_stride(WB * IC);
     // the input rows the block reads, prefetched a channel ahead (each channel is a separate
@@ -930,6 +930,11 @@ static void wino_input(const float * x, int64_t W, int64_t H, int64_t IC, int64_
                         v_load_deint4(row, x0 + 4, W, h); // columns 4, 5
                         c[4] = h[0];
                         c[5] = h[1];
+                    }
+                    if (relu) { // max(x, 0) is 0 for −0 and NaN as ggml's ReLU (x > 0 ? x : 0)
+                        for (int q = 0; q < A; q++) {
+                            c[q] = v_max(c[q], v_zero());
+                        }
                     }
                     if (ns == 1) {
                         for (int q = 0; q < A; q++) {
@@ -1076,6 +1081,7 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
     const int64_t pad = prm & 0xff;
     const int prec = (int) ((prm >> 10) & 0x3) == DA3_PREC_BF16 ? DA3_PREC_BF16 : DA3_PREC_F32;
     const int T = (prm >> 16) & 1 ? 4 : 2, P = (T + 2) * (T + 2); // output tile, positions
+    const int relu = (int) ((prm >> 17) & 1);                       // ReLU of the input
     const struct epi ep = { .bias = bias != NULL ? (const float *) bias->data : NULL, .per_row = 1, .act = (int) ((prm >> 8) & 0x3) };
     const int mr = choose_mr(OC);
     const int64_t uhs = wino_u_stride(IC, OC, prec); // U's positions, f32 or bf16 pairs
@@ -1122,7 +1128,7 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
         nt = i1 - it < WB ? i1 - it : WB;
         nt = TT - t0 < nt ? TT - t0 : nt;
         const int64_t np = (nt + NR - 1) / NR * NR; // tiles in whole panels
-        wino_input((const float *) x->data + n * W * H * IC, W, H, IC, pad, T, TW, t0, nt, v);
+        wino_input((const float *) x->data + n * W * H * IC, W, H, IC, pad, T, TW, t0, nt, relu, v);
         const void * vb = v;
 #if defined(ISA_BF16)
         if (vh != NULL) {

@@ -25,7 +25,7 @@ static inline vf v_mul(vf a, vf b) { return a * b; }
 static inline vf v_div(vf a, vf b) { return a / b; }
 static inline vf v_blend(vm m, vf a, vf b) { return (vf) (((vi) a & ~m) | ((vi) b & m)); } // m ? b : a
 static inline vm m_lt(vf a, vf b) { return (vm) (a < b); }
-static inline vf v_max(vf a, vf b) { return v_blend(m_lt(a, b), a, b); }
+static inline vf v_max(vf a, vf b) { return v_blend(m_lt(b, a), b, a); } // a > b ? a : b, as x86 max (b for NaN and ±0)
 static inline vf v_min(vf a, vf b) { return v_blend(m_lt(b, a), a, b); }
 static inline vf v_abs(vf a) { return (vf) ((vi) a & 0x7fffffff); }
 static inline vf v_round(vf a) { // to nearest, ties to even, for |a| < 2^22 (the kernels' range)

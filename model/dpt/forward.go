@@ -241,11 +241,26 @@ func unpadded(c *nn.Conv2D) *nn.Conv2D {
 	return &u
 }
 
-// concatRows stacks maps [W, h_i, C, S] along the rows, as a balanced tree
-// of concatenations (each value is copied about log2(len) times).
+// concatRows stacks maps [W, h_i, C, S] along the rows: with the Strips
+// policy by kernels.StackRows (each value copied once for up to
+// kernels.MaxStack maps, else once per level of a tree of such stacks),
+// otherwise as a balanced tree of concatenations (each value copied about
+// log2(len) times).
 func concatRows(g *ggml.Context, ts []*ggml.Tensor) *ggml.Tensor {
 	if len(ts) == 1 {
 		return ts[0]
+	}
+	if kernels.PolicyOf(g).Strips && kernels.StackRowsFits(ts[:min(len(ts), kernels.MaxStack)]) {
+		for len(ts) > kernels.MaxStack {
+			var level []*ggml.Tensor
+			for i := 0; i < len(ts); i += kernels.MaxStack {
+				level = append(level, kernels.StackRows(g, ts[i:min(i+kernels.MaxStack, len(ts))]))
+			}
+			ts = level
+		}
+		if kernels.StackRowsFits(ts) {
+			return kernels.StackRows(g, ts)
+		}
 	}
 	m := len(ts) / 2
 	return concatRows(g, ts[:m]).Concat(g, concatRows(g, ts[m:]), 1)

@@ -44,6 +44,21 @@ func (c *Conv2D) ForwardAct(g *ggml.Context, x *ggml.Tensor, act kernels.Act) *g
 	return act.Apply(g, y)
 }
 
+// ForwardReLUIn is ForwardAct(g, x.ReLU(g), act) (a pre-activation
+// convolution, as in DPT's residual units), with the input's ReLU done by
+// the convolution where the kernels can (kernels.Conv2DReLUIn): the same
+// values without a pass over the map.
+func (c *Conv2D) ForwardReLUIn(g *ggml.Context, x *ggml.Tensor, act kernels.Act) *ggml.Tensor {
+	ep := kernels.Epilogue{Bias: c.Bias, Act: act}
+	if c.Bias != nil {
+		ep.Bias = c.Bias.Reshape(g, c.Bias.Dim(0))
+	}
+	if kernels.PolicyOf(g).GEMM && kernels.Conv2DFits(c.Weight, x, c.Params, ep) {
+		return kernels.Conv2DReLUIn(g, c.Weight, x, c.Params, ep)
+	}
+	return c.ForwardAct(g, x.ReLU(g), act)
+}
+
 // im2colConv is ggml_conv_2d (im2col, then one matrix product) built from
 // its parts so that the product goes through MatMul (the GEMM kernel for
 // F32 kernels when the policy allows it) and a single image needs no final
