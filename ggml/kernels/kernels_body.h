@@ -473,12 +473,14 @@ static int get_scratch(struct gemm_scratch * sc, int prec) {
 }
 
 // split gives thread ith its share of an M×N product: NR-wide column
-// stripes when there are enough of them, else mr-tall row blocks. It
+// stripes when there are enough of them (and by_rows is 0), else mr-tall
+// row blocks. It
 // returns 0 when the share is empty.
-static int split(int64_t M, int64_t N, int mr, int ith, int nth, int64_t * m0, int64_t * m1, int64_t * n0, int64_t * n1) {
+static int split(int64_t M, int64_t N, int mr, int ith, int nth, int by_rows, int64_t * m0, int64_t * m1, int64_t * n0,
+                 int64_t * n1) {
     const int64_t stripes = (N + NR - 1) / NR;
     *m0 = 0; *m1 = M; *n0 = 0; *n1 = N;
-    if (stripes >= 4 * nth || M < (int64_t) nth * mr) {
+    if ((stripes >= 4 * nth && !by_rows) || M < (int64_t) nth * mr) {
         const int64_t per = (stripes + nth - 1) / nth;
         *n0 = per * ith * NR;
         *n1 = *n0 + per * NR < N ? *n0 + per * NR : N;
@@ -594,7 +596,12 @@ void ISA_FN(da3_gemm)(struct ggml_tensor * dst, int ith, int nth, void * userdat
     const int mr = choose_mr(M);
 #endif
     int64_t m0, m1, n0, n1;
-    if (!split(M, N, mr, ith, nth, &m0, &m1, &n0, &n1)) {
+    // Weights packed at load are read in place, so threads sharing the rows read all of them instead of
+    // each packing all of A: for bf16 and int8, whose packing converts A, rows, where a depth block of
+    // all the columns stays in L2 (N <= NC: a ViT's output projections; -7 % bf16, -13 % int8; wider
+    // ones stream it from L3 for every block of rows and lose as much).
+    const int by_rows = packed && prec != DA3_PREC_F32 && M >= (int64_t) nth * MC && N <= NC;
+    if (!split(M, N, mr, ith, nth, by_rows, &m0, &m1, &n0, &n1)) {
         return;
     }
     struct gemm_scratch sc;
@@ -637,7 +644,7 @@ void ISA_FN(da3_conv2d)(struct ggml_tensor * dst, int ith, int nth, void * userd
     const int prec = (int) ((prm >> 26) & 0x3);
     const int mr = choose_mr(OC);
     int64_t m0, m1, n0, n1;
-    if (!split(OC, P, mr, ith, nth, &m0, &m1, &n0, &n1)) {
+    if (!split(OC, P, mr, ith, nth, 0, &m0, &m1, &n0, &n1)) {
         return;
     }
     struct gemm_scratch sc;

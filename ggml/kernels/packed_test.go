@@ -37,9 +37,10 @@ func TestGEMMPacked(t *testing.T) {
 				types = append(types, ggml.TypeQ8_0)
 			}
 			for _, typ := range types {
-				sizes := [][2]int{{64, 15}, {700, 33}, {768, 29}, {37, 1}}
+				// 300 rows: threads share the rows of bf16 and int8 products (each packs its own rows of A)
+				sizes := [][2]int{{64, 15}, {700, 33}, {768, 29}, {37, 1}, {256, 300}}
 				if typ == ggml.TypeQ8_0 { // whole blocks of 32; a last depth block of 32 and of 256
-					sizes = [][2]int{{64, 15}, {288, 33}, {800, 29}, {512, 6}, {32, 1}}
+					sizes = [][2]int{{64, 15}, {288, 33}, {800, 29}, {512, 6}, {32, 1}, {256, 300}}
 				}
 				for _, s := range sizes {
 					K, M := s[0], s[1]
