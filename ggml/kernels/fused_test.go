@@ -191,15 +191,30 @@ func TestBilinear(t *testing.T) {
 }
 
 // BenchmarkAttention times Attention on the global attention of DA3-BASE at
-// 504×336 (12 heads of 64, 865 tokens a view) over 1, 4 and 8 views.
+// 504×336 (12 heads of 64, 865 tokens a view) over 1, 4 and 8 views, in f32
+// and in bf16 where the CPU has it.
 func BenchmarkAttention(b *testing.B) {
 	if !kernels.Available().Attention {
 		b.Skip("kernels off (DA3_KERNELS=off)")
 	}
-	for _, views := range []int{1, 4, 8} {
+	for _, prec := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16} {
+		if !kernels.PrecisionRuns(kernels.DefaultVariant(), prec) {
+			continue
+		}
+		for _, views := range []int{1, 4, 8} {
+			benchAttention(b, prec, views)
+		}
+	}
+}
+
+func benchAttention(b *testing.B, prec kernels.Precision, views int) {
+	{
 		n, hd, H := 865*views, 64, 12
-		b.Run(fmt.Sprintf("views%d_n%d", views, n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s/views%d_n%d", prec, views, n), func(b *testing.B) {
 			h := optest.NewHarness(b, 16)
+			pol := kernels.Default(true)
+			pol.Precision = prec
+			kernels.SetPolicy(h.G, pol)
 			rng := optest.RNG(1)
 			q := h.Input(ggml.TypeF32, optest.Randn(rng, hd*H*n, 1), hd, H, n, 1)
 			k := h.Input(ggml.TypeF32, optest.Randn(rng, hd*H*n, 1), hd, H, n, 1)

@@ -1173,6 +1173,31 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
 // oᵀ [hd][NR] = vᵀ·sᵀ (sᵀ already is a packed B panel), divides each
 // column by its sum and writes oᵀ transposed into dst. No score matrix, permutation or
 // copy of q, k, v or the output appears in the graph.
+// dim_panels splits hd rows into panels of the two tile heights (starts in
+// d0, heights in h; at most 72), the cheapest of: big tiles only, small
+// only, or whole big tiles and small ones for the rest (a head of 64: 4×14 +
+// 8 rows instead of 70), the small tile's rows weighed by its speed. It
+// returns the count.
+static int dim_panels(int64_t hd, int64_t * d0, int * h) {
+    const int64_t nb = hd / MR_BIG, rest = hd - nb * MR_BIG;
+    const double big = (double) ((hd + MR_BIG - 1) / MR_BIG * MR_BIG);
+    const double small = (double) ((hd + MR_SMALL - 1) / MR_SMALL * MR_SMALL) / SMALL_TILE_SPEED;
+    const double mixed = (double) (nb * MR_BIG) + (double) ((rest + MR_SMALL - 1) / MR_SMALL * MR_SMALL) / SMALL_TILE_SPEED;
+    int64_t bigs = (hd + MR_BIG - 1) / MR_BIG; // big tiles, then small ones for the rest
+    if (mixed < big && mixed <= small) {
+        bigs = nb;
+    } else if (small < big) {
+        bigs = 0;
+    }
+    int n = 0;
+    for (int64_t d = 0; d < hd && n < 72; n++) {
+        d0[n] = d;
+        h[n] = n < bigs ? MR_BIG : MR_SMALL;
+        d += h[n];
+    }
+    return n;
+}
+
 void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     const struct ggml_tensor * q = dst->src[0];
     const struct ggml_tensor * k = dst->src[1];
@@ -1182,9 +1207,12 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
     const int prec = sizeof(void *) == 8 ? (int) (((uint64_t) (uintptr_t) userdata >> 32) & 0xff) : DA3_PREC_F32;
     const int64_t hd = q->ne[0], H = q->ne[1], n = q->ne[2], B = q->ne[3];
     const int64_t nk = k->ne[2];
-    const int mk = MR_BIG, md = choose_mr(hd);
+    const int mk = MR_BIG;
     const int64_t nkp = (nk + mk - 1) / mk * mk; // keys, padded to whole panels
-    const int64_t hdp = (hd + md - 1) / md * md; // head dims, likewise
+    int64_t pd0[72];                              // the head dims' panels: panel i holds dims pd0[i] … + pdh[i] − 1
+    int pdh[72];
+    const int npd = dim_panels(hd, pd0, pdh);
+    const int64_t hdp = pd0[npd - 1] + pdh[npd - 1]; // head dims, padded to whole panels
     const int64_t nqb = (n + NR - 1) / NR;
     const int64_t items = B * H * nqb;
     const int64_t i0 = items * ith / nth, i1 = items * (ith + 1) / nth;
@@ -1192,7 +1220,7 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
         return;
     }
     float * kp = da3_scratch(DA3_BUF_K, (size_t) nkp * hd);           // k panels: [key/mk][d][key%mk]
-    float * vp = da3_scratch(DA3_BUF_V, (size_t) hdp * nk);           // vᵀ panels: [d/md][key][d%md]
+    float * vp = da3_scratch(DA3_BUF_V, (size_t) hdp * nk);           // vᵀ panels: panel i at pd0[i]·nk, [key][pdh[i]]
     float * st = da3_scratch(DA3_BUF_S, (size_t) nk * NR + hd * NR); // sᵀ [key][NR], then qᵀ [d][NR]
     float * ot = da3_scratch(DA3_BUF_O, (size_t) hdp * NR);          // oᵀ [d][NR]
     if (kp == NULL || vp == NULL || st == NULL || ot == NULL) {
@@ -1200,7 +1228,9 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
         return;
     }
     float * qp = st + nk * NR;
-    tile_fn tk = tile_for(mk), td = tile_for(md);
+    tile_fn tk = tile_for(mk);
+    int bf = 0; // bf16 products
+    (void) bf;
     // Depth steps of the two products: hd (scores) and nk (outputs), or their pairs in bf16.
     int64_t kts = hd;
     const void * ka = kp, * va = vp, * qa = qp, * sa = st;
@@ -1220,7 +1250,7 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
         qh = kh + ko;
         sh = vh + vo;
         tk = tile_bf16_for(mk);
-        td = tile_bf16_for(md);
+        bf = 1;
         kts = kth;
         ka = kh, va = vh, qa = qh, sa = sh;
     }
@@ -1238,9 +1268,11 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
             // k: keys as the rows of A panels (register transposes); vᵀ: each key's md dims of a
             // panel are one contiguous run of its row
             pack_a_panels((const float *) kb, k->nb[2] / sizeof(float), 0, nk, 0, hd, mk, kp);
-            memset(vp + (hdp - md) * nk, 0, sizeof(float) * md * nk); // the padding dims of the last panel
-            for (int64_t d0 = 0; d0 < hd; d0 += md) {
-                const int64_t dn = hd - d0 < md ? hd - d0 : md;
+            if (hdp > hd) { // the padding dims of the last panel
+                memset(vp + pd0[npd - 1] * nk, 0, sizeof(float) * pdh[npd - 1] * nk);
+            }
+            for (int i = 0; i < npd; i++) {
+                const int64_t d0 = pd0[i], md = pdh[i], dn = hd - d0 < md ? hd - d0 : md;
                 float * vd = vp + d0 * nk;
                 for (int64_t j = 0; j < nk; j++) {
                     const float * vr = (const float *) (vb + j * v->nb[2]) + d0;
@@ -1253,7 +1285,9 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
 #if defined(ISA_BF16)
             if (kh != NULL) {
                 pairs_panels(kp, nkp, mk, hd, kh);
-                pairs_panels(vp, hdp, md, nk, vh);
+                for (int i = 0; i < npd; i++) {
+                    pairs_panels(vp + pd0[i] * nk, pdh[i], pdh[i], nk, vh + pd0[i] * nkt);
+                }
             }
 #endif
             packed = bh;
@@ -1305,8 +1339,13 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
             inv[part] = v_div(v_set1(1.0f), sum);
         }
         // oᵀ = vᵀ·sᵀ, in chunks of KC keys (KC is even: the bf16 pairs do not straddle chunks)
-        for (int64_t d = 0; d < hd; d += md) {
-            const int64_t mr = hd - d < md ? hd - d : md;
+        for (int i = 0; i < npd; i++) {
+            const int64_t d = pd0[i], md = pdh[i], mr = hd - d < md ? hd - d : md;
+#if defined(ISA_BF16)
+            const tile_fn td = bf ? tile_bf16_for(md) : tile_for(md);
+#else
+            const tile_fn td = tile_for(md);
+#endif
             for (int64_t pc = 0; pc < nk; pc += KC) {
                 const int64_t kc = nk - pc < KC ? nk - pc : KC;
                 const int64_t nkd = (nk + step - 1) / step; // the panels' depth
