@@ -234,12 +234,15 @@ func winograd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilog
 
 // WinogradTile is the output tile Conv2DWinograd uses for an ow×oh output in
 // f32: 4 (F(4×4, 3×3)) unless the map is so small that 4×4 tiles would
-// compute many padding outputs, then 2.
+// compute many padding outputs, or fewer than 32 of them would not pay for
+// their kernel transform (2.25 times F(2×2)'s, redone in every run: the
+// 18×12 maps of a DPT head at 504×336 take 20-40 % longer in 4×4 tiles),
+// then 2.
 func WinogradTile(ow, oh int) int {
 	pad := func(n, t int) int { return (n + t - 1) / t * t }
 	// F(4×4) does 36/16 = 2.25 products per output, F(2×2) 16/4 = 4, each on its
 	// tiles' outputs, padding included.
-	if float64(pad(ow, 4)*pad(oh, 4))*2.25 < float64(pad(ow, 2)*pad(oh, 2))*4 {
+	if pad(ow, 4)*pad(oh, 4) >= 32*16 && float64(pad(ow, 4)*pad(oh, 4))*2.25 < float64(pad(ow, 2)*pad(oh, 2))*4 {
 		return 4
 	}
 	return 2

@@ -206,6 +206,13 @@ func TestWinograd(t *testing.T) {
 		h.G.Expand(d)
 		assert.Equal(t, n+5, h.G.Nodes(), "another tile: its own transform")
 	})
+	t.Run("tile", func(t *testing.T) {
+		// 4×4 tiles where there are enough of them to pay for their kernel transform, without much
+		// padding; else 2×2.
+		for _, c := range [][3]int{{18, 12, 2}, {36, 24, 4}, {144, 96, 4}, {504, 336, 4}, {5, 5, 2}, {30, 14, 4}, {30, 10, 2}, {33, 33, 4}} { // 30x14: 32 tiles
+			assert.Equal(t, c[2], kernels.WinogradTile(c[0], c[1]), "%dx%d", c[0], c[1])
+		}
+	})
 	t.Run("routing", func(t *testing.T) {
 		p := ggml.Conv2DParams{Pad: 1}
 		for _, on := range []bool{false, true} {
@@ -234,7 +241,8 @@ func TestWinograd(t *testing.T) {
 // (features 128: the fusion blocks at 18×12 … 144×96, output_conv1 at
 // 288×192, output_conv2 at full size with 32 channels out).
 func BenchmarkWinograd(b *testing.B) {
-	for _, s := range [][4]int{{18, 12, 128, 128}, {36, 24, 128, 128}, {72, 48, 128, 128}, {144, 96, 128, 128}, {288, 192, 128, 64}, {504, 336, 64, 32}} {
+	for _, s := range [][4]int{{18, 12, 128, 128}, {36, 24, 128, 128}, {72, 48, 128, 128}, {144, 96, 128, 128}, {288, 192, 128, 64}, {504, 336, 64, 32},
+		{18, 12, 768, 128}, {36, 24, 384, 128}, {72, 48, 192, 128}, {144, 96, 96, 128}} { // the layerN_rn convs
 		W, H, IC, OC := s[0], s[1], s[2], s[3]
 		for _, tile := range []int{0, 2, 4} {
 			name := map[int]string{0: "direct", 2: "F2", 4: "F4"}[tile]
