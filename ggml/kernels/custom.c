@@ -66,8 +66,11 @@ float * da3_scratch(int i, size_t n) {
 // not NULL (contiguous [FW, C] and [FH, C]), ux[x, c] + uy[y, c] is added to
 // the pixels (x, y) inside (a separable embedding such as DA3's UV). The
 // source coordinates and weights are ggml's, with the per-column ones
-// computed once per call instead of per element; rows (not channels) are
-// split over the threads.
+// computed once per call instead of per element; the sums are torch's
+// (upsample_bilinear2d: each source row interpolated along x, then the two
+// rows along y; ggml sums the four terms: the same to rounding), so each
+// source row is interpolated once for all the output rows that read it;
+// rows (not channels) are split over the threads.
 static void bilinear(struct ggml_tensor * dst, const struct ggml_tensor * src, const struct ggml_tensor * ux,
                      const struct ggml_tensor * uy, int ith, int nth, int align, int64_t FW, int64_t FH, int64_t ox, int64_t oy) {
     const int64_t W = src->ne[0], H = src->ne[1];
@@ -83,15 +86,18 @@ static void bilinear(struct ggml_tensor * dst, const struct ggml_tensor * src, c
         sf0 = FW > 1 && W > 1 ? (float) (FW - 1) / (W - 1) : sf0;
         sf1 = FH > 1 && H > 1 ? (float) (FH - 1) / (H - 1) : sf1;
     }
+    // per column: the two source columns and their weights; two source rows interpolated along x
     int32_t * x0 = malloc(sizeof(int32_t) * 2 * OW);
-    float * dx = malloc(sizeof(float) * OW);
-    if (x0 == NULL || dx == NULL) {
+    float * wx = malloc(sizeof(float) * 4 * OW);
+    if (x0 == NULL || wx == NULL) {
         free(x0);
-        free(dx);
+        free(wx);
         da3_fault(DA3_FAULT_NOMEM);
         return;
     }
     int32_t * x1 = x0 + OW;
+    float * dx = wx + OW, * hrow[2] = { wx + 2 * OW, wx + 3 * OW };
+    int64_t hkey[2] = { -1, -1 }; // the source row (plane·H + y) each of hrow holds
     // Window columns [i0, i1) are inside the full image.
     const int64_t i0 = ox < 0 ? -ox : 0, i1 = FW - ox < OW ? FW - ox : OW;
     for (int64_t i = 0; i < OW; i++) {
@@ -101,6 +107,7 @@ static void bilinear(struct ggml_tensor * dst, const struct ggml_tensor * src, c
         b = b < 0 ? 0 : b > W - 1 ? W - 1 : b;
         float d = x - (float) a;
         dx[i] = d < 0.0f ? 0.0f : d > 1.0f ? 1.0f : d;
+        wx[i] = 1.0f - dx[i];
         x0[i] = (int32_t) a;
         x1[i] = (int32_t) b;
     }
@@ -119,21 +126,38 @@ static void bilinear(struct ggml_tensor * dst, const struct ggml_tensor * src, c
         y1 = y1 < 0 ? 0 : y1 > H - 1 ? H - 1 : y1;
         float dy = y - (float) y0;
         dy = dy < 0.0f ? 0.0f : dy > 1.0f ? 1.0f : dy;
-        const float * s0 = (const float *) src->data + (plane * H + y0) * W;
-        const float * s1 = (const float *) src->data + (plane * H + y1) * W;
+        // as torch's upsample_bilinear2d: h0·(w0·x00 + w1·x01) + h1·(w0·x10 + w1·x11), each source
+        // row interpolated along x once for the output rows that read it (two to four when upsampling)
+        const float * h[2];
+        const int64_t ys[2] = { plane * H + y0, plane * H + y1 };
+        for (int k = 0; k < 2; k++) {
+            int slot = hkey[0] == ys[k] ? 0 : hkey[1] == ys[k] ? 1 : -1;
+            if (slot < 0) {
+                slot = hkey[0] == ys[1 - k] ? 1 : 0; // keep the row the other side needs
+                const float * s = (const float *) src->data + ys[k] * W;
+                float * hr = hrow[slot];
+                for (int64_t i = i0; i < i1; i++) {
+                    hr[i] = wx[i] * s[x0[i]] + dx[i] * s[x1[i]];
+                }
+                hkey[slot] = ys[k];
+            }
+            h[k] = hrow[slot];
+        }
+        const float h0 = 1.0f - dy, h1 = dy;
+        const float * ha = h[0], * hb = h[1];
         for (int64_t i = 0; i < i0; i++) {
             out[i] = 0.0f;
         }
-        for (int64_t i = i0; i < i1; i++) {
-            const float a = s0[x0[i]], b = s0[x1[i]], c = s1[x0[i]], d = s1[x1[i]];
-            out[i] = a * (1 - dx[i]) * (1 - dy) + b * dx[i] * (1 - dy) + c * (1 - dx[i]) * dy + d * dx[i] * dy;
-        }
         if (ux != NULL) {
             const int64_t ch = plane % dst->ne[2];
-            const float * u = (const float *) ux->data + ch * FW;
+            const float * u = (const float *) ux->data + ch * FW + ox;
             const float v = ((const float *) uy->data)[ch * FH + fy];
             for (int64_t i = i0; i < i1; i++) {
-                out[i] += u[i + ox] + v;
+                out[i] = (h0 * ha[i] + h1 * hb[i]) + (u[i] + v);
+            }
+        } else {
+            for (int64_t i = i0; i < i1; i++) {
+                out[i] = h0 * ha[i] + h1 * hb[i];
             }
         }
         for (int64_t i = i1; i < OW; i++) {
@@ -141,7 +165,7 @@ static void bilinear(struct ggml_tensor * dst, const struct ggml_tensor * src, c
         }
     }
     free(x0);
-    free(dx);
+    free(wx);
 }
 
 // bilinear_src_ok checks the resize source against dst (same channels and images).
