@@ -66,7 +66,7 @@ uint64_t da3_window_calls(void);
     int64_t da3_wino_kernel_size_##sfx(int64_t IC, int64_t OC, int T, int prec);        \
     int64_t da3_pack_weight_words_##sfx(int prec, int64_t K, int64_t N);                 \
     int da3_nr_##sfx(void);                                                                 \
-    int64_t da3_pack_weight_##sfx(int prec, const void * w, int64_t K, int64_t N, uint32_t * out); \
+    int64_t da3_pack_weight_##sfx(int prec, int type, const void * w, int64_t K, int64_t N, uint32_t * out); \
     void da3_attention_##sfx(struct ggml_tensor * dst, int ith, int nth, void * userdata); \
     double da3_peak_##sfx(int prec, int64_t rounds);
 DA3_DECLARE_VARIANT(generic)
@@ -84,14 +84,14 @@ void da3_op_wino_kernel(struct ggml_tensor * dst, int ith, int nth, void * userd
 // da3_wino_kernel_size is the size in floats of da3_op_wino_kernel's output
 // for variant v (0 when v cannot compute precision prec here).
 int64_t da3_wino_kernel_size(int v, int64_t IC, int64_t OC, int T, int prec);
-// da3_pack_weight_words is the size in 32-bit words of an F32 weight [K, N]
+// da3_pack_weight_words is the size in 32-bit words of a weight [K, N]
 // packed once for variant v in precision prec (0: it cannot be packed), and
 // da3_pack_weight packs it (returns the words written, 0 on failure): the
 // operand of da3_op_gemm with the packed flag (userdata bit 24).
 int64_t da3_pack_weight_words(int v, int prec, int64_t K, int64_t N);
 // da3_variant_nr is the width of variant v's B panels (0: not runnable here).
 int da3_variant_nr(int v);
-int64_t da3_pack_weight(int v, int prec, const void * w, int64_t K, int64_t N, uint32_t * out);
+int64_t da3_pack_weight(int v, int prec, int type, const void * w, int64_t K, int64_t N, uint32_t * out);
 void da3_op_attention(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_bilinear(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_bilinear_window(struct ggml_tensor * dst, int ith, int nth, void * userdata);

@@ -42,7 +42,7 @@ struct variant {
     op_fn wino_kernel;
     int64_t (*wino_kernel_size)(int64_t IC, int64_t OC, int T, int prec);
     int64_t (*pack_weight_words)(int prec, int64_t K, int64_t N);
-    int64_t (*pack_weight)(int prec, const void * w, int64_t K, int64_t N, uint32_t * out);
+    int64_t (*pack_weight)(int prec, int type, const void * w, int64_t K, int64_t N, uint32_t * out);
     int (*nr)(void);
 };
 
@@ -312,9 +312,9 @@ int64_t da3_pack_weight_words(int v, int prec, int64_t K, int64_t N) {
     return var != NULL && K >= 1 && N >= 1 ? var->pack_weight_words(prec, K, N) : 0;
 }
 
-int64_t da3_pack_weight(int v, int prec, const void * w, int64_t K, int64_t N, uint32_t * out) {
+int64_t da3_pack_weight(int v, int prec, int type, const void * w, int64_t K, int64_t N, uint32_t * out) {
     const struct variant * var = host_variant(v, prec);
-    return var != NULL && K >= 1 && N >= 1 && w != NULL && out != NULL ? var->pack_weight(prec, w, K, N, out) : 0;
+    return var != NULL && K >= 1 && N >= 1 && w != NULL && out != NULL ? var->pack_weight(prec, type, w, K, N, out) : 0;
 }
 
 int64_t da3_wino_kernel_size(int v, int64_t IC, int64_t OC, int T, int prec) {

@@ -340,7 +340,8 @@ func Attention(g *ggml.Context, q, k, v *ggml.Tensor, scale float32) *ggml.Tenso
 	return g.Custom(opAttention, ggml.TypeF32, dims(q), ts, uintptr(ud))
 }
 
-// PackedWeight is a weight w [K, N] (F32, or Q8_0 for int8 products)
+// PackedWeight is a weight w [K, N] (F32; F16 for bf16 products; Q8_0 for
+// int8 products)
 // packed once (PackWeights) into the panels the GEMM of one variant and
 // precision reads, so that its products skip packing the weight on every
 // call (ONNX Runtime's MLAS pre-packs its weights the same way). T holds the
@@ -349,7 +350,7 @@ func Attention(g *ggml.Context, q, k, v *ggml.Tensor, scale float32) *ggml.Tenso
 type PackedWeight struct {
 	T         *ggml.Tensor
 	K, N      int
-	Type      ggml.Type // the weight's type: F32 or Q8_0
+	Type      ggml.Type // the weight's type: F32, F16 or Q8_0
 	Variant   Variant
 	Precision Precision // how the panels are stored: f32, bf16 pairs (F32 weights), int8 (Q8_0)
 }
@@ -369,11 +370,13 @@ func PackedShape(v Variant, p Precision, K, N int) ([]int, bool) {
 }
 
 // packedPrecision is how a weight of type t is packed for products in
-// precision p: an F32 weight in bf16 pairs for bf16 and in f32 otherwise, a
-// Q8_0 weight in int8 panels for int8; false for the rest (not packed).
+// precision p: an F32 weight in bf16 pairs for bf16 and in f32 otherwise, an
+// F16 weight in bf16 pairs for bf16 (f32 products of F16 weights dequantize
+// per call: their f32 panels would double their memory), a Q8_0 weight in
+// int8 panels for int8; false for the rest (not packed).
 func packedPrecision(p Precision, t ggml.Type) (Precision, bool) {
 	switch {
-	case t == ggml.TypeF32 && p == PrecisionBF16:
+	case (t == ggml.TypeF32 || t == ggml.TypeF16) && p == PrecisionBF16:
 		return PrecisionBF16, true
 	case t == ggml.TypeF32:
 		return PrecisionF32, true
@@ -397,8 +400,9 @@ type PackedSet struct {
 
 // PackWeights packs the matrices ws [K, N] for the products of graphs with
 // policy pol (its variant, and the precision its products give each
-// weight's type): F32 weights, and Q8_0 weights for int8 products, those
-// that PackedShape allows (the others are left out), reading each one's
+// weight's type): F32 weights, F16 ones for bf16 products and Q8_0 ones for
+// int8 products, those that PackedShape allows (the others are left out),
+// reading each one's
 // data (N rows of K values as the tensor's type stores them) with read and
 // calling done (when not nil) once it is packed; the weights are packed on
 // all CPUs, so read and done are called from several goroutines at once.
@@ -503,7 +507,7 @@ func packOne(s *PackedSet, w *ggml.Tensor, p Precision, t *ggml.Tensor, off int,
 	if len(data) != w.Bytes() {
 		return nil, fmt.Errorf("weight %s: %d bytes, want %d", w.Name(), len(data), w.Bytes())
 	}
-	n := C.da3_pack_weight(C.int(s.Variant), C.int(p), unsafe.Pointer(&data[0]), C.int64_t(K), C.int64_t(N),
+	n := C.da3_pack_weight(C.int(s.Variant), C.int(p), C.int(w.Type()), unsafe.Pointer(&data[0]), C.int64_t(K), C.int64_t(N),
 		(*C.uint32_t)(unsafe.Add(s.mem, off)))
 	if int(n) != shape[0]*shape[1] {
 		return nil, fmt.Errorf("packing weight %s [%d, %d] for %s %s: %w", w.Name(), K, N, s.Variant, p, ggml.ErrOutOfMemory)

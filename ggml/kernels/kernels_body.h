@@ -511,7 +511,7 @@ static int64_t pack_weight_words(int64_t K, int64_t N, int prec) {
 // da3_pack_weight packs the weight w [K, N] (N rows of K) once, as the GEMM
 // packs it per call: an F32 weight with the whole depth in one panel per NR
 // columns, [N/NR][K][NR] floats, or in bf16 precision [N/NR][⌈K/2⌉][NR]
-// pairs; in int8 precision w holds q8_0 rows and each NR columns take, per
+// pairs (of an F32 or F16 weight); in int8 precision w holds q8_0 rows and each NR columns take, per
 // KCQ-deep block of k, the panel pack_b_q8 makes of it ([N/NR][5K/16][NR]
 // words in all). The same values as per-call packing. It returns the words
 // written (0: N is not a multiple of NR, or the precision is not this
@@ -522,9 +522,10 @@ int64_t ISA_FN(da3_pack_weight_words)(int prec, int64_t K, int64_t N) {
     return pack_weight_words(K, N, prec);
 }
 
-int64_t ISA_FN(da3_pack_weight)(int prec, const void * wv, int64_t K, int64_t N, uint32_t * out) {
+int64_t ISA_FN(da3_pack_weight)(int prec, int type, const void * wv, int64_t K, int64_t N, uint32_t * out) {
     const int64_t words = pack_weight_words(K, N, prec);
-    if (words == 0 || K < 1) {
+    if (words == 0 || K < 1 || (type != GGML_TYPE_F32 && !(type == GGML_TYPE_F16 && prec == DA3_PREC_BF16) &&
+                                !(type == GGML_TYPE_Q8_0 && prec == DA3_PREC_INT8))) {
         return 0;
     }
 #if defined(ISA_INT8)
@@ -543,11 +544,20 @@ int64_t ISA_FN(da3_pack_weight)(int prec, const void * wv, int64_t K, int64_t N,
     const struct bsrc b = { .b = w, .ldb = K };
 #if defined(ISA_BF16)
     if (prec == DA3_PREC_BF16) {
-        float * tmp = malloc(sizeof(float) * NR * K);
+        float * tmp = malloc(sizeof(float) * NR * K * (type == GGML_TYPE_F16 ? 2 : 1));
         if (tmp == NULL) {
             return 0;
         }
-        pack_b_pairs(&b, 0, N, 0, K, tmp, out);
+        if (type == GGML_TYPE_F16) { // each panel's rows widened to f32 (exact), then as an F32 weight
+            float * rows = tmp + NR * K;
+            const struct bsrc bp = { .b = rows, .ldb = K };
+            for (int64_t j0 = 0; j0 < N; j0 += NR) {
+                ggml_fp16_to_fp32_row((const ggml_fp16_t *) wv + j0 * K, rows, NR * K);
+                pack_b_pairs(&bp, 0, NR, 0, K, tmp, out + j0 * ((K + 1) / 2));
+            }
+        } else {
+            pack_b_pairs(&b, 0, N, 0, K, tmp, out);
+        }
         free(tmp);
         return words;
     }

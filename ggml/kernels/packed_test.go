@@ -15,8 +15,8 @@ import (
 
 // TestGEMMPacked checks that a weight packed once (PackWeights) gives the
 // products of the per-call packing bit for bit, in every variant and in f32
-// and bf16 (and int8, whose F32 weights run in bf16 and whose Q8_0 weights
-// are packed as int8 panels), with a bias and GELU, on depths that are and
+// and bf16 (F32 and F16 weights; and int8, whose F32 and F16 weights run in
+// bf16 and whose Q8_0 weights are packed as int8 panels), with a bias and GELU, on depths that are and
 // are not multiples of the bf16 fast path's 32 and of the depth blocks
 // (256, 512), row counts off the tile heights, and several panels; and that
 // a packing for another variant or precision is not taken.
@@ -33,6 +33,9 @@ func TestGEMMPacked(t *testing.T) {
 				continue
 			}
 			types := []ggml.Type{ggml.TypeF32}
+			if prec != kernels.PrecisionF32 { // F16 weights are packed for bf16 products (int8's too)
+				types = append(types, ggml.TypeF16)
+			}
 			if prec == kernels.PrecisionInt8 {
 				types = append(types, ggml.TypeQ8_0)
 			}
@@ -54,8 +57,8 @@ func TestGEMMPacked(t *testing.T) {
 }
 
 func testGEMMPacked(t *testing.T, v kernels.Variant, prec kernels.Precision, typ ggml.Type, K, M int) {
-	pp := prec // how the weight is packed: int8 takes F32 weights in bf16
-	if prec == kernels.PrecisionInt8 && typ == ggml.TypeF32 {
+	pp := prec // how the weight is packed: int8 takes F32 and F16 weights in bf16
+	if prec == kernels.PrecisionInt8 && typ != ggml.TypeQ8_0 {
 		pp = kernels.PrecisionBF16
 	}
 	shape, ok := kernels.PackedShape(v, pp, K, 96)
@@ -71,7 +74,7 @@ func testGEMMPacked(t *testing.T, v kernels.Variant, prec kernels.Precision, typ
 	rng := optest.RNG(uint64(K*10 + M))
 	wv := optest.Randn(rng, K*N, 1)
 	var data []byte
-	if typ == ggml.TypeQ8_0 {
+	if typ != ggml.TypeF32 {
 		var err error
 		data, err = ggml.QuantizeChunk(typ, wv, N, K, nil)
 		require.NoError(t, err)
@@ -92,8 +95,16 @@ func testGEMMPacked(t *testing.T, v kernels.Variant, prec kernels.Precision, typ
 	assert.Equal(t, typ, pw.Type)
 	ep := kernels.Epilogue{Bias: b, Act: kernels.ActGELU}
 	require.True(t, kernels.GEMMPackedFits(h.G, pw, x, ep))
+	ref := kernels.GEMM(h.G, w, x, ep)
+	if typ == ggml.TypeF16 {
+		// Per call an F16 weight is widened in 256-deep blocks, a packed one is an F32 weight of
+		// the same values (512-deep blocks in bf16: C is summed in other steps): that weight's product.
+		wd, err := ggml.ToFloat32(typ, data, K*N)
+		require.NoError(t, err)
+		ref = kernels.GEMM(h.G, h.Input(ggml.TypeF32, wd, K, N), x, ep)
+	}
 	before := kernels.Calls(v, prec)
-	out := h.Compute(kernels.GEMMPacked(h.G, pw, x, ep), kernels.GEMM(h.G, w, x, ep))
+	out := h.Compute(kernels.GEMMPacked(h.G, pw, x, ep), ref)
 	assert.Equal(t, out[1], out[0], "packed once = packed per call, bit for bit")
 	if typ == ggml.TypeQ8_0 {
 		assert.Greater(t, kernels.Calls(v, prec), before, "the int8 kernels ran")
