@@ -391,3 +391,40 @@ void da3_op_stack_rows(struct ggml_tensor * dst, int ith, int nth, void * userda
                sizeof(float) * (size_t) (s->ne[1] * W));
     }
 }
+
+// da3_op_add_scaled: dst = src0 + src1 ⊙ src2 for contiguous F32 src0,
+// src1 and dst of one shape and src2 [ne0] (one factor per channel): a
+// transformer block's LayerScale and skip connection in one pass over the
+// tokens. Each product is rounded before the sum (no fused multiply-add), as
+// ggml's mul then add give.
+#if defined(__clang__)
+void da3_op_add_scaled(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+__attribute__((optimize("fp-contract=off"))) void da3_op_add_scaled(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+#else
+void da3_op_add_scaled(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+#endif
+    (void) userdata;
+    const struct ggml_tensor * x = dst->src[0], * y = dst->src[1], * g = dst->src[2];
+    if (x == NULL || y == NULL || g == NULL || x->type != GGML_TYPE_F32 || y->type != GGML_TYPE_F32 ||
+        g->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(x) || !ggml_is_contiguous(y) ||
+        !ggml_is_contiguous(g) || !ggml_is_contiguous(dst) || !ggml_are_same_shape(x, dst) ||
+        !ggml_are_same_shape(y, dst) || ggml_nelements(g) != dst->ne[0]) {
+        if (ith == 0) {
+            da3_fault(DA3_FAULT_OPERANDS);
+        }
+        return;
+    }
+    const int64_t C = dst->ne[0], rows = ggml_nrows(dst);
+    const int64_t r0 = rows * ith / nth, r1 = rows * (ith + 1) / nth;
+    const float * gd = g->data;
+    for (int64_t r = r0; r < r1; r++) {
+        const float * xr = (const float *) x->data + r * C, * yr = (const float *) y->data + r * C;
+        float * o = (float *) dst->data + r * C;
+        for (int64_t i = 0; i < C; i++) {
+            const float t = yr[i] * gd[i];
+            o[i] = xr[i] + t;
+        }
+    }
+}

@@ -5,6 +5,7 @@ import "C"
 
 import (
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/da3-go/da3-go/ggml"
@@ -174,4 +175,24 @@ func StackRows(g *ggml.Context, ts []*ggml.Tensor) *ggml.Tensor {
 		h += t.Dim(1)
 	}
 	return g.Custom(opStackRows, ggml.TypeF32, []int{ts[0].Dim(0), h, ts[0].Dim(2), ts[0].Dim(3)}, ts, 0)
+}
+
+// opAddScaled is the C kernel of AddScaled.
+var opAddScaled = unsafe.Pointer(C.da3_op_add_scaled)
+
+// AddScaledFits reports whether AddScaled accepts x, y and gamma: x and y
+// contiguous F32 of one shape, gamma a contiguous F32 vector of x.Dim(0).
+func AddScaledFits(x, y, gamma *ggml.Tensor) bool {
+	return nonNil(x, y, gamma) && x.Type() == ggml.TypeF32 && y.Type() == ggml.TypeF32 && gamma.Type() == ggml.TypeF32 &&
+		x.IsContiguous() && y.IsContiguous() && gamma.IsContiguous() && slices.Equal(dims(x), dims(y)) &&
+		gamma.Elements() == x.Dim(0) && gamma.Dim(0) == x.Dim(0)
+}
+
+// AddScaled is x.Add(g, y.Mul(g, gamma)) (gamma [C] per channel) in one
+// pass: the same values (each product rounded before the sum). It panics
+// with a *ggml.ShapeError unless AddScaledFits(x, y, gamma). CPU backend
+// only; portable.
+func AddScaled(g *ggml.Context, x, y, gamma *ggml.Tensor) *ggml.Tensor {
+	mustFit(AddScaledFits(x, y, gamma), "add_scaled", []*ggml.Tensor{x, y, gamma}, "want contiguous f32 x and y of one shape and a gamma of x.Dim(0) f32 values")
+	return g.Custom(opAddScaled, ggml.TypeF32, dims(x), []*ggml.Tensor{x, y, gamma}, 0)
 }

@@ -133,3 +133,27 @@ func TestConv2DReLUIn(t *testing.T) {
 		}
 	}
 }
+
+// TestAddScaled checks AddScaled against ggml's mul then add, bit for bit
+// (each product rounded before the sum, no fused multiply-add), on rows of
+// lengths that are and are not multiples of the vector widths, and that
+// operands of other shapes do not fit.
+func TestAddScaled(t *testing.T) {
+	for _, s := range [][3]int{{768, 37, 2}, {13, 5, 1}, {64, 1, 3}} {
+		t.Run(fmt.Sprintf("%dx%dx%d", s[0], s[1], s[2]), func(t *testing.T) {
+			h := optest.NewHarness(t, 16)
+			rng := optest.RNG(uint64(s[0] + s[1]))
+			x, _ := h.Rand(rng, s[0], s[1], s[2])
+			y, _ := h.Rand(rng, s[0], s[1], s[2])
+			gamma, _ := h.Rand(rng, s[0])
+			require.True(t, kernels.AddScaledFits(x, y, gamma))
+			out := h.Compute(kernels.AddScaled(h.G, x, y, gamma), x.Add(h.G, y.Mul(h.G, gamma)))
+			assert.Equal(t, out[1], out[0])
+		})
+	}
+	g := optest.NewHarness(t, 16).G
+	x := g.NewTensor(ggml.TypeF32, 8, 3)
+	assert.False(t, kernels.AddScaledFits(x, g.NewTensor(ggml.TypeF32, 8, 4), g.NewTensor(ggml.TypeF32, 8)), "y of another shape")
+	assert.False(t, kernels.AddScaledFits(x, x, g.NewTensor(ggml.TypeF32, 4)), "short gamma")
+	assert.False(t, kernels.AddScaledFits(x, x, nil), "no gamma")
+}

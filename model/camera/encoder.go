@@ -61,8 +61,8 @@ func (e *Encoder) Forward(g *ggml.Context, b nn.Builder, enc *ggml.Tensor) *ggml
 	x = b.Tap("cam_enc.token_norm", e.TokenNorm.Forward(g, x))
 	for i := range e.Blocks {
 		blk := &e.Blocks[i]
-		x = x.Add(g, blk.LS1.Forward(g, e.attention(g, blk, blk.Norm1.Forward(g, x))))
-		x = x.Add(g, blk.LS2.Forward(g, blk.MLP.Forward(g, blk.Norm2.Forward(g, x))))
+		x = blk.LS1.AddTo(g, x, e.attention(g, blk, blk.Norm1.Forward(g, x)))
+		x = blk.LS2.AddTo(g, x, blk.MLP.Forward(g, blk.Norm2.Forward(g, x)))
 		b.Tap("cam_enc.trunk."+strconv.Itoa(i), x)
 	}
 	return b.Tap("cam_enc.tokens", e.TrunkNorm.Forward(g, x))

@@ -78,6 +78,15 @@ func (l *LayerScale) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
 	return x.Mul(g, l.Gamma)
 }
 
+// AddTo is x + gamma ⊙ y: a block's skip connection around its branch y,
+// in one pass with the CPU kernels (kernels.AddScaled: the same values).
+func (l *LayerScale) AddTo(g *ggml.Context, x, y *ggml.Tensor) *ggml.Tensor {
+	if kernels.PolicyOf(g).Norm && kernels.AddScaledFits(x, y, l.Gamma) {
+		return kernels.AddScaled(g, x, y, l.Gamma)
+	}
+	return x.Add(g, l.Forward(g, y))
+}
+
 // FFN is a transformer block's feed-forward network (MLP or SwiGLU), chosen
 // by the model config.
 type FFN interface {

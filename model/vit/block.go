@@ -66,8 +66,8 @@ func NewBlock(cfg Config, i int) *Block {
 
 // Forward applies the block to x [C, T, S].
 func (b *Block) Forward(g *ggml.Context, x *ggml.Tensor, p *Pass) *ggml.Tensor {
-	x = x.Add(g, b.LS1.Forward(g, b.Attn.Forward(g, b.Norm1.Forward(g, x), p)))
-	return x.Add(g, b.LS2.Forward(g, b.FFN.Forward(g, b.Norm2.Forward(g, x))))
+	x = b.LS1.AddTo(g, x, b.Attn.Forward(g, b.Norm1.Forward(g, x), p))
+	return b.LS2.AddTo(g, x, b.FFN.Forward(g, b.Norm2.Forward(g, x)))
 }
 
 // Attention is multi-head self-attention with a fused QKV projection; for
