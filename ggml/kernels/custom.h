@@ -28,10 +28,26 @@ float * da3_scratch(int i, size_t n);
 //   conv2d:    stride | pad << 8 | dil << 16 | act << 24 | prec << 26 | variant << 28
 //   winograd:  pad | act << 8 | prec << 10 | variant << 12 | f4 << 16 (1: F(4×4, 3×3) tiles)
 //              | relu_in << 17 (1: the input's ReLU taken as it is transformed)
+//              | residual << 18 (1: the last source, dst's shape, added to the outputs)
 //   wino_kernel: T | prec << 8 | variant << 12
 //   attention: the scale's float bits | prec << 32 | variant << 40 (64-bit
 //              pointers; elsewhere the best variant, f32)
 enum { DA3_ACT_NONE = 0, DA3_ACT_RELU = 1, DA3_ACT_GELU = 2 };
+
+// winograd_residual is da3_op_winograd's residual source (userdata bit 18:
+// the source after the bias, if any), or NULL.
+static inline const struct ggml_tensor * winograd_residual(const struct ggml_tensor * dst, intptr_t u) {
+    if (!((u >> 18) & 1)) {
+        return NULL;
+    }
+    return dst->src[2] != NULL && dst->src[3] != NULL ? dst->src[3] : dst->src[2];
+}
+
+// winograd_bias is da3_op_winograd's bias source, or NULL.
+static inline const struct ggml_tensor * winograd_bias(const struct ggml_tensor * dst, intptr_t u) {
+    return ((u >> 18) & 1) && dst->src[3] == NULL ? NULL : dst->src[2];
+}
+
 enum { DA3_PREC_F32 = 0, DA3_PREC_BF16 = 1, DA3_PREC_INT8 = 2 };
 enum { DA3_VAR_AUTO = 0, DA3_VAR_OFF = 1, DA3_VAR_PORTABLE = 2, DA3_VAR_AVX2 = 3, DA3_VAR_AVX512 = 4, DA3_NVAR };
 

@@ -195,8 +195,12 @@ static int conv_operands_ok(const struct ggml_tensor * dst, intptr_t prm) {
 static int winograd_operands_ok(const struct ggml_tensor * dst, intptr_t prm) {
     const struct ggml_tensor * u = dst->src[0], * x = dst->src[1];
     const int64_t pad = prm & 0xff, act = (prm >> 8) & 0x3;
+    const struct ggml_tensor * res = winograd_residual(dst, prm);
+    if (((prm >> 18) & 1) && (res == NULL || !contiguous_f32(res) || !ggml_are_same_shape(res, dst) || res->data == dst->data)) {
+        return 0;
+    }
     return contiguous_f32(u) && contiguous_f32(x) && contiguous_f32(dst) && pad <= 2 && act <= DA3_ACT_GELU &&
-        dst->ne[3] == x->ne[3] && bias_ok(dst->src[2], dst->ne[2]) && x->ne[0] + 2 * pad - 2 == dst->ne[0] &&
+        dst->ne[3] == x->ne[3] && bias_ok(winograd_bias(dst, prm), dst->ne[2]) && x->ne[0] + 2 * pad - 2 == dst->ne[0] &&
         x->ne[1] + 2 * pad - 2 == dst->ne[1] && dst->ne[0] > 0 && dst->ne[1] > 0 && dst->ne[2] > 0 && x->ne[2] > 0 &&
         x->ne[0] + 2 * pad < ((int64_t) 1 << 31); // 32-bit offsets in a row
 }

@@ -57,6 +57,14 @@ func TestEntryChecks(t *testing.T) {
 			u, x := g.NewTensor(f32, 100), g.NewTensor(f32, 10, 10, 8, 1)
 			return g.Custom(opWinograd, f32, []int{12, 10, 8, 1}, []*ggml.Tensor{u, x}, 1), []*ggml.Tensor{u, x}
 		}},
+		{"winograd residual of another shape", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			u, x, r := g.NewTensor(f32, 100000), g.NewTensor(f32, 10, 10, 8, 1), g.NewTensor(f32, 10, 9, 8, 1)
+			return g.Custom(opWinograd, f32, []int{10, 10, 8, 1}, []*ggml.Tensor{u, x, r}, 1|1<<18), []*ggml.Tensor{u, x, r}
+		}},
+		{"winograd residual flagged but missing", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			u, x := g.NewTensor(f32, 100000), g.NewTensor(f32, 10, 10, 8, 1)
+			return g.Custom(opWinograd, f32, []int{10, 10, 8, 1}, []*ggml.Tensor{u, x}, 1|1<<18), []*ggml.Tensor{u, x}
+		}},
 		{"winograd kernel transform of a 5x5 kernel", true, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
 			w := g.NewTensor(f32, 5, 5, 8, 8)
 			return g.Custom(opWinoKernel, f32, []int{100000}, []*ggml.Tensor{w}, 4), []*ggml.Tensor{w}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -219,8 +220,29 @@ func Conv2DReLUIn(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Ep
 	return Conv2D(g, w, x.ReLU(g), p, ep)
 }
 
+// Conv2DAdd is res.Add(g, Conv2D(g, w, x, p, ep)) (res of the output's
+// shape): where the graph's policy takes the convolution by Winograd and
+// res is a contiguous F32 map, the sum is done as the output transform
+// stores each run of outputs (the same values, without a pass over the
+// maps); otherwise the two nodes. It panics with a *ggml.ShapeError unless
+// Conv2DFits(w, x, p, ep).
+func Conv2DAdd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, res *ggml.Tensor) *ggml.Tensor {
+	if pol, _ := nodeKernels(g); pol.Winograd && WinogradFits(w, x, p, ep) && res != nil && res.Type() == ggml.TypeF32 && res.IsContiguous() {
+		ow, oh := p.OutSize(x.Dim(0), x.Dim(1), 3, 3)
+		if slices.Equal(dims(res), []int{ow, oh, w.Dim(3), x.Dim(3)}) {
+			return winogradRes(g, w, x, p, ep, false, res)
+		}
+	}
+	return res.Add(g, Conv2D(g, w, x, p, ep))
+}
+
 // winograd is Conv2DWinograd, of ReLU(x) when reluIn.
 func winograd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, reluIn bool) *ggml.Tensor {
+	return winogradRes(g, w, x, p, ep, reluIn, nil)
+}
+
+// winogradRes is winograd plus res (nil: none).
+func winogradRes(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, reluIn bool, res *ggml.Tensor) *ggml.Tensor {
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), 3, 3)
 	tile := WinogradTile(ow, oh)
 	if pol, v := nodeKernels(g); pol.convPrecision(v) != PrecisionF32 {
@@ -229,7 +251,7 @@ func winograd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilog
 		// f32 falls from 0.99999 (F(2×2)) to 0.9996.
 		tile = 2
 	}
-	return winogradTile(g, w, x, p, ep, tile, reluIn)
+	return winogradTile(g, w, x, p, ep, tile, reluIn, res)
 }
 
 // WinogradTile is the output tile Conv2DWinograd uses for an ow×oh output in
@@ -251,11 +273,12 @@ func WinogradTile(ow, oh int) int {
 // Conv2DWinogradTile is Conv2DWinograd in output tiles of tile×tile: 2
 // (F(2×2, 3×3)) or 4 (F(4×4, 3×3)).
 func Conv2DWinogradTile(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, tile int) *ggml.Tensor {
-	return winogradTile(g, w, x, p, ep, tile, false)
+	return winogradTile(g, w, x, p, ep, tile, false, nil)
 }
 
-// winogradTile is Conv2DWinogradTile, of ReLU(x) when reluIn.
-func winogradTile(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, tile int, reluIn bool) *ggml.Tensor {
+// winogradTile is Conv2DWinogradTile, of ReLU(x) when reluIn, plus res when
+// not nil.
+func winogradTile(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, tile int, reluIn bool, res *ggml.Tensor) *ggml.Tensor {
 	mustFit(WinogradFits(w, x, p, ep) && (tile == 2 || tile == 4), "conv2d_winograd", ep.args([]*ggml.Tensor{w, x}), "want the operands of Conv2D with a 3x3 kernel, stride 1, dilation 1, pad <= 2 and at least 8 channels in and out, and a tile of 2 or 4")
 	_, pad, _ := p.Norm()
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), 3, 3)
@@ -269,8 +292,12 @@ func winogradTile(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Ep
 		relu = 1
 	}
 	u := winogradKernel(g, w, tile, prec, v)
-	return g.Custom(opWinograd, ggml.TypeF32, []int{ow, oh, w.Dim(3), x.Dim(3)}, ep.args([]*ggml.Tensor{u, x}),
-		uintptr(pad|int(ep.Act)<<8|int(prec)<<10|int(v)<<12|f4<<16|relu<<17))
+	args, withRes := ep.args([]*ggml.Tensor{u, x}), 0
+	if res != nil {
+		args, withRes = append(args, res), 1
+	}
+	return g.Custom(opWinograd, ggml.TypeF32, []int{ow, oh, w.Dim(3), x.Dim(3)}, args,
+		uintptr(pad|int(ep.Act)<<8|int(prec)<<10|int(v)<<12|f4<<16|relu<<17|withRes<<18))
 }
 
 // winogradKernel is the node computing the Winograd transform of the 3×3

@@ -71,6 +71,7 @@ struct epi {
     const float * bias; // NULL: no bias
     int per_row;        // bias[m] instead of bias[n]
     int act;
+    const float * res;  // Winograd only, NULL: none; else a map laid out as the output, added last
 };
 
 static inline vf activate(vf v, int act) {
@@ -1060,8 +1061,17 @@ static void wino_output(const float * m, int64_t OCp, int64_t oc0, int64_t oc1, 
                         continue;
                     }
                     const int64_t x0 = T * (sg[k].tx - sg[k].l0); // lane l's outputs start at x0 + T·l
-                    const int64_t hi = x0 + T * sg[k].l1 < OW ? x0 + T * sg[k].l1 : OW;
-                    v_store_run(plane + oy * OW, x0, x0 + T * sg[k].l0, hi, out, T);
+                    const int64_t hi = x0 + T * sg[k].l1 < OW ? x0 + T * sg[k].l1 : OW, lo = x0 + T * sg[k].l0;
+                    if (e->res != NULL) { // the residual's run added (res + out, as ggml's add)
+                        const float * rr = e->res + oc * OW * OH + oy * OW;
+                        vf sum[4];
+                        for (int q = 0; q < T; q++) {
+                            sum[q] = v_add(v_loadu_m(rr + x0 + q * VL, m_range(lo - x0 - q * VL, hi - x0 - q * VL)), out[q]);
+                        }
+                        v_store_run(plane + oy * OW, x0, lo, hi, sum, T);
+                        continue;
+                    }
+                    v_store_run(plane + oy * OW, x0, lo, hi, out, T);
                 }
             }
         }
@@ -1092,14 +1102,15 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
     const intptr_t prm = (intptr_t) userdata;
     const struct ggml_tensor * uk = dst->src[0];
     const struct ggml_tensor * x = dst->src[1];
-    const struct ggml_tensor * bias = dst->src[2];
+    const struct ggml_tensor * bias = winograd_bias(dst, prm), * res = winograd_residual(dst, prm);
     const int64_t W = x->ne[0], H = x->ne[1], IC = x->ne[2], OC = dst->ne[2];
     const int64_t OW = dst->ne[0], OH = dst->ne[1];
     const int64_t pad = prm & 0xff;
     const int prec = (int) ((prm >> 10) & 0x3) == DA3_PREC_BF16 ? DA3_PREC_BF16 : DA3_PREC_F32;
     const int T = (prm >> 16) & 1 ? 4 : 2, P = (T + 2) * (T + 2); // output tile, positions
     const int relu = (int) ((prm >> 17) & 1);                       // ReLU of the input
-    const struct epi ep = { .bias = bias != NULL ? (const float *) bias->data : NULL, .per_row = 1, .act = (int) ((prm >> 8) & 0x3) };
+    const struct epi ep = { .bias = bias != NULL ? (const float *) bias->data : NULL, .per_row = 1, .act = (int) ((prm >> 8) & 0x3),
+        .res = res != NULL ? (const float *) res->data : NULL };
     const int mr = choose_mr(OC);
     const int64_t uhs = wino_u_stride(IC, OC, prec); // U's positions, f32 or bf16 pairs
     if (ggml_nelements(uk) != P * uhs) {
@@ -1163,7 +1174,11 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
                 }
             }
         }
-        wino_output(m, OCp, r0, r1 < OC ? r1 : OC, &ep, (float *) dst->data + n * OW * OH * OC, OW, OH, T, TW, t0, nt);
+        struct epi en = ep; // the residual's image
+        if (en.res != NULL) {
+            en.res += n * OW * OH * OC;
+        }
+        wino_output(m, OCp, r0, r1 < OC ? r1 : OC, &en, (float *) dst->data + n * OW * OH * OC, OW, OH, T, TW, t0, nt);
     }
 }
 

@@ -157,3 +157,43 @@ func TestAddScaled(t *testing.T) {
 	assert.False(t, kernels.AddScaledFits(x, x, g.NewTensor(ggml.TypeF32, 4)), "short gamma")
 	assert.False(t, kernels.AddScaledFits(x, x, nil), "no gamma")
 }
+
+// TestConv2DAdd checks that the residual added by the Winograd output
+// transform gives res + the convolution of ggml's add, bit for bit, in every
+// variant and both tiles, on two images (each image's residual), with a
+// bias and with the convolution bias-free; and that without Winograd in the
+// policy it is those two nodes.
+func TestConv2DAdd(t *testing.T) {
+	if !kernels.Available().GEMM {
+		t.Skip("kernels off (DA3_KERNELS=off)")
+	}
+	for _, v := range variants {
+		if !v.Runs() {
+			continue
+		}
+		for _, s := range [][5]int{{6, 5, 16, 8, 1}, {40, 23, 24, 40, 0}} {
+			W, H, IC, OC, withBias := s[0], s[1], s[2], s[3], s[4] == 1
+			for _, wino := range []bool{true, false} {
+				t.Run(fmt.Sprintf("%s/%dx%d_ic%d_oc%d_bias%v_winograd%v", v, W, H, IC, OC, withBias, wino), func(t *testing.T) {
+					h := optest.NewHarness(t, 32)
+					kernels.SetPolicy(h.G, kernels.Policy{GEMM: true, Winograd: wino, Variant: v})
+					rng := optest.RNG(uint64(W*10 + OC))
+					x, _ := h.Rand(rng, W, H, IC, 2)
+					k, _ := h.Rand(rng, 3, 3, IC, OC)
+					res, _ := h.Rand(rng, W, H, OC, 2)
+					var ep kernels.Epilogue
+					if withBias {
+						ep.Bias, _ = h.Rand(rng, OC)
+					}
+					p := ggml.Conv2DParams{Pad: 1}
+					before := kernels.WinogradCalls()
+					fused := kernels.Conv2DAdd(h.G, k, x, p, ep, res)
+					assert.Equal(t, wino, fused.Op() == "CUSTOM", "one node with Winograd; else an add (%s)", fused.Op())
+					out := h.Compute(fused, res.Add(h.G, kernels.Conv2D(h.G, k, x, p, ep)))
+					assert.Equal(t, wino, kernels.WinogradCalls() > before)
+					assert.Equal(t, out[1], out[0])
+				})
+			}
+		}
+	}
+}

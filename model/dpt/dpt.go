@@ -74,7 +74,7 @@ type RCU struct {
 
 // Forward applies the unit.
 func (r *RCU) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
-	return x.Add(g, r.C2.Forward(g, r.C1.ForwardReLUIn(g, x, kernels.ActReLU)))
+	return r.C2.ForwardAdd(g, r.C1.ForwardReLUIn(g, x, kernels.ActReLU), x)
 }
 
 // Fusion is a DPT feature-fusion block.

@@ -59,6 +59,20 @@ func (c *Conv2D) ForwardReLUIn(g *ggml.Context, x *ggml.Tensor, act kernels.Act)
 	return c.ForwardAct(g, x.ReLU(g), act)
 }
 
+// ForwardAdd is res.Add(g, Forward(g, x)) (a residual unit's sum), with the
+// sum done by the convolution's store where the kernels can
+// (kernels.Conv2DAdd): the same values without a pass over the maps.
+func (c *Conv2D) ForwardAdd(g *ggml.Context, x, res *ggml.Tensor) *ggml.Tensor {
+	ep := kernels.Epilogue{Bias: c.Bias}
+	if c.Bias != nil {
+		ep.Bias = c.Bias.Reshape(g, c.Bias.Dim(0))
+	}
+	if kernels.PolicyOf(g).GEMM && kernels.Conv2DFits(c.Weight, x, c.Params, ep) {
+		return kernels.Conv2DAdd(g, c.Weight, x, c.Params, ep, res)
+	}
+	return res.Add(g, c.Forward(g, x))
+}
+
 // im2colConv is ggml_conv_2d (im2col, then one matrix product) built from
 // its parts so that the product goes through MatMul (the GEMM kernel for
 // F32 kernels when the policy allows it) and a single image needs no final
