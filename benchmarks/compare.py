@@ -20,7 +20,8 @@ All engines run the same network on the same float32 input tensor:
 * the C++ engine depth-anything.cpp (optional column, when --cpp, $DA3_CPP_CLI or benchmarks/out/cpp/da3-cli
   exists; benchmarks/build_cpp.sh builds it): the same f32 GGUF file, from the PNG image (its timings include
   decoding and preprocessing);
-* da3-go configurations (GO_CONFIGS): f32, q8_0, q4_k files; -precision bf16 / int8; DA3_KERNELS=avx2 (the AVX2
+* da3-go configurations (GO_CONFIGS): f32, q8_0, q4_k files; -precision bf16 / int8 (int8 also on a q8_0 file
+  quantized with -pure: every matrix q8_0); DA3_KERNELS=avx2 (the AVX2
   variant of the kernels on this CPU). Those the binary does not offer are skipped;
 * threads: torch.set_num_threads(T), ONNX Runtime intra_op_num_threads, `--threads T`, `-threads T`;
 * every measurement is a fresh process (load time = checkpoint file to ready model, peak RSS = VmHWM of that
@@ -88,11 +89,14 @@ GO_CONFIGS = {
     "q4_k": dict(weights="q4_k"),
     "bf16": dict(weights="f32", args=["-precision", "bf16"], needs="precision"),
     "int8": dict(weights="q8_0", args=["-precision", "int8"], needs="precision"),
+    # int8 on a q8_0 file quantized with -pure (every matrix q8_0; the default keeps the first quarter of the
+    # blocks f16, which int8 mode multiplies in bf16)
+    "int8 pure": dict(weights="q8_0-pure", args=["-precision", "int8"], needs="precision"),
     "f32 avx2": dict(weights="f32", env={"DA3_KERNELS": "avx2"}, needs="kernels"),
 }
 # Configurations timed per model by default (--variants overrides for every model).
 MODEL_CONFIGS = {
-    "da3-base": ["f32", "q8_0", "q4_k", "bf16", "int8", "f32 avx2"],
+    "da3-base": ["f32", "q8_0", "q4_k", "bf16", "int8", "int8 pure", "f32 avx2"],
     "da3-small": ["f32", "q8_0", "bf16", "int8"],
     "da2-vits": ["f32", "q8_0", "bf16", "int8", "f32 avx2"],
     "da3-base-4v": ["f32", "bf16", "int8"],
@@ -111,6 +115,7 @@ TARGETS = [
     ("da3-base", "f32", "speedup", 1.6),
     ("da3-base", "bf16", "ort_speedup", 1.8),
     ("da3-base", "int8", "ort_speedup", 2.2),
+    ("da3-base", "int8 pure", "ort_speedup", 2.2),
     ("da3-base", "f32 avx2", "speedup", 1.3),
     ("da3-base-4v", "f32", "speedup", 1.8),
     ("*", "*", "rss_ratio", 0.5),
@@ -257,7 +262,8 @@ def ensure_gguf(bin_: str, name: str, variant: str) -> Path:
     q = models / f"{name}-{variant}.gguf"
     if not q.exists() or q.stat().st_mtime < f32.stat().st_mtime:
         log(f"quantizing {f32.name} to {variant}")
-        sh([bin_, "quantize", "-quiet", "-type", variant, str(f32), str(q)])
+        typ, _, pure = variant.partition("-")
+        sh([bin_, "quantize", "-quiet", "-type", typ] + (["-pure"] if pure == "pure" else []) + [str(f32), str(q)])
     return q
 
 
