@@ -25,11 +25,7 @@ func (c *Conv2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
 // convolution is one matrix product over the channels and others are
 // im2col and a matrix product (ggml_conv_2d).
 func (c *Conv2D) ForwardAct(g *ggml.Context, x *ggml.Tensor, act kernels.Act) *ggml.Tensor {
-	ep := kernels.Epilogue{Bias: c.Bias, Act: act}
-	if c.Bias != nil {
-		ep.Bias = c.Bias.Reshape(g, c.Bias.Dim(0))
-	}
-	if kernels.PolicyOf(g).GEMM && kernels.Conv2DFits(c.Weight, x, c.Params, ep) {
+	if ep, ok := c.kernel(g, x, act); ok {
 		return kernels.Conv2D(g, c.Weight, x, c.Params, ep)
 	}
 	var y *ggml.Tensor
@@ -49,11 +45,7 @@ func (c *Conv2D) ForwardAct(g *ggml.Context, x *ggml.Tensor, act kernels.Act) *g
 // the convolution where the kernels can (kernels.Conv2DReLUIn): the same
 // values without a pass over the map.
 func (c *Conv2D) ForwardReLUIn(g *ggml.Context, x *ggml.Tensor, act kernels.Act) *ggml.Tensor {
-	ep := kernels.Epilogue{Bias: c.Bias, Act: act}
-	if c.Bias != nil {
-		ep.Bias = c.Bias.Reshape(g, c.Bias.Dim(0))
-	}
-	if kernels.PolicyOf(g).GEMM && kernels.Conv2DFits(c.Weight, x, c.Params, ep) {
+	if ep, ok := c.kernel(g, x, act); ok {
 		return kernels.Conv2DReLUIn(g, c.Weight, x, c.Params, ep)
 	}
 	return c.ForwardAct(g, x.ReLU(g), act)
@@ -63,14 +55,21 @@ func (c *Conv2D) ForwardReLUIn(g *ggml.Context, x *ggml.Tensor, act kernels.Act)
 // sum done by the convolution's store where the kernels can
 // (kernels.Conv2DAdd): the same values without a pass over the maps.
 func (c *Conv2D) ForwardAdd(g *ggml.Context, x, res *ggml.Tensor) *ggml.Tensor {
-	ep := kernels.Epilogue{Bias: c.Bias}
-	if c.Bias != nil {
-		ep.Bias = c.Bias.Reshape(g, c.Bias.Dim(0))
-	}
-	if kernels.PolicyOf(g).GEMM && kernels.Conv2DFits(c.Weight, x, c.Params, ep) {
+	if ep, ok := c.kernel(g, x, kernels.ActNone); ok {
 		return kernels.Conv2DAdd(g, c.Weight, x, c.Params, ep, res)
 	}
 	return res.Add(g, c.Forward(g, x))
+}
+
+// kernel is the epilogue of the layer's bias and act for the CPU
+// convolution kernels, and whether the graph's policy has them and they take
+// x (kernels.Conv2DFits).
+func (c *Conv2D) kernel(g *ggml.Context, x *ggml.Tensor, act kernels.Act) (kernels.Epilogue, bool) {
+	ep := kernels.Epilogue{Bias: c.Bias, Act: act}
+	if c.Bias != nil {
+		ep.Bias = c.Bias.Reshape(g, c.Bias.Dim(0))
+	}
+	return ep, kernels.PolicyOf(g).GEMM && kernels.Conv2DFits(c.Weight, x, c.Params, ep)
 }
 
 // im2colConv is ggml_conv_2d (im2col, then one matrix product) built from
