@@ -30,7 +30,7 @@ export CGO_CXXFLAGS := -O3 $(ARCH_FLAGS)
 VENDOR := ggml/vendor/include/da3_ggml_version.h
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build generate test test-race test-short bench bench-compare fuzz fuzz-models fuzz-serve hostile-subprocess vet clean cuda cpu-dl ggml-src oracle flags web viewer capi
+.PHONY: all build generate test test-race test-short bench bench-compare fuzz fuzz-models fuzz-serve hostile-subprocess vet clean cuda cuda-check vulkan cpu-dl ggml-src oracle flags web viewer capi
 
 all: build
 
@@ -139,6 +139,38 @@ cuda:
 		-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)"
 	$(CMAKE) --build ggml/vendor/build/cuda -j $(JOBS)
 	$(CMAKE) --install ggml/vendor/build/cuda --prefix $(CURDIR)/ggml/vendor/lib
+
+# make vulkan: libggml-vulkan.so (+ libggml-base.so) into ggml/vendor/lib, for
+# AMD, Intel and NVIDIA GPUs through their Vulkan drivers, and Mesa's software
+# device (lavapipe) that the test suite runs on. Needs glslc and the Vulkan
+# headers and loader (Debian: glslc libvulkan-dev; lavapipe: mesa-vulkan-drivers).
+# Built from a staged copy of the ggml sources with ggml/patches/vulkan applied
+# (scripts/stage_ggml.py: rewritten only where its content changes, fails loudly
+# when a patch no longer applies). See docs/gpu.md.
+VK_STAGE := ggml/vendor/ggml-vk-src
+vulkan:
+	DA3_GGML_VERSION="$(GGML_SRC_VERSION)" python3 scripts/stage_ggml.py "$(GGML_SRC)" $(VK_STAGE) ggml/patches/vulkan
+	$(CMAKE) -S ggml/cmake $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release -B ggml/vendor/build/vulkan \
+		-DDA3_GGML_SOURCE="$(CURDIR)/$(VK_STAGE)" -DDA3_GGML_VERSION="$(GGML_SRC_VERSION)" \
+		-DDA3_VULKAN=ON -DDA3_CPU_VARIANT=none
+	$(CMAKE) --build ggml/vendor/build/vulkan -j $(JOBS)
+	$(CMAKE) --install ggml/vendor/build/vulkan --prefix $(CURDIR)/ggml/vendor/lib
+
+# make cuda-check: compile the CUDA backend on a machine without a GPU or a
+# system CUDA, with NVIDIA's CUDA 13.0 compiler, runtime and cuBLAS from PyPI
+# (scripts/cuda_toolchain.sh, into ggml/vendor/cuda-pypi), for one architecture
+# (CUDA_CHECK_ARCHS, default 90: H100/H200). The library lands in
+# ggml/vendor/build/cuda-check/lib (not searched by da3-go); carry it to a GPU
+# machine with a CUDA 13 driver, or use `make cuda` there. About 40 CPU-minutes.
+CUDA_CHECK_ARCHS ?= 90
+cuda-check:
+	@root=$$(bash scripts/cuda_toolchain.sh) && \
+	PATH="$(CURDIR)/$$root/bin:$$PATH" $(CMAKE) -S ggml/cmake $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
+		-B ggml/vendor/build/cuda-check -DDA3_GGML_SOURCE="$(GGML_SRC)" -DDA3_GGML_VERSION="$(GGML_SRC_VERSION)" \
+		-DDA3_CUDA=ON -DDA3_CPU_VARIANT=none -DCMAKE_CUDA_ARCHITECTURES="$(CUDA_CHECK_ARCHS)" \
+		-DCMAKE_CUDA_COMPILER="$(CURDIR)/$$root/bin/nvcc" -DCUDAToolkit_ROOT="$(CURDIR)/$$root" && \
+	PATH="$(CURDIR)/$$root/bin:$$PATH" $(CMAKE) --build ggml/vendor/build/cuda-check -j $(JOBS)
+	@ls -l ggml/vendor/build/cuda-check/lib/libggml-cuda.so
 
 # make cpu-dl: a dynamically loadable CPU backend (libggml-cpu-$(CPU_VARIANT).so,
 # CPU_VARIANT=all for every variant) into ggml/vendor/lib/cpu-dl, a folder not

@@ -125,14 +125,16 @@ func Open(opts Options) (*Runtime, error) {
 		threads = runtime.NumCPU()
 	}
 	cpu := dev.Type() == ggml.DeviceCPU
-	rt := &Runtime{dev: dev, threads: threads, log: log, kernels: kernels.Default(cpu)}
+	rt := &Runtime{dev: dev, threads: threads, log: log, kernels: DevicePolicy(dev)}
 	if opts.Kernels != nil {
 		if err := opts.Kernels.Check(); err != nil && opts.Kernels.Variant != kernels.VariantAuto {
 			return nil, err
 		}
+		routing := rt.kernels
 		rt.kernels = opts.Kernels.Mask()
-		if !cpu { // the custom ops run on the CPU backend only
+		if !cpu { // the custom ops run on the CPU backend only; norms are routed as the device needs
 			rt.kernels = rt.kernels.CPUOnlyOff()
+			rt.kernels.ContiguousNorm = routing.ContiguousNorm
 		}
 	}
 	if opts.NarrowConvs && opts.Precision == kernels.PrecisionF32 {
@@ -177,6 +179,10 @@ func Open(opts Options) (*Runtime, error) {
 	free, total := dev.Memory()
 	log.Info("device", "name", dev.Name(), "description", dev.Description(), "type", dev.Type().String(),
 		"free_MiB", free>>20, "total_MiB", total>>20, "threads", threads)
+	if !cpu {
+		log.Debug("device routing", "flash_attention", rt.kernels.Flash, "direct_conv", rt.kernels.DirectConv,
+			"contiguous_norm", rt.kernels.ContiguousNorm)
+	}
 	return rt, nil
 }
 

@@ -184,7 +184,7 @@ func (f *modelFlags) options() (model.Options, error) {
 	return model.Options{Device: f.device, Threads: f.threads, Kernels: policy, Precision: prec, NarrowConvs: f.narrowConvs}, nil
 }
 
-const kernelsUsage = "kernel policy: auto (the fastest for the device), none (ggml's own ops), or a comma list of gemm, winograd, attention, resize, norm, strips, flash and a CPU variant avx512, avx2 or portable (alone: every kernel in that variant; default $DA3_KERNELS, else the best for the CPU)"
+const kernelsUsage = "kernel policy: auto (the fastest for the device), none (ggml's own ops), or a comma list of gemm, winograd, attention, resize, norm, strips, flash, directconv (GPU: ggml_conv_2d_direct) and a CPU variant avx512, avx2 or portable (alone: every kernel in that variant; default $DA3_KERNELS, else the best for the CPU)"
 
 const precisionUsage = "precision of the CPU products: f32, bf16 (linear layers and attention; AVX512_BF16 CPUs) or int8 (q8_0 weight matrices in int8, the other products bf16; AVX512_VNNI CPUs); convolutions stay f32 (see -narrow-convs)"
 
@@ -213,12 +213,14 @@ func parseKernels(s string) (*kernels.Policy, error) {
 			p.Strips, named = true, true
 		case "flash":
 			p.Flash, named = true, true
+		case "directconv":
+			p.DirectConv, named = true, true
 		case "winograd":
 			p.Winograd, named = true, true
 		case "avx512", "avx2", "portable":
 			p.Variant, _ = kernels.ParseVariant(k)
 		default:
-			return nil, fmt.Errorf("-kernels %q: want auto, none or a comma list of gemm, winograd, attention, resize, norm, strips, flash, avx512, avx2, portable", s)
+			return nil, fmt.Errorf("-kernels %q: want auto, none or a comma list of gemm, winograd, attention, resize, norm, strips, flash, directconv, avx512, avx2, portable", s)
 		}
 	}
 	if !named { // a variant alone: every CPU kernel, in that variant

@@ -274,6 +274,16 @@ type Policy struct {
 	Variant Variant
 	// Precision is the arithmetic of GEMM and the attention (default f32).
 	Precision Precision
+	// DirectConv computes the convolutions that the CPU kernels do not take
+	// with ggml_conv_2d_direct (no im2col matrix: a fraction of the device
+	// memory) instead of im2col and a matrix product. Device routing (see
+	// backend.DevicePolicy): on only where the device runs CONV_2D.
+	DirectConv bool
+	// ContiguousNorm makes the layer norms' strided inputs (the QK norm of
+	// heads viewed in a fused QKV projection) contiguous first: devices whose
+	// NORM takes contiguous rows only (ggml-vulkan) would otherwise leave it
+	// to the CPU, splitting the graph at every block. Device routing.
+	ContiguousNorm bool
 	// NarrowConvs computes the convolutions (Conv2D, Conv2DWinograd) in
 	// Precision too (bf16; in bf16 for int8). By default they stay f32:
 	// the depth heads' convolutions carry most of the error of the narrow

@@ -23,7 +23,8 @@ func (c *Conv2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
 // kernel policy, kernels.PolicyOf) the convolution is an implicit-im2col
 // GEMM with the bias and activation fused into its store; otherwise a 1×1
 // convolution is one matrix product over the channels and others are
-// im2col and a matrix product (ggml_conv_2d).
+// ggml_conv_2d_direct where the policy routes them there (DirectConv, f32
+// weights) or im2col and a matrix product (ggml_conv_2d).
 func (c *Conv2D) ForwardAct(g *ggml.Context, x *ggml.Tensor, act kernels.Act) *ggml.Tensor {
 	if ep, ok := c.kernel(g, x, act); ok {
 		return kernels.Conv2D(g, c.Weight, x, c.Params, ep)
@@ -31,6 +32,8 @@ func (c *Conv2D) ForwardAct(g *ggml.Context, x *ggml.Tensor, act kernels.Act) *g
 	var y *ggml.Tensor
 	if c.Weight.Dim(0) == 1 && c.Weight.Dim(1) == 1 && c.Params.Stride <= 1 && c.Params.Pad == 0 {
 		y = pointwise(g, c.Weight, x)
+	} else if kernels.PolicyOf(g).DirectConv && c.Weight.Type() == ggml.TypeF32 && x.Type() == ggml.TypeF32 && c.Weight.IsContiguous() {
+		y = c.Weight.Conv2DDirect(g, x, c.Params)
 	} else {
 		y = im2colConv(g, c.Weight, x, c.Params)
 	}

@@ -61,8 +61,12 @@ type LayerNorm struct {
 // Forward applies the layer: one kernel (kernels.LayerNorm) where the
 // graph's policy has Norm, else ggml's norm, mul and add.
 func (l *LayerNorm) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
-	if kernels.PolicyOf(g).Norm && kernels.LayerNormFits(x, l.Weight, l.Bias) {
+	p := kernels.PolicyOf(g)
+	if p.Norm && kernels.LayerNormFits(x, l.Weight, l.Bias) {
 		return kernels.LayerNorm(g, x, l.Weight, l.Bias, l.Eps)
+	}
+	if p.ContiguousNorm && !x.IsContiguous() {
+		x = x.Cont(g)
 	}
 	return x.Norm(g, l.Eps).Mul(g, l.Weight).Add(g, l.Bias)
 }

@@ -156,6 +156,11 @@ type RoPE2D struct {
 // Forward rotates x [hd, H, T, S] (T = 1 + Np tokens of p.Grid). In global
 // blocks all patches sit at (1, 1) ("pos_nodiff"); in local blocks patch
 // (row, col) is at (row+1, col+1); token 0 is at (0, 0).
+//
+// The views are rotated as one axis of T·S tokens with the positions repeated
+// per view: ggml's rope takes one position per row of its third axis, and only
+// the CPU backend repeats them over a fourth (the Vulkan and CUDA kernels read
+// past them for the second view on). The CPU computes the same rows either way.
 func (r *RoPE2D) Forward(g *ggml.Context, x *ggml.Tensor, p *Pass, global bool) *ggml.Tensor {
 	hd, H, T, S := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
 	half := hd / 2
@@ -164,13 +169,30 @@ func (r *RoPE2D) Forward(g *ggml.Context, x *ggml.Tensor, p *Pass, global bool) 
 		key = "global"
 	}
 	py, px := ropePositions(p.Grid, global)
-	posY := p.B.InputI32("vit.rope_y."+key+"."+gridKey(p.Grid), py, T)
-	posX := p.B.InputI32("vit.rope_x."+key+"."+gridKey(p.Grid), px, T)
-	nb := []int{x.Stride(1), x.Stride(2), x.Stride(3)}
-	xy := x.View(g, 0, []int{half, H, T, S}, nb)
-	xx := x.View(g, half*x.Stride(0), []int{half, H, T, S}, nb)
+	name := key + "." + gridKey(p.Grid)
+	if S > 1 {
+		py, px = repeatViews(py, S), repeatViews(px, S)
+		name += ".x" + strconv.Itoa(S)
+	}
+	posY := p.B.InputI32("vit.rope_y."+name, py, T*S)
+	posX := p.B.InputI32("vit.rope_x."+name, px, T*S)
+	if x.Stride(3) != T*x.Stride(2) { // the views do not follow each other in memory
+		x = x.Cont(g)
+	}
+	nb := []int{x.Stride(1), x.Stride(2)}
+	xy := x.View(g, 0, []int{half, H, T * S}, nb)
+	xx := x.View(g, half*x.Stride(0), []int{half, H, T * S}, nb)
 	rp := ggml.RoPEParams{Dims: half, Mode: ggml.RoPENeoX, Base: r.Base}
-	return xy.RoPEExt(g, posY, rp).Concat(g, xx.RoPEExt(g, posX, rp), 0)
+	return xy.RoPEExt(g, posY, rp).Concat(g, xx.RoPEExt(g, posX, rp), 0).Reshape(g, hd, H, T, S)
+}
+
+// repeatViews is pos repeated n times, one copy per view.
+func repeatViews(pos []int32, n int) []int32 {
+	out := make([]int32, 0, len(pos)*n)
+	for range n {
+		out = append(out, pos...)
+	}
+	return out
 }
 
 // Table is the rotation of Forward as the graph input kernels.LayerNormRoPE

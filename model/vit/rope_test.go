@@ -102,3 +102,61 @@ func TestNormRoPE(t *testing.T) {
 		testutil.AllClose(t, wantF, outs[1], 2e-6, 2e-6) // ggml's ops
 	}
 }
+
+// TestRoPEViews checks RoPE2D.Forward over several views: the rope nodes see
+// the views as one axis of T·S rows with one position per row (the layout
+// every ggml backend indexes the same way; GPU kernels do not repeat the T
+// positions over a fourth axis as the CPU does), and on the CPU the result is
+// bit for bit the 4-D rope with the positions broadcast over the views.
+func TestRoPEViews(t *testing.T) {
+	const hd, H, S = 16, 2, 3
+	gr := Grid{PH: 2, PW: 3}
+	T := 1 + gr.PH*gr.PW
+	r := rand.New(rand.NewPCG(9, 10))
+	x := make([]float32, hd*H*T*S)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	rope := &RoPE2D{Base: 100}
+	for _, global := range []bool{false, true} {
+		rt, err := backend.Open(backend.Options{Device: "cpu", Threads: 2, Kernels: &kernels.Policy{}, Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		out, err := rt.Run(context.Background(), backend.RunOptions{}, func(bd *backend.Builder) error {
+			in := bd.Input("x", x, hd, H, T, S)
+			p := &Pass{B: bd, Grid: gr}
+			y := rope.Forward(bd.G, in, p, global)
+			require.Equal(t, []int{hd, H, T, S}, y.Shape())
+			ropes := 0
+			var walk func(n *ggml.Tensor)
+			walk = func(n *ggml.Tensor) {
+				if n == nil {
+					return
+				}
+				if n.Op() == "ROPE" {
+					ropes++
+					assert.Equal(t, []int{hd / 2, H, T * S}, n.Shape(), "rope over T·S rows")
+					assert.Equal(t, T*S, n.Src(1).Dim(0), "one position per row")
+				}
+				for i := range 3 {
+					walk(n.Src(i))
+				}
+			}
+			walk(y)
+			assert.Equal(t, 2, ropes)
+			// the 4-D form the CPU broadcasts (positions of one view)
+			py, px := ropePositions(gr, global)
+			posY := bd.InputI32("py", py, T)
+			posX := bd.InputI32("px", px, T)
+			nb := []int{in.Stride(1), in.Stride(2), in.Stride(3)}
+			rp := ggml.RoPEParams{Dims: hd / 2, Mode: ggml.RoPENeoX, Base: rope.Base}
+			ref := in.View(bd.G, 0, []int{hd / 2, H, T, S}, nb).RoPEExt(bd.G, posY, rp).
+				Concat(bd.G, in.View(bd.G, hd/2*in.Stride(0), []int{hd / 2, H, T, S}, nb).RoPEExt(bd.G, posX, rp), 0)
+			bd.Output("y", y)
+			bd.Output("ref", ref)
+			return nil
+		})
+		require.NoError(t, err)
+		rt.Close()
+		require.Equal(t, out["ref"].Data, out["y"].Data, "global=%v", global)
+	}
+}
