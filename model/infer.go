@@ -301,7 +301,8 @@ func (m *Model) multiView(ctx context.Context, imgs []Image, opt RunOptions) ([]
 	if err := m.checkExtras(len(imgs), opt); err != nil {
 		return nil, err
 	}
-	if err := m.checkViews(imgs, opt); err != nil {
+	opt, err := m.checkViews(imgs, opt)
+	if err != nil {
 		return nil, err
 	}
 	if m.cfg.Arch != DA3 && len(imgs) > 1 {
@@ -783,6 +784,7 @@ func (m *Model) Forward(ctx context.Context, px Pixels, opt RunOptions) ([]Resul
 		vs[i] = &preprocess.View{Pixels: pixels[i*n : (i+1)*n], Width: w, Height: h, OrigWidth: w, OrigHeight: h, ScaleX: 1, ScaleY: 1}
 	}
 	opt.ProcessedSize = true
+	opt = m.fitChunk(opt, views, w, h)
 	if err := m.checkMemory(opt, views, w, h, nil); err != nil {
 		return nil, err
 	}

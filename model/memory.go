@@ -306,12 +306,66 @@ func (m *Model) checkMemory(opt RunOptions, S, W, H int, orig []image.Point) err
 		return fail(ram, margin, l)
 	}
 	if !m.rt.IsCPU() && e.DeviceCompute > int64(curDev) {
-		free, total := m.rt.Device().Memory()
-		if need := e.DeviceCompute - int64(curDev); free > 0 && need > int64(free) {
-			return fail(need, 0, sysmem.Limit{Name: m.rt.Device().Name() + " memory", Total: total, Used: total - free, Free: free})
+		if l, ok := m.deviceLimit(curDev); ok && e.DeviceCompute-int64(curDev) > int64(l.Free) {
+			return fail(e.DeviceCompute-int64(curDev), 0, l)
 		}
 	}
 	return nil
+}
+
+// deviceLimit is the device memory a run's compute buffers may still take
+// beyond the curDev bytes held now: what the device has free, or less under
+// Options.MaxDeviceMemory (which counts the weights and the buffers held).
+func (m *Model) deviceLimit(curDev uint64) (sysmem.Limit, bool) {
+	free, total := m.rt.Device().Memory()
+	l := sysmem.Limit{Name: m.rt.Device().Name() + " memory", Total: total, Used: total - free, Free: free}
+	if b := m.deviceBudget; b > 0 {
+		used := int64(m.w.Bytes()) + int64(curDev)
+		if left := uint64(max(b-used, 0)); free == 0 || left < free {
+			l = sysmem.Limit{Name: m.rt.Device().Name() + " memory budget (-max-device-memory)", Total: uint64(b), Used: uint64(used), Free: left}
+		}
+	}
+	return l, l.Total > 0
+}
+
+// fitChunk is opt with the head's chunk of views chosen from the device's
+// memory: for a multi-view run on a GPU, the chunk asked for (default 8) or,
+// when its compute buffers would not fit in what the device has left, the
+// largest smaller one of 4, 2 and 1 that does (the head computes each view
+// alike, so chunking changes no value). Elsewhere, or when none fits, opt
+// as given (the memory check then refuses the run, naming the figures).
+func (m *Model) fitChunk(opt RunOptions, S, W, H int) RunOptions {
+	if m.rt.IsCPU() || S < 2 || m.cfg.Arch != DA3 {
+		return opt
+	}
+	_, curDev := m.rt.ComputeBytes()
+	l, ok := m.deviceLimit(curDev)
+	if !ok {
+		return opt
+	}
+	asked := opt.ChunkSize
+	if asked <= 0 {
+		asked = 8
+	}
+	for _, c := range []int{asked, 4, 2, 1} {
+		if c > asked || (c != asked && c >= S) {
+			continue
+		}
+		o := opt
+		o.ChunkSize = c
+		e, err := m.estimate(o, S, W, H)
+		if err != nil {
+			return opt
+		}
+		if e.DeviceCompute <= int64(curDev)+int64(l.Free) {
+			if c != asked {
+				m.log.Info("head chunk lowered to fit the device memory", "device", m.rt.Device().Name(), "views", S,
+					"chunk", c, "asked", asked, "device_compute", sysmem.Bytes(uint64(e.DeviceCompute)), "free", sysmem.Bytes(l.Free))
+			}
+			return o
+		}
+	}
+	return opt
 }
 
 // advice lists what lowers the estimate, each with the total it would need.
@@ -353,8 +407,10 @@ func (m *Model) advice(e MemoryEstimate, opt RunOptions, virtual bool) []string 
 }
 
 // checkViews checks the memory of running imgs as views before they are
-// preprocessed (their processed size is known from their bounds alone).
-func (m *Model) checkViews(imgs []Image, opt RunOptions) error {
+// preprocessed (their processed size is known from their bounds alone), with
+// the head chunk chosen from the device memory (fitChunk): it returns opt
+// as the run must use it.
+func (m *Model) checkViews(imgs []Image, opt RunOptions) (RunOptions, error) {
 	S := len(imgs)
 	W, H := 0, 0
 	orig := make([]image.Point, S)
@@ -362,7 +418,7 @@ func (m *Model) checkViews(imgs []Image, opt RunOptions) error {
 		b := im.Bounds()
 		pw, ph, err := m.processedSize(b.Dx(), b.Dy(), opt)
 		if err != nil || pw < m.cfg.ViT.PatchSize || ph < m.cfg.ViT.PatchSize {
-			return nil // preprocessing reports it
+			return opt, nil // preprocessing reports it
 		}
 		if i == 0 || m.cfg.Arch != DA3 {
 			W, H = pw, ph
@@ -371,5 +427,28 @@ func (m *Model) checkViews(imgs []Image, opt RunOptions) error {
 		}
 		orig[i] = b.Size()
 	}
-	return m.checkMemory(opt, S, W, H, orig)
+	opt = m.fitChunk(opt, S, W, H)
+	return opt, m.checkMemory(opt, S, W, H, orig)
+}
+
+// DeviceMemory is what a model holds on its device.
+type DeviceMemory struct {
+	// Device is false on the CPU (the other fields are then zero).
+	Device bool
+	// Weights and Compute are the bytes of the weights and of the compute
+	// buffers held on the device (the compute buffers of the largest graph
+	// run so far; ggml's scheduler keeps them for the next run).
+	Weights, Compute uint64
+	// Free and Total are the device's memory as its driver reports it now.
+	Free, Total uint64
+}
+
+// DeviceMemory reports the model's device memory (see DeviceMemory).
+func (m *Model) DeviceMemory() DeviceMemory {
+	if m.rt.IsCPU() {
+		return DeviceMemory{}
+	}
+	_, dev := m.rt.ComputeBytes()
+	free, total := m.rt.Device().Memory()
+	return DeviceMemory{Device: true, Weights: m.w.Bytes(), Compute: dev, Free: free, Total: total}
 }

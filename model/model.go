@@ -49,6 +49,13 @@ type Options struct {
 	// NarrowConvs computes the convolutions in bf16 too (Precision bf16 or
 	// int8 only): a few per cent faster, less accurate (kernels.Policy).
 	NarrowConvs bool
+	// MaxDeviceMemory, when positive, is the device memory (bytes) the model
+	// may use on a GPU, weights and compute buffers together, below what
+	// the device has free: Load refuses weights that exceed it, runs are
+	// refused (or, for multi-view runs without a chunk size, chunked) when
+	// their compute buffers would not fit in what is left. Ignored on the
+	// CPU.
+	MaxDeviceMemory int64
 }
 
 // ErrClosed reports use of a Model after Close.
@@ -83,6 +90,8 @@ type Model struct {
 	err    error          // Close's result
 
 	est estimates
+	// deviceBudget is Options.MaxDeviceMemory on a GPU (0: none).
+	deviceBudget int64
 }
 
 // Load opens a Depth Anything GGUF, reads its config from the metadata,
@@ -126,6 +135,9 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 		}
 	}()
 	m = &Model{cfg: cfg, rt: rt, log: log, done: make(chan struct{})}
+	if !rt.IsCPU() {
+		m.deviceBudget = max(opts.MaxDeviceMemory, 0)
+	}
 	vitRoot, headRoot := "vit", "head"
 	if cfg.NestedMetric {
 		vitRoot, headRoot = "m_vit", "m_head"
@@ -154,6 +166,18 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	for _, p := range parts {
 		for _, n := range bind.Names(p.dst, p.root) {
 			want[n] = true
+		}
+	}
+	if m.deviceBudget > 0 {
+		var bytes uint64
+		for _, ti := range f.Tensors() {
+			if want[ti.Name] {
+				bytes += ti.Size
+			}
+		}
+		if int64(bytes) > m.deviceBudget {
+			return nil, fmt.Errorf("model %s: %w: its weights need %s of %s memory, more than the %s the model may use (-max-device-memory); use a quantized model (da3-go quantize) or raise the budget",
+				path, ErrNotEnoughMemory, sysmem.Bytes(bytes), rt.Device().Name(), sysmem.Bytes(uint64(m.deviceBudget)))
 		}
 	}
 	w, err := rt.UploadWeights(ctx, f, func(name string) bool { return want[name] }, opts.Progress)

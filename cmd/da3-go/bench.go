@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -83,6 +84,16 @@ type benchReport struct {
 	ComputeBuffersMiB map[string]float64 `json:"compute_buffers_mib"`
 	Nodes             int                `json:"nodes"`
 	Splits            int                `json:"splits"`
+	// On a GPU: the weights and the compute buffers held on the device
+	// after the runs, the planned device compute buffer of the request (the
+	// estimate every run is checked against), the device's memory, and the
+	// ops that ran on the CPU instead (none expected).
+	DeviceWeightsMiB  float64        `json:"device_weights_mib,omitempty"`
+	DeviceComputeMiB  float64        `json:"device_compute_mib,omitempty"`
+	EstimateDeviceMiB float64        `json:"estimate_device_mib,omitempty"`
+	DeviceFreeMiB     float64        `json:"device_free_mib,omitempty"`
+	DeviceTotalMiB    float64        `json:"device_total_mib,omitempty"`
+	Fallbacks         map[string]int `json:"fallbacks,omitempty"`
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -271,6 +282,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	for name, b := range st.ComputeBuffers {
 		rep.ComputeBuffersMiB[name] = float64(b) / (1 << 20)
 	}
+	if dev := m.DeviceMemory(); dev.Device {
+		rep.DeviceWeightsMiB = float64(dev.Weights) / (1 << 20)
+		rep.DeviceComputeMiB = float64(dev.Compute) / (1 << 20)
+		rep.DeviceFreeMiB, rep.DeviceTotalMiB = float64(dev.Free)/(1<<20), float64(dev.Total)/(1<<20)
+		rep.Fallbacks = st.Fallbacks
+		if rep.Input != "pixels" && len(imgs) > 0 {
+			b := imgs[0].Bounds()
+			if e, err := m.EstimateMemory(opt, rep.Views, b.Dx(), b.Dy()); err == nil {
+				rep.EstimateDeviceMiB = float64(e.DeviceCompute) / (1 << 20)
+			}
+		} else if e, err := m.EstimateMemory(model.RunOptions{ProcessRes: opt.ProcessRes, ChunkSize: opt.ChunkSize, ProcessedSize: true}, rep.Views, pw, ph); err == nil {
+			rep.EstimateDeviceMiB = float64(e.DeviceCompute) / (1 << 20)
+		}
+	}
 	rep.MedianMS, rep.P90MS, rep.MinMS, rep.MeanMS = summarize(rep.RunsMS)
 	rep.PerViewMS = rep.MedianMS / float64(rep.Views)
 	rep.Independent = *independent
@@ -318,6 +343,19 @@ func writeBench(w io.Writer, r *benchReport) error {
 		bufs = append(bufs, fmt.Sprintf("%s %.1f MiB", n, r.ComputeBuffersMiB[n]))
 	}
 	fmt.Fprintf(&b, "graph      %d nodes, %d splits, compute buffers: %s\n", r.Nodes, r.Splits, strings.Join(bufs, ", "))
+	if r.DeviceTotalMiB > 0 {
+		fb := "none"
+		if len(r.Fallbacks) > 0 {
+			ops := make([]string, 0, len(r.Fallbacks))
+			for op, n := range r.Fallbacks {
+				ops = append(ops, fmt.Sprintf("%s×%d", op, n))
+			}
+			sort.Strings(ops)
+			fb = strings.Join(ops, " ")
+		}
+		fmt.Fprintf(&b, "on device  weights %.1f MiB, compute %.1f MiB (planned %.1f MiB); %.0f of %.0f MiB free; CPU fallbacks: %s\n",
+			r.DeviceWeightsMiB, r.DeviceComputeMiB, r.EstimateDeviceMiB, r.DeviceFreeMiB, r.DeviceTotalMiB, fb)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

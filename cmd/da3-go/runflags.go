@@ -32,6 +32,7 @@ type modelFlags struct {
 	verbose, quiet         bool
 	strict                 bool
 	maxMemory              string
+	maxDeviceMemory        string
 	exifRotate             optionalBool
 	rayPose                bool
 	raySeed                uint64
@@ -81,6 +82,7 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.rayPose, "ray-pose", false, "DA3: cameras from the auxiliary ray head instead of the camera decoder (a file converted with -with-aux)")
 	fs.Uint64Var(&f.raySeed, "ray-seed", 0, "seed of -ray-pose's RANSAC (the same poses as the official package after torch.manual_seed(seed), on the CPU)")
 	fs.StringVar(&f.cameras, "cameras", "", "known cameras of the images (pose-conditioned depth, results in their frame and scale): a pose JSON as 'da3-go pose' writes, or a COLMAP sparse model directory")
+	fs.StringVar(&f.maxDeviceMemory, "max-device-memory", "", "on a GPU: the device memory the model may use, weights and compute buffers (e.g. 6G; default what the device has free); multi-view runs lower their head chunk to fit it, requests that cannot fit are refused")
 	fs.StringVar(&f.maxMemory, "max-memory", "", "refuse requests estimated to need more memory than this (e.g. 4G, 512M); requests that would not fit in the memory left are always refused")
 }
 
@@ -181,7 +183,11 @@ func (f *modelFlags) options() (model.Options, error) {
 	if f.narrowConvs && prec == kernels.PrecisionF32 {
 		return model.Options{}, errUsage("-narrow-convs needs -precision bf16 or int8")
 	}
-	return model.Options{Device: f.device, Threads: f.threads, Kernels: policy, Precision: prec, NarrowConvs: f.narrowConvs}, nil
+	maxDev, err := parseBytes(f.maxDeviceMemory)
+	if err != nil {
+		return model.Options{}, errUsage("-max-device-memory: " + err.Error())
+	}
+	return model.Options{Device: f.device, Threads: f.threads, Kernels: policy, Precision: prec, NarrowConvs: f.narrowConvs, MaxDeviceMemory: maxDev}, nil
 }
 
 const kernelsUsage = "kernel policy: auto (the fastest for the device), none (ggml's own ops), or a comma list of gemm, winograd, attention, resize, norm, strips, flash, directconv (GPU: ggml_conv_2d_direct) and a CPU variant avx512, avx2 or portable (alone: every kernel in that variant; default $DA3_KERNELS, else the best for the CPU)"
