@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/da3-go/da3-go/internal/safeio"
 )
 
 const maxConfigSize = 4 << 20
@@ -187,21 +189,7 @@ func readConfig(path string) (map[string]any, error) {
 	return cfg, nil
 }
 
-func readSmallFile(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s exceeds %d bytes", path, limit)
-	}
-	return b, nil
-}
+func readSmallFile(path string, limit int64) ([]byte, error) { return safeio.ReadFile(path, limit) }
 
 // defaultName derives a checkpoint name from the source path: the directory
 // name for a model directory or a model.safetensors inside one (resolving a

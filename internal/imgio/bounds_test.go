@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"image"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -195,4 +197,29 @@ func TestPixelBudget(t *testing.T) {
 	assert.Equal(t, int64(DefaultMaxPixels), MaxPixels())
 	_, _, err = DecodeBytes(small.Bytes(), "small.tiff")
 	assert.NoError(t, err)
+}
+
+// TestDecodeFIFORefused: an image path naming a FIFO is refused at once (os.Open would wait for a
+// writer forever), as is a device.
+func TestDecodeFIFORefused(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "img.png")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	for _, p := range []string{fifo, "/dev/zero"} {
+		done := make(chan error, 1)
+		go func() { _, err := Decode(p); done <- err }()
+		select {
+		case err := <-done:
+			assert.ErrorContains(t, err, "not a regular file")
+		case <-time.After(5 * time.Second):
+			t.Fatalf("decoding %s blocked for 5 s", p)
+		}
+		done2 := make(chan error, 1)
+		go func() { _, _, err := ReadNPY(p); done2 <- err }()
+		select {
+		case err := <-done2:
+			assert.ErrorContains(t, err, "not a regular file")
+		case <-time.After(5 * time.Second):
+			t.Fatalf("reading %s as .npy blocked for 5 s", p)
+		}
+	}
 }

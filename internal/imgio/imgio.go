@@ -25,6 +25,7 @@ import (
 
 	"github.com/da3-go/da3-go/internal/imgproc"
 	"github.com/da3-go/da3-go/internal/jpeg"
+	"github.com/da3-go/da3-go/internal/safeio"
 )
 
 // Decode reads a JPEG, PNG, BMP, TIFF, WebP or GIF image as stored: the Exif orientation is not applied
@@ -71,18 +72,11 @@ func DecodeHeader(path string) (Header, error) {
 // readImageFile reads an input image file, a regular, non-empty file of at most jpeg.MaxFileSize bytes:
 // all of it, or its first limit bytes when limit > 0.
 func readImageFile(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, st, err := safeio.Open(path) // never blocks on a FIFO
 	if err != nil {
 		return nil, fmt.Errorf("open image: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("stat image %s: %w", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("image %s: not a regular file", path)
-	}
 	if st.Size() == 0 {
 		return nil, fmt.Errorf("image %s: empty file", path)
 	}
