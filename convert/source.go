@@ -51,12 +51,12 @@ func openCheckpoint(src string) (*Checkpoint, error) {
 		c, err = openShardedSafetensors(path)
 		isSafetensors = true
 	default:
-		var zip bool
-		zip, err = isZip(path)
+		var pth bool
+		pth, err = isPth(path)
 		if err != nil {
 			return nil, err
 		}
-		if zip {
+		if pth {
 			c, err = OpenPth(path)
 		} else {
 			c, err = OpenSafetensors(path)
@@ -77,8 +77,10 @@ func openCheckpoint(src string) (*Checkpoint, error) {
 	return c, nil
 }
 
-func isZip(path string) (bool, error) {
-	f, err := os.Open(path)
+// isPth tells PyTorch checkpoints (a zip archive, or the legacy format: a
+// pickle, which OpenPth reports as such) from safetensors files.
+func isPth(path string) (bool, error) {
+	f, _, err := safeio.Open(path)
 	if err != nil {
 		return false, err
 	}
@@ -90,7 +92,7 @@ func isZip(path string) (bool, error) {
 		}
 		return false, err
 	}
-	return string(magic[:]) == "PK\x03\x04", nil
+	return string(magic[:]) == "PK\x03\x04" || isPickle(magic[:]), nil
 }
 
 // pickCheckpointFile chooses the weights file inside a model directory.

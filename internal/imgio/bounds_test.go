@@ -61,7 +61,7 @@ func TestHostileTIFFRefusedUnderMemoryLimit(t *testing.T) {
 		assert.ErrorContains(t, err, "past the end of the file")
 		t.Logf("refused in %v: %v", time.Since(start), err)
 	})
-	t.Logf("child (1 GiB address space) ran %v:\n%s", took, out)
+	t.Logf("child (1 GiB more address space) ran %v:\n%s", took, out)
 }
 
 func TestTIFFBounds(t *testing.T) {

@@ -16,17 +16,19 @@ const memChildEnv = "DA3_TEST_MEMLIMIT_CHILD"
 const memChildDone = "memory-limited child: done"
 
 // UnderMemoryLimit runs hostile in a child process (this test binary again, running only this
-// test) whose address space is limited to limit bytes (RLIMIT_AS), so that a decoder that tries to
-// allocate gigabytes dies there with "fatal error: out of memory" instead of taking the machine: the
-// test fails unless the child returns normally. The Go runtime itself needs a few hundred MiB of
-// address space: 1–2 GiB is a good limit. It returns the child's output (hostile's t.Log lines
-// included, with -test.v) and how long the child ran. In the child, UnderMemoryLimit runs hostile and
-// ends the test, so the code after the call runs in the parent only. Top-level tests only.
-func UnderMemoryLimit(t *testing.T, limit uint64, hostile func(t *testing.T)) (string, time.Duration) {
+// test) whose address space may grow by at most extra bytes over what it has mapped when hostile
+// starts (RLIMIT_AS; the Go runtime reserves much address space it never touches, so an absolute
+// limit would depend on the Go version), so that a decoder that tries to allocate gigabytes dies
+// there with "fatal error: out of memory" instead of taking the machine: the test fails unless the
+// child returns normally. Code before the call runs in the child too, without the limit (build the
+// hostile file there). It returns the child's output (hostile's t.Log lines included) and how long
+// the child ran. In the child, UnderMemoryLimit runs hostile and ends the test, so the code after
+// the call runs in the parent only. Top-level tests only.
+func UnderMemoryLimit(t *testing.T, extra uint64, hostile func(t *testing.T)) (string, time.Duration) {
 	t.Helper()
 	if os.Getenv(memChildEnv) == t.Name() {
-		if err := setMemoryLimit(limit); err != nil {
-			t.Fatalf("limit the address space to %d bytes: %v", limit, err)
+		if err := setMemoryLimit(extra); err != nil {
+			t.Fatalf("limit the address space to %d more bytes: %v", extra, err)
 		}
 		hostile(t)
 		if !t.Failed() {
@@ -49,10 +51,10 @@ func UnderMemoryLimit(t *testing.T, limit uint64, hostile func(t *testing.T)) (s
 	out, err := cmd.CombinedOutput()
 	elapsed := time.Since(start)
 	if err != nil {
-		t.Fatalf("the child under a %d MiB address-space limit failed: %v\n%s", limit>>20, err, out)
+		t.Fatalf("the child with %d MiB more address space failed: %v\n%s", extra>>20, err, out)
 	}
 	if !strings.Contains(string(out), memChildDone) {
-		t.Fatalf("the child under a %d MiB address-space limit did not finish its case:\n%s", limit>>20, out)
+		t.Fatalf("the child with %d MiB more address space did not finish its case:\n%s", extra>>20, out)
 	}
 	return string(out), elapsed
 }
