@@ -35,7 +35,7 @@ VENDOR := ggml/vendor/include/da3_ggml_version.h
 GO_LDFLAGS := -X github.com/da3-go/da3-go/backend.sourceLibDir=$(CURDIR)/ggml/vendor/lib
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build generate test test-race test-short bench bench-compare fuzz fuzz-models fuzz-serve hostile-subprocess vet clean cuda cpu-dl ggml-src oracle flags web viewer capi
+.PHONY: all build generate test test-race test-short bench bench-compare fuzz fuzz-inputs fuzz-models fuzz-serve hostile-subprocess vet clean cuda cpu-dl ggml-src oracle flags web viewer capi
 
 all: build
 
@@ -93,6 +93,18 @@ bench: generate
 
 fuzz: generate
 	$(GO) test -run '^$$' -fuzz FuzzOpen -fuzztime 60s ./loader
+
+# The parsers of user inputs, FUZZTIME (default 45s) each: images of every
+# format through the bounded decoder, .npy, the -list and -cameras files, the
+# PyTorch pickle VM and the safetensors header.
+FUZZTIME ?= 45s
+fuzz-inputs: generate
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBytes$$' -fuzztime $(FUZZTIME) ./internal/imgio
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeNPY$$' -fuzztime $(FUZZTIME) ./internal/imgio
+	$(GO) test -run '^$$' -fuzz '^FuzzReadList$$' -fuzztime $(FUZZTIME) ./cmd/da3-go
+	$(GO) test -run '^$$' -fuzz '^FuzzCamerasJSON$$' -fuzztime $(FUZZTIME) ./cmd/da3-go
+	$(GO) test -run '^$$' -fuzz '^FuzzUnpickle$$' -fuzztime $(FUZZTIME) ./convert
+	$(GO) test -run '^$$' -fuzz '^FuzzReadSafetensors$$' -fuzztime $(FUZZTIME) ./convert
 
 # Mutated model files through Load and one tiny Depth (seeded from the
 # hostile corpus of tests/hostile_gen_test.go).
