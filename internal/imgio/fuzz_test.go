@@ -23,7 +23,9 @@ func FuzzDecodeBytes(f *testing.F) {
 		func(b *bytes.Buffer) error { return png.Encode(b, src) },
 		func(b *bytes.Buffer) error { return bmp.Encode(b, src) },
 		func(b *bytes.Buffer) error { return tiff.Encode(b, src, nil) },
-		func(b *bytes.Buffer) error { return tiff.Encode(b, src, &tiff.Options{Compression: tiff.Deflate, Predictor: true}) },
+		func(b *bytes.Buffer) error {
+			return tiff.Encode(b, src, &tiff.Options{Compression: tiff.Deflate, Predictor: true})
+		},
 		func(b *bytes.Buffer) error { return gif.Encode(b, src, nil) },
 		func(b *bytes.Buffer) error { return jpeg.Encode(b, src, &jpeg.Options{Quality: 90}) },
 	} {
