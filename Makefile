@@ -28,9 +28,14 @@ export CGO_CFLAGS := -O3 $(ARCH_FLAGS)
 export CGO_CXXFLAGS := -O3 $(ARCH_FLAGS)
 
 VENDOR := ggml/vendor/include/da3_ggml_version.h
+
+# Backend libraries are looked for in absolute folders only (never the working
+# directory): this checkout's ggml/vendor/lib, where make cuda and make cpu-dl
+# install, is fixed into the binary at link time.
+GO_LDFLAGS := -X github.com/da3-go/da3-go/backend.sourceLibDir=$(CURDIR)/ggml/vendor/lib
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build generate test test-race test-short bench bench-compare fuzz fuzz-models fuzz-serve hostile-subprocess vet clean cuda cuda-check vulkan cpu-dl ggml-src oracle flags web viewer capi
+.PHONY: all build generate test test-race test-short bench bench-compare fuzz fuzz-inputs fuzz-models fuzz-serve hostile-subprocess vet clean cuda cuda-check vulkan cpu-dl ggml-src oracle flags web viewer capi
 
 all: build
 
@@ -40,7 +45,7 @@ $(VENDOR): go.mod
 generate: $(VENDOR)
 
 build: generate viewer
-	$(GO) build -trimpath -o bin/da3-go ./cmd/da3-go
+	$(GO) build -trimpath -ldflags "$(GO_LDFLAGS)" -o bin/da3-go ./cmd/da3-go
 
 test: generate viewer
 	$(GO) vet ./...
@@ -72,7 +77,7 @@ viewer:
 
 # The C ABI: bin/libda3go.so and bin/libda3go.h (see capi/).
 capi: generate
-	$(GO) build -trimpath -buildmode=c-shared -o bin/libda3go.so ./capi
+	$(GO) build -trimpath -ldflags "$(GO_LDFLAGS)" -buildmode=c-shared -o bin/libda3go.so ./capi
 
 # The concurrency tests under the race detector (Close during runs, #17.3).
 # The first run compiles ggml again with -race (several minutes).
@@ -88,6 +93,18 @@ bench: generate
 
 fuzz: generate
 	$(GO) test -run '^$$' -fuzz FuzzOpen -fuzztime 60s ./loader
+
+# The parsers of user inputs, FUZZTIME (default 45s) each: images of every
+# format through the bounded decoder, .npy, the -list and -cameras files, the
+# PyTorch pickle VM and the safetensors header.
+FUZZTIME ?= 45s
+fuzz-inputs: generate
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBytes$$' -fuzztime $(FUZZTIME) ./internal/imgio
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeNPY$$' -fuzztime $(FUZZTIME) ./internal/imgio
+	$(GO) test -run '^$$' -fuzz '^FuzzReadList$$' -fuzztime $(FUZZTIME) ./cmd/da3-go
+	$(GO) test -run '^$$' -fuzz '^FuzzCamerasJSON$$' -fuzztime $(FUZZTIME) ./cmd/da3-go
+	$(GO) test -run '^$$' -fuzz '^FuzzUnpickle$$' -fuzztime $(FUZZTIME) ./convert
+	$(GO) test -run '^$$' -fuzz '^FuzzReadSafetensors$$' -fuzztime $(FUZZTIME) ./convert
 
 # Mutated model files through Load and one tiny Depth (seeded from the
 # hostile corpus of tests/hostile_gen_test.go).
@@ -175,7 +192,7 @@ cuda-check:
 # make cpu-dl: a dynamically loadable CPU backend (libggml-cpu-$(CPU_VARIANT).so,
 # CPU_VARIANT=all for every variant) into ggml/vendor/lib/cpu-dl, a folder not
 # searched by default: it exercises the loadable-backend path without a GPU
-# (go test ./backend, or DA3_BACKEND_PATH=ggml/vendor/lib/cpu-dl).
+# (go test ./backend, or DA3_BACKEND_PATH=$PWD/ggml/vendor/lib/cpu-dl).
 cpu-dl:
 	$(GGML_CMAKE) -B ggml/vendor/build/cpu-dl -DDA3_CUDA=OFF -DDA3_CPU_VARIANT=$(CPU_VARIANT)
 	$(CMAKE) --build ggml/vendor/build/cpu-dl -j $(JOBS)

@@ -47,20 +47,105 @@ type Options struct {
 	NarrowConvs bool
 }
 
-// DefaultBackendDirs are the directories searched for dynamic backends: next to
-// the executable, its lib/ folder, ggml/vendor/lib of the working directory,
-// and DA3_BACKEND_PATH (a list).
-func DefaultBackendDirs() []string {
+// DefaultBackendDirs are the directories searched for dynamic backends, all
+// absolute (a library is never looked for relative to the working directory,
+// where anyone who can write a file would get code run):
+//
+//   - the folder of the executable (symbolic links resolved; for the C ABI,
+//     the folder of the shared library, see SetExecutable) and its lib/;
+//   - SourceLibDir, the ggml/vendor/lib of the checkout this binary was built
+//     from, when known;
+//   - every absolute folder of DA3_BACKEND_PATH (a list); relative entries are
+//     refused with a warning on slog.Default.
+func DefaultBackendDirs() []string { return defaultBackendDirs(slog.Default()) }
+
+func defaultBackendDirs(log *slog.Logger) []string {
 	var dirs []string
-	if exe, err := os.Executable(); err == nil {
+	if exe, err := executable(); err == nil {
 		d := filepath.Dir(exe)
 		dirs = append(dirs, d, filepath.Join(d, "lib"))
+	} else {
+		log.Warn("backend libraries: cannot find the executable's folder", "err", err)
 	}
-	dirs = append(dirs, filepath.Join("ggml", "vendor", "lib"))
+	if d := SourceLibDir(); d != "" {
+		dirs = append(dirs, d)
+	}
 	if p := os.Getenv("DA3_BACKEND_PATH"); p != "" {
-		dirs = append(dirs, filepath.SplitList(p)...)
+		for _, d := range filepath.SplitList(p) {
+			switch {
+			case d == "":
+			case !filepath.IsAbs(d):
+				log.Warn("DA3_BACKEND_PATH: relative folder refused (backend folders must be absolute paths)", "dir", d)
+			default:
+				dirs = append(dirs, filepath.Clean(d))
+			}
+		}
 	}
 	return dirs
+}
+
+var exeOverride struct {
+	sync.Mutex
+	path string
+}
+
+// SetExecutable names the file whose folder DefaultBackendDirs searches
+// instead of the executable's: the C ABI's shared library, which is loaded by
+// programs that live elsewhere. It must be an absolute path; call it before
+// the first Open.
+func SetExecutable(path string) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("backend: executable path %q is not absolute", path)
+	}
+	exeOverride.Lock()
+	defer exeOverride.Unlock()
+	exeOverride.path = path
+	return nil
+}
+
+// executable is the absolute path of the executable (or SetExecutable's
+// file), symbolic links resolved.
+func executable() (string, error) {
+	exeOverride.Lock()
+	exe := exeOverride.path
+	exeOverride.Unlock()
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return "", err
+		}
+	}
+	exe, err := filepath.EvalSymlinks(exe)
+	if err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(exe) {
+		return "", fmt.Errorf("executable path %q is not absolute", exe)
+	}
+	return exe, nil
+}
+
+// sourceLibDir is set at link time by the Makefile:
+// -ldflags "-X github.com/da3-go/da3-go/backend.sourceLibDir=$(CURDIR)/ggml/vendor/lib".
+var sourceLibDir string
+
+// SourceLibDir is the ggml/vendor/lib folder of the source checkout this
+// binary was built from (where make cuda and make cpu-dl install), an
+// absolute path: the one the Makefile sets at link time, else the one this
+// source file's path gives when the build kept it (go build and go test
+// without -trimpath); "" when neither is known.
+func SourceLibDir() string {
+	if sourceLibDir != "" {
+		if filepath.IsAbs(sourceLibDir) {
+			return filepath.Clean(sourceLibDir)
+		}
+		return ""
+	}
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(filepath.Dir(file)), "ggml", "vendor", "lib")
 }
 
 var loadOnce sync.Once
@@ -109,7 +194,7 @@ func Open(opts Options) (*Runtime, error) {
 		log = slog.Default()
 	}
 	// Refused or failing folders are logged; the devices of the others are used.
-	loadOnce.Do(func() { loadBackends(DefaultBackendDirs(), log) })
+	loadOnce.Do(func() { loadBackends(defaultBackendDirs(log), log) })
 	loadBackends(opts.BackendDirs, log)
 
 	name := opts.Device

@@ -185,6 +185,8 @@ var libState struct {
 
 // LoadBackends loads the dynamic backends of dirs (each folder once per
 // process) after checking their ggml version, and returns the devices added.
+// Folders must be absolute paths: a relative one is refused (never resolved
+// against the working directory). Each library is logged with its path.
 // The error joins the folders refused (*VersionError) and other failures;
 // folders that pass are loaded even when others are refused.
 func LoadBackends(dirs []string) ([]ggml.Device, error) {
@@ -207,11 +209,13 @@ func loadBackends(dirs []string, log *slog.Logger) ([]ggml.Device, error) {
 		if d == "" {
 			continue
 		}
-		abs, err := filepath.Abs(d)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("backend folder %s: %w", d, err))
+		if !filepath.IsAbs(d) {
+			err := fmt.Errorf("backend folder %q refused: not an absolute path (it would be looked for in the working directory)", d)
+			log.Warn("backend libraries not loaded", "err", err)
+			errs = append(errs, err)
 			continue
 		}
+		abs := filepath.Clean(d)
 		libState.Lock()
 		if libState.seen == nil {
 			libState.seen = map[string]bool{}
@@ -244,6 +248,9 @@ func loadDir(dir, want string, log *slog.Logger) ([]ggml.Device, error) {
 		// ggml_backend_load_all_from_path also loads this library, unchecked
 		// and again for every folder.
 		return nil, fmt.Errorf("not loading the ggml backends in %s: GGML_BACKEND_PATH=%s is set, which ggml would load unchecked; unset it and use DA3_BACKEND_PATH", dir, p)
+	}
+	for _, lib := range libs {
+		log.Info("loading backend library", "path", lib)
 	}
 	devs, err := ggml.LoadBackends(dir)
 	if err != nil {

@@ -203,15 +203,25 @@ func TestLoadBackendsRefusesOtherVersion(t *testing.T) {
 }
 
 func TestDefaultBackendDirs(t *testing.T) {
-	t.Setenv("DA3_BACKEND_PATH", strings.Join([]string{"/opt/a", "/opt/b"}, string(os.PathListSeparator)))
-	dirs := DefaultBackendDirs()
+	t.Setenv("DA3_BACKEND_PATH", strings.Join([]string{"/opt/a", "relative/b", "", "./c", "/opt/d/"}, string(os.PathListSeparator)))
+	var logs bytes.Buffer
+	dirs := defaultBackendDirs(slog.New(slog.NewTextHandler(&logs, nil)))
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(dirs), 5)
-	assert.Equal(t, filepath.Dir(exe), dirs[0])
-	assert.Equal(t, filepath.Join(filepath.Dir(exe), "lib"), dirs[1])
-	assert.Equal(t, filepath.Join("ggml", "vendor", "lib"), dirs[2])
-	assert.Equal(t, []string{"/opt/a", "/opt/b"}, dirs[3:])
+	exe, err = filepath.EvalSymlinks(exe)
+	require.NoError(t, err)
+	src := SourceLibDir()
+	require.NotEmpty(t, src, "go test keeps the source paths: the checkout's ggml/vendor/lib is known")
+	assert.Equal(t, []string{filepath.Dir(exe), filepath.Join(filepath.Dir(exe), "lib"), src, "/opt/a", "/opt/d"}, dirs)
+	for _, d := range dirs {
+		assert.True(t, filepath.IsAbs(d), "%s is absolute", d)
+	}
+	assert.Contains(t, logs.String(), "relative/b")
+	assert.Contains(t, logs.String(), "./c")
+
+	_, err = LoadBackends([]string{filepath.Join("ggml", "vendor", "lib")})
+	require.Error(t, err, "a relative folder is refused")
+	assert.Contains(t, err.Error(), "not an absolute path")
 }
 
 // cpuDLDir is where make cpu-dl installs a dynamically loadable CPU backend.

@@ -12,9 +12,17 @@
 //   - every function that can fail returns 0 on success and -1 on failure,
 //     and stores an error message in *err (when err is not NULL) that the
 //     caller frees with da3go_free_string;
-//   - every buffer and string returned is allocated with malloc and owned by
-//     the caller: free it with da3go_free_buffer / da3go_free_string (or
-//     free);
+//   - OWNERSHIP: every buffer, string and view array returned belongs to the
+//     caller, who frees each exactly once with the matching function:
+//     buffers (depth maps, points, colours) with da3go_free_buffer, strings
+//     (error messages, da3go_info_json) with da3go_free_string, the views of
+//     da3go_run with da3go_free_views (which frees their maps too: never
+//     free a view's depth, conf or sky yourself). Do not use free(): the
+//     library records every block it hands out, and its free functions
+//     ignore (with a warning on the library's log) a pointer that is not
+//     live — freed already, never returned, or of another kind — and free
+//     the number of views da3go_run returned whatever count is passed, where
+//     free() would corrupt the heap;
 //   - the library never keeps a pointer the caller passed in.
 //
 // A handle may be used from several threads; runs on one model are
@@ -47,7 +55,8 @@ typedef struct {
 	const double *given_intrinsics;
 } da3go_options;
 
-// One view's outputs; the maps are malloc'd and freed by da3go_free_views.
+// One view's outputs. The array da3go_run returns, with every map in it, is
+// freed by one da3go_free_views(views, n) call: never free the maps alone.
 typedef struct {
 	int width, height;                     // of the maps
 	int processed_width, processed_height; // network input
@@ -77,6 +86,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -129,7 +139,7 @@ func guard(err **C.char, f func() error) (status C.int) {
 
 func fail(err **C.char, e error) C.int {
 	if err != nil {
-		*err = C.CString(e.Error())
+		*err = cString(e.Error())
 	}
 	return -1
 }
@@ -193,7 +203,7 @@ func da3go_info_json(h C.da3go_model, out **C.char, err **C.char) C.int {
 		if e != nil {
 			return e
 		}
-		*out = C.CString(string(b))
+		*out = cString(string(b))
 		return nil
 	})
 }
@@ -272,41 +282,60 @@ func da3go_run(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.da3g
 		if e != nil {
 			return e
 		}
-		views := (*C.da3go_view)(C.calloc(C.size_t(len(res)), C.size_t(unsafe.Sizeof(C.da3go_view{}))))
-		out := unsafe.Slice(views, len(res))
-		for i, r := range res {
-			v := &out[i]
-			v.width, v.height = C.int(r.Width), C.int(r.Height)
-			v.processed_width, v.processed_height = C.int(r.ProcessedWidth), C.int(r.ProcessedHeight)
-			v.depth, v.conf, v.sky = floats(r.Depth), floats(r.Conf), floats(r.Sky)
-			v.unit = C.int(r.Unit)
-			if c := r.Camera; c != nil {
-				v.has_camera = 1
-				for row := range 3 {
-					for col := range 4 {
-						v.extrinsics[4*row+col] = C.double(c.Extrinsics[row][col])
-					}
-					for col := range 3 {
-						v.intrinsics[3*row+col] = C.double(c.Intrinsics[row][col])
-						v.intrinsics_original[3*row+col] = C.double(c.IntrinsicsOriginal[row][col])
-					}
-				}
-			}
-		}
-		*outViews = views
+		*outViews = newViews(res)
 		return nil
 	})
 }
 
+// newViews copies results into a calloc'd, tracked array of views.
+func newViews(res []model.Result) *C.da3go_view {
+	views := (*C.da3go_view)(C.calloc(C.size_t(max(len(res), 1)), C.size_t(unsafe.Sizeof(C.da3go_view{}))))
+	track(unsafe.Pointer(views), block{kind: blockViews, n: len(res)})
+	out := unsafe.Slice(views, len(res))
+	for i, r := range res {
+		v := &out[i]
+		v.width, v.height = C.int(r.Width), C.int(r.Height)
+		v.processed_width, v.processed_height = C.int(r.ProcessedWidth), C.int(r.ProcessedHeight)
+		v.depth, v.conf, v.sky = floats(r.Depth), floats(r.Conf), floats(r.Sky)
+		v.unit = C.int(r.Unit)
+		if c := r.Camera; c != nil {
+			v.has_camera = 1
+			for row := range 3 {
+				for col := range 4 {
+					v.extrinsics[4*row+col] = C.double(c.Extrinsics[row][col])
+				}
+				for col := range 3 {
+					v.intrinsics[3*row+col] = C.double(c.Intrinsics[row][col])
+					v.intrinsics_original[3*row+col] = C.double(c.IntrinsicsOriginal[row][col])
+				}
+			}
+		}
+	}
+	return views
+}
+
+// da3go_free_views frees an array of views from da3go_run. The array's
+// length is the one da3go_run returned, whatever n says: a different n is
+// logged as a warning; an array that is not live (freed already, or not from
+// da3go_run) is left alone with a warning.
+//
 //export da3go_free_views
 func da3go_free_views(views *C.da3go_view, n C.int) {
-	if views == nil || n <= 0 {
+	if views == nil {
 		return
 	}
-	for _, v := range unsafe.Slice(views, int(n)) {
-		C.free(unsafe.Pointer(v.depth))
-		C.free(unsafe.Pointer(v.conf))
-		C.free(unsafe.Pointer(v.sky))
+	b, ok := untrack(unsafe.Pointer(views), blockViews)
+	if !ok {
+		logger.Warn("da3go_free_views: pointer ignored, not a live view array of this library", "pointer", uintptr(unsafe.Pointer(views)), "it is", liveKind(unsafe.Pointer(views)))
+		return
+	}
+	if int(n) != b.n {
+		logger.Warn("da3go_free_views: wrong count, freeing the views da3go_run returned", "count", int(n), "views", b.n)
+	}
+	for _, v := range unsafe.Slice(views, b.n) {
+		freeTracked("da3go_free_views", unsafe.Pointer(v.depth), blockBuffer)
+		freeTracked("da3go_free_views", unsafe.Pointer(v.conf), blockBuffer)
+		freeTracked("da3go_free_views", unsafe.Pointer(v.sky), blockBuffer)
 	}
 	C.free(unsafe.Pointer(views))
 }
@@ -315,6 +344,9 @@ func da3go_free_views(views *C.da3go_view, n C.int) {
 func da3go_points(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.da3go_options, confThresh C.double,
 	outN *C.int, outXYZ **C.float, outRGB **C.uchar, err **C.char) C.int {
 	return guard(err, func() error {
+		if err := checkConfThresh(float64(confThresh)); err != nil {
+			return err
+		}
 		if outN == nil || outXYZ == nil || outRGB == nil {
 			return errors.New("da3go_points: out_n, out_xyz and out_rgb must not be NULL")
 		}
@@ -355,11 +387,18 @@ func da3go_export(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.d
 	})
 }
 
+// da3go_free_buffer frees a buffer the library returned; NULL, a buffer freed
+// already and a pointer the library did not return are ignored with a
+// warning.
+//
 //export da3go_free_buffer
-func da3go_free_buffer(p unsafe.Pointer) { C.free(p) }
+func da3go_free_buffer(p unsafe.Pointer) { freeTracked("da3go_free_buffer", p, blockBuffer) }
 
+// da3go_free_string frees a string the library returned (an error message,
+// da3go_info_json's document), with the checks of da3go_free_buffer.
+//
 //export da3go_free_string
-func da3go_free_string(s *C.char) { C.free(unsafe.Pointer(s)) }
+func da3go_free_string(s *C.char) { freeTracked("da3go_free_string", unsafe.Pointer(s), blockString) }
 
 // options converts the C options (NULL: defaults) of a call on n images.
 func options(o *C.da3go_options, n int) (runOptions, error) {
@@ -451,9 +490,11 @@ func floats(data []float32) *C.float {
 	return (*C.float)(bytesC(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(data))), 4*len(data))))
 }
 
-// bytesC copies b into malloc'd memory (at least one byte, so never NULL).
+// bytesC copies b into malloc'd, tracked memory (at least one byte, so never
+// NULL), which the caller frees with da3go_free_buffer.
 func bytesC(b []byte) unsafe.Pointer {
 	p := C.malloc(C.size_t(max(len(b), 1)))
+	track(p, block{kind: blockBuffer})
 	copy(unsafe.Slice((*byte)(p), len(b)), b)
 	return p
 }
@@ -499,6 +540,16 @@ func writeExport(format, out string, res []model.Result) error {
 		return export.WriteCOLMAP(out, pc, views, false)
 	}
 	panic("unreachable: da3go_export checks the format")
+}
+
+// checkConfThresh refuses a confidence threshold that selects nothing
+// meaningful: NaN (every comparison false), ±Inf, or negative (0 means the
+// official selection).
+func checkConfThresh(t float64) error {
+	if math.IsNaN(t) || math.IsInf(t, 0) || t < 0 {
+		return fmt.Errorf("da3go_points: conf_thresh %v must be a finite number ≥ 0 (0: the official selection)", t)
+	}
+	return nil
 }
 
 // pointOptions: thresh > 0 keeps the pixels with confidence ≥ thresh

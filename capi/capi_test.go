@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/imgio"
@@ -130,4 +131,20 @@ func TestCABI(t *testing.T) {
 	assert.InDelta(t, lo, gotLo, 1e-6)
 	assert.InDelta(t, hi, gotHi, 1e-6)
 	assert.InDelta(t, sum/float64(len(one.Depth)), gotMean, 1e-6)
+}
+
+// TestBackendDirsFollowLibrary: the backend folders searched are those of the file this code was
+// loaded from, found with dladdr (here the test binary itself; libda3go.so in a C program), with
+// symbolic links resolved, and never relative.
+func TestBackendDirsFollowLibrary(t *testing.T) {
+	self, err := os.Executable()
+	require.NoError(t, err)
+	self, err = filepath.EvalSymlinks(self)
+	require.NoError(t, err)
+	dirs := backend.DefaultBackendDirs()
+	require.NotEmpty(t, dirs)
+	assert.Equal(t, filepath.Dir(self), dirs[0])
+	for _, d := range dirs {
+		assert.True(t, filepath.IsAbs(d), d)
+	}
 }

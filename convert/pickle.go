@@ -2,6 +2,7 @@ package convert
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -131,17 +132,34 @@ var opNames = map[byte]string{
 	0x96: "BYTEARRAY8", 0x97: "NEXT_BUFFER", 0x98: "READONLY_BUFFER",
 }
 
+// Bounds of the VM: a state dict's pickle stays far below them (a few
+// thousand memo entries, a stack of a few dozen, tuples nested a few deep), a
+// hostile one (a run of DUP, memo references appended forever, tuples nested
+// millions deep for a recursive printer) meets them with an error.
+const (
+	maxPickleStack   = 1 << 20 // values on the stack
+	maxPickleMarks   = 1 << 16 // open MARKs
+	maxPickleMemo    = 1 << 20 // memo entries
+	maxPickleObjects = 1 << 23 // values pushed in all (bounds what containers can hold)
+	maxPickleDepth   = 64      // tuples nested in tuples
+)
+
 type unpickler struct {
-	data  []byte
-	pos   int
-	stack []any
-	marks []int
-	memo  map[uint32]any
+	data   []byte
+	pos    int
+	stack  []any
+	marks  []int
+	memo   map[uint32]any
+	pushed int
+	// depths of the tuples built, keyed by their first element (each tuple
+	// has a backing array of its own); a tuple's depth is 1 + its deepest
+	// tuple item's.
+	depths map[*any]int
 }
 
 // unpickle runs the VM over data and returns the value left by STOP.
 func unpickle(data []byte) (any, error) {
-	u := &unpickler{data: data, memo: map[uint32]any{}}
+	u := &unpickler{data: data, memo: map[uint32]any{}, depths: map[*any]int{}}
 	v, err := u.run()
 	if err != nil {
 		return nil, fmt.Errorf("pickle: %w", err)
@@ -201,7 +219,50 @@ func (u *unpickler) line() (string, error) {
 	return string(rest[:i]), nil
 }
 
-func (u *unpickler) push(v any) { u.stack = append(u.stack, v) }
+// errLimit marks a pickle that meets one of the VM's bounds.
+type errLimit struct{ what string }
+
+func (e errLimit) Error() string {
+	return "pickle exceeds the limit of " + e.what + " (not a state dict checkpoint)"
+}
+
+func (u *unpickler) push(v any) error {
+	if len(u.stack) >= maxPickleStack {
+		return errLimit{fmt.Sprintf("%d values on the stack", maxPickleStack)}
+	}
+	if u.pushed++; u.pushed > maxPickleObjects {
+		return errLimit{fmt.Sprintf("%d values in all", maxPickleObjects)}
+	}
+	u.stack = append(u.stack, v)
+	return nil
+}
+
+// tuple builds a tuple of items, within maxPickleDepth.
+func (u *unpickler) tuple(items []any) (pyTuple, error) {
+	t := pyTuple(items)
+	if len(t) == 0 {
+		return t, nil
+	}
+	d := 1
+	for _, it := range t {
+		if sub, ok := it.(pyTuple); ok && len(sub) > 0 {
+			d = max(d, 1+u.depths[&sub[0]])
+		}
+	}
+	if d > maxPickleDepth {
+		return nil, errLimit{fmt.Sprintf("%d nested tuples", maxPickleDepth)}
+	}
+	u.depths[&t[0]] = d
+	return t, nil
+}
+
+func (u *unpickler) memoize(idx uint32, v any) error {
+	if _, ok := u.memo[idx]; !ok && len(u.memo) >= maxPickleMemo {
+		return errLimit{fmt.Sprintf("%d memo entries", maxPickleMemo)}
+	}
+	u.memo[idx] = v
+	return nil
+}
 
 func (u *unpickler) pop() (any, error) {
 	if len(u.stack) == 0 || (len(u.marks) > 0 && len(u.stack) <= u.marks[len(u.marks)-1]) {
@@ -286,6 +347,9 @@ func (u *unpickler) step(op byte) error {
 			return err
 		}
 	case opMark:
+		if len(u.marks) >= maxPickleMarks {
+			return errLimit{fmt.Sprintf("%d open MARKs", maxPickleMarks)}
+		}
 		u.marks = append(u.marks, len(u.stack))
 	case opPop:
 		if len(u.marks) > 0 && len(u.stack) == u.marks[len(u.marks)-1] {
@@ -302,31 +366,31 @@ func (u *unpickler) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		u.push(v)
+		return u.push(v)
 	case opNone:
-		u.push(nil)
+		return u.push(nil)
 	case opNewTrue:
-		u.push(true)
+		return u.push(true)
 	case opNewFalse:
-		u.push(false)
+		return u.push(false)
 	case opBinInt:
 		v, err := u.u32()
 		if err != nil {
 			return err
 		}
-		u.push(int64(int32(uint32(v))))
+		return u.push(int64(int32(uint32(v))))
 	case opBinInt1:
 		v, err := u.u8()
 		if err != nil {
 			return err
 		}
-		u.push(int64(v))
+		return u.push(int64(v))
 	case opBinInt2:
 		v, err := u.u16()
 		if err != nil {
 			return err
 		}
-		u.push(int64(v))
+		return u.push(int64(v))
 	case opLong1:
 		n, err := u.u8()
 		if err != nil {
@@ -346,13 +410,13 @@ func (u *unpickler) step(op byte) error {
 		if n > 0 && n < 8 && b[n-1]&0x80 != 0 { // sign-extend
 			v -= 1 << (8 * n)
 		}
-		u.push(v)
+		return u.push(v)
 	case opBinFloat:
 		b, err := u.take(8)
 		if err != nil {
 			return err
 		}
-		u.push(math.Float64frombits(binary.BigEndian.Uint64(b)))
+		return u.push(math.Float64frombits(binary.BigEndian.Uint64(b)))
 	case opBinUnicode, opShortBinUni, opBinUnicode8:
 		var n uint64
 		var err error
@@ -371,7 +435,7 @@ func (u *unpickler) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		u.push(s)
+		return u.push(s)
 	case opBinString, opShortBinString:
 		var n uint64
 		var err error
@@ -387,7 +451,7 @@ func (u *unpickler) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		u.push(string(b))
+		return u.push(string(b))
 	case opBinBytes, opShortBinBytes, opBinBytes8:
 		var n uint64
 		var err error
@@ -406,15 +470,19 @@ func (u *unpickler) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		u.push(append([]byte(nil), b...))
+		return u.push(append([]byte(nil), b...))
 	case opEmptyTuple:
-		u.push(pyTuple{})
+		return u.push(pyTuple{})
 	case opTuple:
 		items, err := u.popMark()
 		if err != nil {
 			return err
 		}
-		u.push(pyTuple(items))
+		t, err := u.tuple(items)
+		if err != nil {
+			return err
+		}
+		return u.push(t)
 	case opTuple1, opTuple2, opTuple3:
 		n := int(op-opTuple1) + 1
 		t := make(pyTuple, n)
@@ -425,17 +493,21 @@ func (u *unpickler) step(op byte) error {
 			}
 			t[i] = v
 		}
-		u.push(t)
+		t, err := u.tuple(t)
+		if err != nil {
+			return err
+		}
+		return u.push(t)
 	case opEmptyList:
-		u.push(&pyList{})
+		return u.push(&pyList{})
 	case opList:
 		items, err := u.popMark()
 		if err != nil {
 			return err
 		}
-		u.push(&pyList{items: items})
+		return u.push(&pyList{items: items})
 	case opEmptyDict:
-		u.push(&pyDict{})
+		return u.push(&pyDict{})
 	case opDict:
 		items, err := u.popMark()
 		if err != nil {
@@ -445,7 +517,7 @@ func (u *unpickler) step(op byte) error {
 		if err := setItems(d, items); err != nil {
 			return err
 		}
-		u.push(d)
+		return u.push(d)
 	case opAppend:
 		v, err := u.pop()
 		if err != nil {
@@ -489,13 +561,13 @@ func (u *unpickler) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		u.memo[uint32(idx)] = v
+		return u.memoize(uint32(idx), v)
 	case opMemoize:
 		v, err := u.top()
 		if err != nil {
 			return err
 		}
-		u.memo[uint32(len(u.memo))] = v
+		return u.memoize(uint32(len(u.memo)), v)
 	case opBinGet, opLongBinGet:
 		var idx uint64
 		var err error
@@ -511,7 +583,7 @@ func (u *unpickler) step(op byte) error {
 		if !ok {
 			return fmt.Errorf("memo entry %d not defined", idx)
 		}
-		u.push(v)
+		return u.push(v)
 	case opGlobal:
 		mod, err := u.line()
 		if err != nil {
@@ -521,7 +593,7 @@ func (u *unpickler) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		u.push(pyGlobal{mod, name})
+		return u.global(mod, name)
 	case opStackGlobal:
 		name, err := u.pop()
 		if err != nil {
@@ -536,7 +608,7 @@ func (u *unpickler) step(op byte) error {
 		if !ok1 || !ok2 {
 			return fmt.Errorf("STACK_GLOBAL needs two strings, got %T and %T", mod, name)
 		}
-		u.push(pyGlobal{ms, ns})
+		return u.global(ms, ns)
 	case opReduce, opNewObj:
 		args, err := u.pop()
 		if err != nil {
@@ -554,7 +626,7 @@ func (u *unpickler) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		u.push(v)
+		return u.push(v)
 	case opBuild:
 		// The state of an object (OrderedDict's _metadata, a Parameter's
 		// attributes) carries nothing a converter needs: drop it.
@@ -573,7 +645,7 @@ func (u *unpickler) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		u.push(st)
+		return u.push(st)
 	default:
 		if name, ok := opNames[op]; ok {
 			return fmt.Errorf("unsupported pickle opcode %s", name)
@@ -581,6 +653,44 @@ func (u *unpickler) step(op byte) error {
 		return fmt.Errorf("unknown pickle opcode 0x%02x", op)
 	}
 	return nil
+}
+
+// ErrNotCheckpoint marks a pickle that names a global no state dict holds:
+// anything but the reconstruction helpers of torch, collections and numpy.
+var ErrNotCheckpoint = errors.New("not a checkpoint")
+
+// allowedGlobals are the globals of state dicts (and of the numpy arrays and
+// dtypes training scripts sometimes save beside them); torch storage classes,
+// dtypes and torch._utils._rebuild_* are allowed by global.
+var allowedGlobals = map[string]bool{
+	"collections.OrderedDict": true, "collections.defaultdict": true,
+	"builtins.dict": true, "__builtin__.dict": true, "builtins.list": true, "builtins.tuple": true,
+	"builtins.set": true, "builtins.frozenset": true, "builtins.bytearray": true,
+	"torch._tensor._rebuild_from_type_v2": true, "torch.Tensor": true, "torch.Size": true,
+	"torch.device": true, "torch.nn.parameter.Parameter": true,
+	"numpy.core.multiarray._reconstruct": true, "numpy._core.multiarray._reconstruct": true,
+	"numpy.core.multiarray.scalar": true, "numpy._core.multiarray.scalar": true,
+	"numpy.ndarray": true, "numpy.dtype": true,
+}
+
+var torchDTypes = map[string]bool{
+	"float32": true, "float": true, "float16": true, "half": true, "bfloat16": true, "float64": true,
+	"double": true, "int64": true, "long": true, "int32": true, "int": true, "int16": true,
+	"short": true, "int8": true, "uint8": true, "bool": true,
+}
+
+// global pushes the global module.name if a state dict may hold it, and
+// refuses the pickle otherwise: nothing is ever imported or called, but a
+// pickle naming os.system or builtins.eval is no checkpoint.
+func (u *unpickler) global(module, name string) error {
+	g := pyGlobal{module, name}
+	ok := allowedGlobals[g.String()] ||
+		(module == "torch._utils" && strings.HasPrefix(name, "_rebuild_")) ||
+		(module == "torch" && (strings.HasSuffix(name, "Storage") || torchDTypes[name]))
+	if !ok {
+		return fmt.Errorf("%w: it names the global %.200s, which no state dict holds (only torch, collections and numpy reconstruction helpers)", ErrNotCheckpoint, g)
+	}
+	return u.push(g)
 }
 
 func (u *unpickler) appendTo(items []any) error {

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
+
+	"github.com/da3-go/da3-go/internal/safeio"
 )
 
 const (
@@ -39,13 +40,8 @@ func OpenPth(path string) (*Checkpoint, error) {
 }
 
 func openPth(path string) (*Checkpoint, error) {
-	f, err := os.Open(path)
+	f, fi, err := safeio.Open(path)
 	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
 		return nil, err
 	}
 	var magic [4]byte
@@ -53,10 +49,9 @@ func openPth(path string) (*Checkpoint, error) {
 		f.Close()
 		return nil, fmt.Errorf("read magic: %w", err)
 	}
-	if magic[0] == 0x80 && magic[1] <= 5 {
+	if isPickle(magic[:]) {
 		f.Close()
-		return nil, errors.New("legacy (pre-1.6, non-zip) torch.save format is not supported; " +
-			"re-save it with torch.save(torch.load(path), new_path)")
+		return nil, ErrLegacyPth
 	}
 	if string(magic[:]) != "PK\x03\x04" {
 		f.Close()
@@ -69,6 +64,19 @@ func openPth(path string) (*Checkpoint, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// ErrLegacyPth reports a checkpoint in torch.save's legacy format (before
+// PyTorch 1.6: a bare pickle stream, not a zip archive).
+var ErrLegacyPth = errors.New("legacy (non-zip) PyTorch pickle format is not supported: " +
+	"re-save with torch.save(..., _use_new_zipfile_serialization=True)")
+
+// isPickle tells a pickle stream by its PROTO opcode (protocols 2 to 5, which
+// torch.save writes) and an opcode after it. A safetensors file cannot match:
+// its first 8 bytes are the header length, whose third byte is at most 6 (the
+// header is at most 100 MiB), and no opcode is below 0x20.
+func isPickle(magic []byte) bool {
+	return len(magic) >= 3 && magic[0] == opProto && magic[1] >= 2 && magic[1] <= 5 && magic[2] >= 0x20
 }
 
 func readPth(c *Checkpoint, f io.ReaderAt, size int64) error {

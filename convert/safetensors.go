@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
+
+	"github.com/da3-go/da3-go/internal/safeio"
 )
 
 // maxSafetensorsHeader bounds the JSON header, as the reference safetensors
@@ -29,13 +30,8 @@ var safetensorsDTypes = map[string]DType{
 // data section, and each tensor's byte span equals its element count times
 // its element size. Tensors are listed in data order.
 func OpenSafetensors(path string) (*Checkpoint, error) {
-	f, err := os.Open(path)
+	f, fi, err := safeio.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open safetensors: %w", err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
 		return nil, fmt.Errorf("open safetensors: %w", err)
 	}
 	c := newCheckpoint()
@@ -111,6 +107,13 @@ func readSafetensors(c *Checkpoint, ra io.ReaderAt, size int64) error {
 		ts = append(ts, placed{name, e})
 	}
 	slices.SortStableFunc(ts, func(a, b placed) int { return int(sign(a.e.Offsets[0] - b.e.Offsets[0])) })
+	for i := 1; i < len(ts); i++ { // each byte belongs to one tensor at most
+		prev, cur := ts[i-1], ts[i]
+		if cur.e.Offsets[0] < prev.e.Offsets[1] {
+			return fmt.Errorf("tensors %q [%d, %d] and %q [%d, %d] overlap in the data section",
+				prev.name, prev.e.Offsets[0], prev.e.Offsets[1], cur.name, cur.e.Offsets[0], cur.e.Offsets[1])
+		}
+	}
 	for _, p := range ts {
 		t := &Tensor{
 			Name:  p.name,

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/da3-go/da3-go/internal/safeio"
 )
 
 const maxConfigSize = 4 << 20
@@ -49,12 +51,12 @@ func openCheckpoint(src string) (*Checkpoint, error) {
 		c, err = openShardedSafetensors(path)
 		isSafetensors = true
 	default:
-		var zip bool
-		zip, err = isZip(path)
+		var pth bool
+		pth, err = isPth(path)
 		if err != nil {
 			return nil, err
 		}
-		if zip {
+		if pth {
 			c, err = OpenPth(path)
 		} else {
 			c, err = OpenSafetensors(path)
@@ -75,8 +77,10 @@ func openCheckpoint(src string) (*Checkpoint, error) {
 	return c, nil
 }
 
-func isZip(path string) (bool, error) {
-	f, err := os.Open(path)
+// isPth tells PyTorch checkpoints (a zip archive, or the legacy format: a
+// pickle, which OpenPth reports as such) from safetensors files.
+func isPth(path string) (bool, error) {
+	f, _, err := safeio.Open(path)
 	if err != nil {
 		return false, err
 	}
@@ -88,7 +92,7 @@ func isZip(path string) (bool, error) {
 		}
 		return false, err
 	}
-	return string(magic[:]) == "PK\x03\x04", nil
+	return string(magic[:]) == "PK\x03\x04" || isPickle(magic[:]), nil
 }
 
 // pickCheckpointFile chooses the weights file inside a model directory.
@@ -187,21 +191,7 @@ func readConfig(path string) (map[string]any, error) {
 	return cfg, nil
 }
 
-func readSmallFile(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s exceeds %d bytes", path, limit)
-	}
-	return b, nil
-}
+func readSmallFile(path string, limit int64) ([]byte, error) { return safeio.ReadFile(path, limit) }
 
 // defaultName derives a checkpoint name from the source path: the directory
 // name for a model directory or a model.safetensors inside one (resolving a

@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/da3-go/da3-go/internal/safeio"
 )
 
 const (
@@ -216,7 +218,7 @@ func verified(path, sha string) bool {
 	if err != nil || !fi.Mode().IsRegular() {
 		return false
 	}
-	b, err := os.ReadFile(markerPath(path))
+	b, err := safeio.ReadFile(markerPath(path), 4<<10)
 	if err != nil {
 		return false
 	}

@@ -186,13 +186,14 @@ var loadedDirs = map[string]bool{}
 
 // LoadBackends loads every dynamic backend library (libggml-*.so) in dir
 // (ggml_backend_load_all_from_path) once per directory, and returns the
-// devices added. A missing directory is not an error. It does not check the
+// devices added. A missing directory is not an error; a relative one is (it
+// would be looked for in the working directory). It does not check the
 // libraries' ggml version: backend.LoadBackends does, before calling this.
 func LoadBackends(dir string) ([]Device, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("ggml: backend folder %q is not an absolute path", dir)
 	}
+	abs := filepath.Clean(dir)
 	loadMu.Lock()
 	defer loadMu.Unlock()
 	if loadedDirs[abs] {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/internal/safeio"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/gs"
 )
@@ -56,7 +57,7 @@ func loadCameras(file string, names []string, imgs []image.Image, stderr io.Writ
 			views = append(views, posed{p.Name, p.Extrinsics, p.Intrinsics, p.Width, p.Height})
 		}
 	} else {
-		b, err := os.ReadFile(file)
+		b, err := safeio.ReadFile(file, safeio.MaxJSONBytes)
 		if err != nil {
 			return nil, fmt.Errorf("-cameras: %w", err)
 		}

@@ -31,7 +31,8 @@ type deviceInfo struct {
 }
 
 // listDevices loads the dynamic backends found in the default directories
-// (next to the executable, ggml/vendor/lib, DA3_BACKEND_PATH) and describes
+// (next to the executable, the checkout's ggml/vendor/lib, absolute DA3_BACKEND_PATH
+// entries; see backend.DefaultBackendDirs) and describes
 // every registered device.
 func listDevices() []deviceInfo {
 	backend.LoadBackends(backend.DefaultBackendDirs())

@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/da3-go/da3-go/internal/safeio"
 )
 
 // inputFlags select the images a command runs on besides its positional arguments (image files and
@@ -138,7 +140,7 @@ func findImages(dir string, exts map[string]bool) ([]string, error) {
 // readList reads a list of image paths: one a line, blank lines and lines starting with # skipped,
 // relative paths taken relative to the list file's directory.
 func readList(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := safeio.ReadFile(path, safeio.MaxListBytes)
 	if err != nil {
 		return nil, fmt.Errorf("-list: %w", err)
 	}

@@ -84,6 +84,15 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cameras, "cameras", "", "known cameras of the images (pose-conditioned depth, results in their frame and scale): a pose JSON as 'da3-go pose' writes, or a COLMAP sparse model directory")
 	fs.StringVar(&f.maxDeviceMemory, "max-device-memory", "", "on a GPU: the device memory the model may use, weights and compute buffers (e.g. 6G; default what the device has free); multi-view runs lower their head chunk to fit it, requests that cannot fit are refused")
 	fs.StringVar(&f.maxMemory, "max-memory", "", "refuse requests estimated to need more memory than this (e.g. 4G, 512M); requests that would not fit in the memory left are always refused")
+	fs.Func("max-image-pixels", fmt.Sprintf("refuse input images whose header declares more pixels than this, before decoding them (default %d; each side at most 16384)", imgio.DefaultMaxPixels),
+		func(s string) error {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("want a positive number of pixels, got %q", s)
+			}
+			imgio.SetMaxPixels(n)
+			return nil
+		})
 }
 
 func (f *modelFlags) runOptions() (model.RunOptions, error) {

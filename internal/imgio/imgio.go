@@ -20,17 +20,20 @@ import (
 	"sync"
 
 	_ "golang.org/x/image/bmp"
-	_ "golang.org/x/image/tiff"
+	"golang.org/x/image/tiff"
 	_ "golang.org/x/image/webp"
 
 	"github.com/da3-go/da3-go/internal/imgproc"
 	"github.com/da3-go/da3-go/internal/jpeg"
+	"github.com/da3-go/da3-go/internal/safeio"
 )
 
 // Decode reads a JPEG, PNG, BMP, TIFF, WebP or GIF image as stored: the Exif orientation is not applied
 // (see DecodeWithOrientation). JPEGs decode to the pixels libjpeg-turbo gives, which both reference
-// pipelines read (internal/jpeg). The header's declared size is validated against imgproc.CheckSize
-// before any pixel is decoded. Errors name the file.
+// pipelines read (internal/jpeg). The header's declared size is checked against the pixel budget
+// (MaxPixels, DefaultMaxPixels unless SetMaxPixels changed it) before any pixel is decoded, a TIFF's
+// strips and tiles and a WebP's bitstream are checked against the file, and the decoded size must equal
+// the declared one. Errors name the file.
 func Decode(path string) (image.Image, error) {
 	img, _, err := DecodeWithOrientation(path)
 	return img, err
@@ -69,18 +72,11 @@ func DecodeHeader(path string) (Header, error) {
 // readImageFile reads an input image file, a regular, non-empty file of at most jpeg.MaxFileSize bytes:
 // all of it, or its first limit bytes when limit > 0.
 func readImageFile(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, st, err := safeio.Open(path) // never blocks on a FIFO
 	if err != nil {
 		return nil, fmt.Errorf("open image: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("stat image %s: %w", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("image %s: not a regular file", path)
-	}
 	if st.Size() == 0 {
 		return nil, fmt.Errorf("image %s: empty file", path)
 	}
@@ -115,7 +111,7 @@ type Header struct {
 }
 
 // DecodeHeaderBytes reads the header of an image held in memory, as the decoders check it (size within
-// imgproc.CheckSize), without decoding any pixel.
+// the pixel budget, see Decode), without decoding any pixel.
 func DecodeHeaderBytes(b []byte, name string) (hd Header, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -134,7 +130,23 @@ func header(data []byte, name string) (Header, error) {
 		}
 		hd = Header{Width: h.Width, Height: h.Height, Format: "jpeg", Orientation: Orientation(max(h.Orientation, 1))}
 	} else {
-		cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
+		var cfg image.Config
+		var format string
+		var err error
+		if isTIFF(data) {
+			// Decoded from a ReaderAt, not through image.DecodeConfig's bufio.Reader: given a plain
+			// reader, x/image/tiff buffers everything up to the farthest offset the file names.
+			if err := checkTIFF(data); err != nil {
+				return Header{}, fmt.Errorf("decode image header %s (tiff): %w", name, err)
+			}
+			cfg, err = tiff.DecodeConfig(bytes.NewReader(data))
+			format = "tiff"
+		} else {
+			if err := checkWebP(data); err != nil {
+				return Header{}, fmt.Errorf("decode image header %s (webp): %w", name, err)
+			}
+			cfg, format, err = image.DecodeConfig(bytes.NewReader(data))
+		}
 		if err != nil {
 			if errors.Is(err, image.ErrFormat) {
 				return Header{}, fmt.Errorf("decode image %s: unknown format (want JPEG, PNG, BMP, TIFF, WebP or GIF)", name)
@@ -143,7 +155,7 @@ func header(data []byte, name string) (Header, error) {
 		}
 		hd.Width, hd.Height, hd.Format = cfg.Width, cfg.Height, format
 	}
-	if err := imgproc.CheckSize(hd.Width, hd.Height); err != nil {
+	if err := checkBudget(hd.Width, hd.Height); err != nil {
 		return Header{}, fmt.Errorf("image %s (%s): %w", name, hd.Format, err)
 	}
 	return hd, nil
@@ -160,9 +172,12 @@ func decode(data []byte, name string) (img image.Image, o Orientation, err error
 	if err != nil {
 		return nil, 0, err
 	}
-	if hd.Format == "jpeg" {
+	switch hd.Format {
+	case "jpeg":
 		img, err = jpeg.DecodeBytes(data)
-	} else {
+	case "tiff":
+		img, err = tiff.Decode(bytes.NewReader(data)) // a ReaderAt (see header)
+	default:
 		img, _, err = image.Decode(bytes.NewReader(data))
 	}
 	if err != nil {

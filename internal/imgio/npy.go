@@ -7,23 +7,20 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/da3-go/da3-go/internal/safeio"
 )
 
 // ReadNPY reads a little-endian float32, C-order .npy file (as numpy.save
 // writes one) and returns its values and shape.
 func ReadNPY(path string) ([]float32, []int, error) {
-	f, err := os.Open(path)
+	f, st, err := safeio.Open(path) // a regular file: its size bounds what is read
 	if err != nil {
 		return nil, nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
 	data, shape, err := DecodeNPY(bufio.NewReader(f), st.Size())
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)

@@ -1,0 +1,45 @@
+package main
+
+/*
+#cgo linux LDFLAGS: -ldl
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stddef.h>
+
+// The path of the file this code was loaded from (libda3go.so), as the
+// dynamic linker recorded it, or NULL.
+static const char *da3go_self_path(void) {
+	Dl_info info;
+	if (dladdr((void *)&da3go_self_path, &info) && info.dli_fname != NULL && info.dli_fname[0] != '\0') {
+		return info.dli_fname;
+	}
+	return NULL;
+}
+*/
+import "C"
+
+import (
+	"log/slog"
+	"path/filepath"
+
+	"github.com/da3-go/da3-go/backend"
+)
+
+// The backend libraries are looked for next to libda3go.so (and in its lib/),
+// not next to the program that loaded it nor in the working directory. The
+// path is made absolute now, at load time, while it still names the file the
+// dynamic linker found.
+func init() {
+	p := C.da3go_self_path()
+	if p == nil {
+		slog.Debug("da3go: dladdr gave no path for the library; backends are looked for next to the executable")
+		return
+	}
+	abs, err := filepath.Abs(C.GoString(p))
+	if err == nil {
+		err = backend.SetExecutable(abs)
+	}
+	if err != nil {
+		slog.Debug("da3go: backends are looked for next to the executable", "err", err)
+	}
+}
