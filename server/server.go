@@ -487,6 +487,9 @@ func (s *Server) encode(p *parsed, m ModelInfo, views []view, sc *scene) (*Depth
 		e := exporters[name]
 		b, err := e.encode(sc)
 		if err != nil {
+			if ae := serverFault(err); ae != nil {
+				return nil, ae
+			}
 			// The exports refuse scenes they cannot hold (views of
 			// different sizes in one NPZ, no point passing the threshold).
 			return nil, unprocessable("%v", exportError(name, err))
