@@ -182,12 +182,16 @@ func checkBounds(name, format string, img image.Image, w, h int) error {
 // writeAtomic streams write's output into a temporary file next to path and renames it to path once
 // everything (including Close) succeeded (atomicfile.Write: only a regular file is replaced). On error
 // the temporary file is removed and path is untouched.
-func writeAtomic(path string, write func(w io.Writer) error) error { return atomicfile.Write(path, write) }
+func writeAtomic(path string, write func(w io.Writer) error) error {
+	return atomicfile.Write(path, write)
+}
 
 // WriteAtomic writes path through a temporary file in the same directory that is renamed into place once
 // write and the file's Close succeeded, so path is never left half-written (nor an existing file destroyed).
 // write's output is buffered. It is atomicfile.Write, whose rules apply.
-func WriteAtomic(path string, write func(w io.Writer) error) error { return atomicfile.Write(path, write) }
+func WriteAtomic(path string, write func(w io.Writer) error) error {
+	return atomicfile.Write(path, write)
+}
 
 // Pending is an output complete in a temporary file but not yet visible (atomicfile.Pending).
 type Pending = atomicfile.Pending
