@@ -144,4 +144,3 @@ func formatsOf(f []string) string {
 	}
 	return strings.Join(f, ",")
 }
-
