@@ -45,8 +45,8 @@ type windowMeta struct {
 	Keys        []string `json:"keys"`
 	Fingerprint string   `json:"fingerprint"`
 	// Arrays are the SHA-256 (hex) of each array's .npy bytes, by name.
-	Arrays map[string]string `json:"arrays"`
-	ToWorld sim3JSON `json:"to_world"`
+	Arrays  map[string]string `json:"arrays"`
+	ToWorld sim3JSON          `json:"to_world"`
 	// Align describes the alignment to the previous window (none for window 0).
 	Align *alignMeta `json:"align,omitempty"`
 	Views []viewMeta `json:"views"`
