@@ -326,14 +326,18 @@ func TestWritersRefuseTheirInputs(t *testing.T) {
 	views[0].Source = src
 	pc, err := export.NewPointCloud(views, export.DefaultOptions())
 	require.NoError(t, err)
-	for name, write := range map[string]func() error{
-		"ply":       func() error { return export.WritePLY(src, pc) },
-		"ply (sub)": func() error { return export.WritePLY(src, pc.Subsample(10, 1)) },
-		"glb":       func() error { return export.WriteGLB(src, pc, views, export.DefaultGLBOptions()) },
-		"npz":       func() error { return export.WriteNPZ(src, views, false) },
-		"depth_vis": func() error { return export.WriteDepthVis(src, &views[0]) },
-		"colmap":    func() error { return export.WriteCOLMAP(dir, pc, views, false) },
+	for _, tc := range []struct {
+		name  string
+		write func() error
+	}{
+		{"ply", func() error { return export.WritePLY(src, pc) }},
+		{"ply (sub)", func() error { return export.WritePLY(src, pc.Subsample(10, 1)) }},
+		{"glb", func() error { return export.WriteGLB(src, pc, views, export.DefaultGLBOptions()) }},
+		{"npz", func() error { return export.WriteNPZ(src, views, false) }},
+		{"depth_vis", func() error { return export.WriteDepthVis(src, &views[0]) }},
+		{"colmap", func() error { return export.WriteCOLMAP(dir, pc, views, false) }}, // last: it moves the Source
 	} {
+		name, write := tc.name, tc.write
 		if name == "colmap" {
 			views[0].Source = filepath.Join(dir, "images.bin")
 			require.NoError(t, os.WriteFile(views[0].Source, []byte("the input image"), 0o644))
