@@ -126,6 +126,7 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 	defer g.Close()
 	kernels.SetPolicy(g, rt.kernels)
 	kernels.SetPacked(g, rt.packed)
+	g.SetAbort(rt.cpu) // the custom kernels poll it: a cancel stops a long node too
 	b := &Builder{G: g, byName: map[string]*ggml.Tensor{}, outputs: map[string]*ggml.Tensor{}, taps: opts.Taps}
 	if err := buildSafely(b, build); err != nil {
 		return nil, err
@@ -176,9 +177,10 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 	return out, nil
 }
 
-// compute runs g and stops it within a node when ctx is cancelled: a
-// watcher sets the backends' abort flags, which ggml's CPU backend checks
-// after every node; the error is then ctx's.
+// compute runs g and stops it when ctx is cancelled: a watcher sets the
+// backends' abort flags, which ggml's CPU backend checks after every node
+// and the custom kernels between blocks of rows or tiles (so a single long
+// node stops too); the error is then ctx's.
 func (rt *Runtime) compute(ctx context.Context, g *ggml.Context) error {
 	if ctx.Done() == nil {
 		return rt.sched.Compute(g)

@@ -88,11 +88,13 @@ import (
 	"image"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"unsafe"
 
 	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/gs"
@@ -379,11 +381,23 @@ func da3go_export(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.d
 		if !slices.Contains([]string{"glb", "ply", "npz", "mini_npz", "colmap", "gs_ply"}, f) {
 			return fmt.Errorf("unknown export format %q (glb, ply, npz, mini_npz, colmap, gs_ply)", f)
 		}
+		out := goString(outPath)
+		var inputs []string
+		if imagePaths != nil && n > 0 && n <= 1024 {
+			for _, p := range unsafe.Slice(imagePaths, int(n)) {
+				if p != nil {
+					inputs = append(inputs, goString(p))
+				}
+			}
+		}
+		if e := checkExport(f, out, inputs); e != nil {
+			return e
+		}
 		res, e := sceneResults(h, imagePaths, n, opt, f == "gs_ply")
 		if e != nil {
 			return e
 		}
-		return writeExport(f, goString(outPath), res)
+		return writeExport(f, out, res)
 	})
 }
 
@@ -497,6 +511,24 @@ func bytesC(b []byte) unsafe.Pointer {
 	track(p, block{kind: blockBuffer})
 	copy(unsafe.Slice((*byte)(p), len(b)), b)
 	return p
+}
+
+// checkExport applies the output rules (atomicfile.Check: never an input image, only a regular file
+// replaced, a name that fits) to the files da3go_export writes, before anything runs.
+func checkExport(format, out string, inputs []string) error {
+	files := []string{out}
+	if format == "colmap" {
+		files = nil
+		for _, name := range []string{"cameras.bin", "images.bin", "points3D.bin"} {
+			files = append(files, filepath.Join(out, name))
+		}
+	}
+	for _, f := range files {
+		if err := atomicfile.Check(f, inputs...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeExport writes one scene file (glb, ply, npz, mini_npz, gs_ply) or a

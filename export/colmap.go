@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/internal/atomicfile"
 )
 
 // COLMAPModel is a COLMAP sparse model: the content of cameras, images and points3D (.bin or .txt).
@@ -288,37 +288,63 @@ func WriteCOLMAP(dir string, pc *PointCloud, views []View, text bool) error {
 	if err != nil {
 		return fmt.Errorf("write COLMAP model %s: %w", dir, err)
 	}
-	return m.Write(dir, text)
+	return m.write(dir, text, sources(views))
 }
 
 // Write writes cameras, images and points3D (.bin, or .txt when text is set) into dir, which must exist,
 // in COLMAP's layouts (text as COLMAP's writer prints it: %.17g numbers, its comment headers). The files
 // are renamed into place only after all three were written.
-func (m *COLMAPModel) Write(dir string, text bool) error {
+func (m *COLMAPModel) Write(dir string, text bool) error { return m.write(dir, text, nil) }
+
+// write is Write refusing to replace the files inputs.
+func (m *COLMAPModel) write(dir string, text bool, inputs []string) error {
 	if err := m.check(); err != nil {
 		return fmt.Errorf("write COLMAP model %s: %w", dir, err)
 	}
+	var pending []*atomicfile.Pending
+	defer func() {
+		for _, p := range pending {
+			p.Abort()
+		}
+	}()
+	err := m.encode(text, func(name string, write func(io.Writer) error) error {
+		p, err := atomicfile.WritePending(filepath.Join(dir, name), write, inputs...)
+		if err != nil {
+			return err
+		}
+		pending = append(pending, p)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range pending {
+		if err := p.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Encode gives the model's three files (cameras, images, points3D; .bin, or .txt when text is set) to
+// file, each as its name and a function that writes its content: a COLMAP model in an archive or any
+// other store than a directory (Write puts them in one).
+func (m *COLMAPModel) Encode(text bool, file func(name string, write func(io.Writer) error) error) error {
+	if err := m.check(); err != nil {
+		return fmt.Errorf("COLMAP model: %w", err)
+	}
+	return m.encode(text, file)
+}
+
+func (m *COLMAPModel) encode(text bool, file func(name string, write func(io.Writer) error) error) error {
 	ext := ".bin"
 	enc := []func(io.Writer) error{m.camerasBin, m.imagesBin, m.pointsBin}
 	if text {
 		ext = ".txt"
 		enc = []func(io.Writer) error{m.camerasText, m.imagesText, m.pointsText}
 	}
-	var pending []*imgio.Pending
-	defer func() {
-		for _, p := range pending {
-			p.Abort()
-		}
-	}()
 	for i, name := range []string{"cameras", "images", "points3D"} {
-		p, err := imgio.WritePending(filepath.Join(dir, name+ext), enc[i])
-		if err != nil {
-			return err
-		}
-		pending = append(pending, p)
-	}
-	for _, p := range pending {
-		if err := p.Commit(); err != nil {
+		if err := file(name+ext, enc[i]); err != nil {
 			return err
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/internal/atomicfile"
 )
 
 // DepthVis returns the official depth visualisation of a view (depth_anything_3.utils.export.depth_vis):
@@ -90,7 +90,7 @@ func WriteDepthVis(path string, v *View) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if strings.EqualFold(filepath.Ext(path), ".png") {
-		return imgio.WriteAtomic(path, func(w io.Writer) error { return png.Encode(w, img) })
+		return atomicfile.Write(path, func(w io.Writer) error { return png.Encode(w, img) }, v.Source)
 	}
-	return imgio.WriteAtomic(path, func(w io.Writer) error { return jpeg.Encode(w, img, &jpeg.Options{Quality: 95}) })
+	return atomicfile.Write(path, func(w io.Writer) error { return jpeg.Encode(w, img, &jpeg.Options{Quality: 95}) }, v.Source)
 }

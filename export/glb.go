@@ -9,7 +9,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/internal/atomicfile"
 )
 
 // GLBOptions tune WriteGLB; the zero value writes every point and no cameras, DefaultGLBOptions is the
@@ -52,7 +52,7 @@ func WriteGLB(path string, pc *PointCloud, views []View, opt GLBOptions) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return imgio.WriteAtomic(path, func(w io.Writer) error { return b.encode(w) })
+	return atomicfile.Write(path, func(w io.Writer) error { return b.encode(w) }, sources(views)...)
 }
 
 // EncodeGLB writes the scene of WriteGLB to w.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/internal/imgio"
 )
 
@@ -25,7 +26,7 @@ func WriteNPZ(path string, views []View, mini bool) error {
 	if err := checkNPZ(ViewSlice(views), mini); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return imgio.WriteAtomic(path, func(w io.Writer) error { return encodeNPZ(w, ViewSlice(views), mini) })
+	return atomicfile.Write(path, func(w io.Writer) error { return encodeNPZ(w, ViewSlice(views), mini) }, sources(views)...)
 }
 
 // EncodeNPZ writes the archive of WriteNPZ to w.

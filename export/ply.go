@@ -7,7 +7,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/internal/atomicfile"
 )
 
 // WritePLY writes the cloud as a binary little-endian PLY: one vertex element with float x, y, z, uchar
@@ -17,7 +17,7 @@ func WritePLY(path string, pc *PointCloud) error {
 	if err := pc.check(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return imgio.WriteAtomic(path, func(w io.Writer) error { return EncodePLY(w, pc) })
+	return atomicfile.Write(path, func(w io.Writer) error { return EncodePLY(w, pc) }, pc.Sources...)
 }
 
 // EncodePLY writes the PLY of WritePLY to w.

@@ -49,6 +49,8 @@ type PointCloud struct {
 	Pixel  []int32   // its pixel in that view, row·Width + column
 	// Threshold is the confidence threshold applied (NaN without confidence).
 	Threshold float32
+	// Sources are the Source paths of the views the points come from: WritePLY refuses to replace them.
+	Sources []string
 }
 
 // Len returns the number of points.
@@ -62,7 +64,11 @@ func NewPointCloud(views []View, opt Options) (*PointCloud, error) {
 	if err := checkViews(views, true); err != nil {
 		return nil, err
 	}
-	return newPointCloud(ViewSlice(views), opt, 0, 0)
+	pc, err := newPointCloud(ViewSlice(views), opt, 0, 0)
+	if pc != nil {
+		pc.Sources = sources(views)
+	}
+	return pc, err
 }
 
 // NewPointCloudFrom builds the cloud of NewPointCloud from views read one at a time, for scenes too large
@@ -301,7 +307,7 @@ func (pc *PointCloud) Subsample(n int, seed uint64) *PointCloud {
 // pick returns the points idx, in that order, with pc's threshold.
 func (pc *PointCloud) pick(idx []int) *PointCloud {
 	n := len(idx)
-	out := &PointCloud{Threshold: pc.Threshold, Points: make([]float32, 0, 3*n), Colors: make([]uint8, 0, 3*n),
+	out := &PointCloud{Threshold: pc.Threshold, Sources: pc.Sources, Points: make([]float32, 0, 3*n), Colors: make([]uint8, 0, 3*n),
 		View: make([]int32, 0, n), Pixel: make([]int32, 0, n)}
 	if pc.Conf != nil {
 		out.Conf = make([]float32, 0, n)

@@ -51,6 +51,20 @@ type View struct {
 	Camera *Camera
 	// OrigWidth, OrigHeight are the original image size (COLMAP cameras); 0 means Width, Height.
 	OrigWidth, OrigHeight int
+	// Source is the path of the file the view's image was read from, or "": the writers refuse to
+	// replace it (an export never overwrites its inputs).
+	Source string
+}
+
+// sources are the views' Source paths.
+func sources(views []View) []string {
+	var s []string
+	for i := range views {
+		if views[i].Source != "" {
+			s = append(s, views[i].Source)
+		}
+	}
+	return s
 }
 
 // ErrNoCamera reports a view without a camera given to an output that needs one.

@@ -312,6 +312,48 @@ func assertNoTemp(t *testing.T, dir string) {
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	for _, e := range entries {
-		assert.NotContains(t, e.Name(), ".tmp", "temporary file left behind")
+		assert.NotContains(t, e.Name(), "tmp", "temporary file left behind")
 	}
+}
+
+// TestWritersRefuseTheirInputs: a view's Source is never replaced by any
+// writer, and a device is never replaced by a file.
+func TestWritersRefuseTheirInputs(t *testing.T) {
+	dir := t.TempDir()
+	views := scene()
+	src := filepath.Join(dir, "view0.png")
+	require.NoError(t, os.WriteFile(src, []byte("the input image"), 0o644))
+	views[0].Source = src
+	pc, err := export.NewPointCloud(views, export.DefaultOptions())
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name  string
+		write func() error
+	}{
+		{"ply", func() error { return export.WritePLY(src, pc) }},
+		{"ply (sub)", func() error { return export.WritePLY(src, pc.Subsample(10, 1)) }},
+		{"glb", func() error { return export.WriteGLB(src, pc, views, export.DefaultGLBOptions()) }},
+		{"npz", func() error { return export.WriteNPZ(src, views, false) }},
+		{"depth_vis", func() error { return export.WriteDepthVis(src, &views[0]) }},
+		{"colmap", func() error { return export.WriteCOLMAP(dir, pc, views, false) }}, // last: it moves the Source
+	} {
+		name, write := tc.name, tc.write
+		if name == "colmap" {
+			views[0].Source = filepath.Join(dir, "images.bin")
+			require.NoError(t, os.WriteFile(views[0].Source, []byte("the input image"), 0o644))
+		}
+		err := write()
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), "would overwrite the input", name)
+	}
+	for _, p := range []string{src, filepath.Join(dir, "images.bin")} {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		assert.Equal(t, "the input image", string(b))
+	}
+	assert.NoFileExists(t, filepath.Join(dir, "cameras.bin"), "no file of a refused COLMAP model is left")
+	assertNoTemp(t, dir)
+	err = export.WriteNPZ("/dev/null", views, false)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not a regular file")
 }

@@ -335,6 +335,18 @@ func (b *Backend) Abort() {
 	}
 }
 
+// SetAbort makes the custom nodes built in g from now on carry b's abort
+// flag (nil: none), so that kernels which poll it (ggml/kernels) stop
+// within a block of work when b.Abort is called, not at the end of the
+// node. b must outlive g's graph computations.
+func (g *Context) SetAbort(b *Backend) {
+	if b == nil {
+		g.abort = nil
+		return
+	}
+	g.abort = b.abort
+}
+
 // ClearAbort resets the flag Abort set.
 func (b *Backend) ClearAbort() {
 	if b != nil && b.abort != nil {

@@ -21,6 +21,7 @@ type Context struct {
 	tensors    int
 	sched      *Scheduler // the scheduler that last allocated the graph, if any
 	values     map[any]any
+	abort      *C.int // the abort flag custom nodes carry (SetAbort), C memory, or nil
 }
 
 // NewContext creates an arena for up to maxNodes tensors and a graph with room

@@ -4,8 +4,10 @@ package ggml
 #include <stdint.h>
 #include "da3_ggml.h"
 static struct ggml_tensor * da3_custom_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
-        struct ggml_tensor ** args, int n_args, ggml_custom_op_t fun, intptr_t param) {
-    return ggml_custom_4d(ctx, type, ne0, ne1, ne2, ne3, args, n_args, fun, GGML_N_TASKS_MAX, (void *) param);
+        struct ggml_tensor ** args, int n_args, ggml_custom_op_t fun, intptr_t param, int * abort_flag) {
+    struct ggml_tensor * t = ggml_custom_4d(ctx, type, ne0, ne1, ne2, ne3, args, n_args, fun, GGML_N_TASKS_MAX, (void *) param);
+    memcpy((char *) t->op_params + DA3_ABORT_OFFSET, &abort_flag, sizeof abort_flag);
+    return t;
 }
 */
 import "C"
@@ -329,7 +331,9 @@ func (q *Tensor) FlashAttnExt(g *Context, k, v, mask *Tensor, scale float32) *Te
 // (void fn(struct ggml_tensor * dst, int ith, int nth, void * userdata))
 // defined in a cgo package and passed as unsafe.Pointer(C.fn). args become
 // the node's sources (dst->src[i]); userdata is passed to every call. The
-// node may use all threads (GGML_N_TASKS_MAX).
+// node may use all threads (GGML_N_TASKS_MAX). The node carries the abort
+// flag of the backend given to SetAbort (see DA3_ABORT_OFFSET in
+// da3_ggml.h), which fn may poll to stop early.
 //
 // Nothing here checks what fn does with its arguments: a package that
 // defines kernels should keep fn unexported and check the operands in the
@@ -353,6 +357,6 @@ func (g *Context) Custom(fn unsafe.Pointer, typ Type, shape []int, args []*Tenso
 	g.reserve("custom", 1)
 	// The args array is copied into the node by ggml; it is not retained.
 	p := C.da3_custom_4d(g.c, C.enum_ggml_type(typ), C.int64_t(ne[0]), C.int64_t(ne[1]), C.int64_t(ne[2]), C.int64_t(ne[3]),
-		(**C.struct_ggml_tensor)(unsafe.Pointer(&cargs[0])), C.int(len(args)), C.ggml_custom_op_t(fn), C.intptr_t(userdata))
+		(**C.struct_ggml_tensor)(unsafe.Pointer(&cargs[0])), C.int(len(args)), C.ggml_custom_op_t(fn), C.intptr_t(userdata), g.abort)
 	return g.wrap("custom", p)
 }

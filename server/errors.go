@@ -2,8 +2,12 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
+	"syscall"
 )
 
 // apiError is an error answered to the client: an HTTP status, a kind (the
@@ -30,6 +34,21 @@ const (
 	kindCanceled      = "client_closed"      // client went away; nobody reads the answer
 	kindInternal      = "internal"           // 500
 )
+
+// serverFault is the answer to an error of the server's own file system
+// (a full disk, a temporary directory it cannot write): 507 for no space,
+// else 500, naming no path of the server. It is nil for other errors.
+func serverFault(err error) *apiError {
+	var pe *fs.PathError
+	var le *os.LinkError
+	if !errors.As(err, &pe) && !errors.As(err, &le) && !errors.Is(err, syscall.ENOSPC) {
+		return nil
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		return errorf(http.StatusInsufficientStorage, kindInternal, "the server is out of disk space")
+	}
+	return errorf(http.StatusInternalServerError, kindInternal, "the server could not write a temporary file")
+}
 
 func errorf(status int, kind, format string, args ...any) *apiError {
 	return &apiError{Status: status, Kind: kind, Msg: fmt.Sprintf(format, args...)}

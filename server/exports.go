@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/da3-go/da3-go/export"
@@ -84,33 +82,26 @@ var exporters = map[string]exporter{
 }
 
 // writeCOLMAPZip writes the official COLMAP export (binary cameras, images,
-// points3D) as a zip archive.
+// points3D) as a zip archive, in memory: the server writes no files.
 func writeCOLMAPZip(w io.Writer, sc *scene) error {
 	pc, err := export.NewPointCloud(sc.views, export.COLMAPOptions())
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "da3-colmap")
+	m, err := export.NewCOLMAPModel(pc, sc.views)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	if err := export.WriteCOLMAP(dir, pc, sc.views, false); err != nil {
-		return err
-	}
 	z := zip.NewWriter(w)
-	for _, name := range []string{"cameras.bin", "images.bin", "points3D.bin"} {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
+	err = m.Encode(false, func(name string, write func(io.Writer) error) error {
 		f, err := z.Create("sparse/0/" + name)
 		if err != nil {
 			return err
 		}
-		if _, err := f.Write(b); err != nil {
-			return err
-		}
+		return write(f)
+	})
+	if err != nil {
+		return err
 	}
 	return z.Close()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
 	"io"
 	"math"
 	"mime"
@@ -104,7 +105,8 @@ var mapFormats = []string{"f32", "npy", "png", "png16"}
 type parsed struct {
 	req    DepthRequest
 	images [][]byte
-	names  []string // per image, for error messages
+	names  []string      // per image, for error messages
+	sizes  []image.Point // per image, from its header (validate)
 }
 
 // readRequest reads and validates a request body (JSON or multipart) of at
@@ -423,12 +425,14 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 		return unprocessable("model %q (%s) has no camera head: poses and point clouds need a DA3 any-view model", m.Name, m.Arch)
 	}
 	var total int64
+	p.sizes = p.sizes[:0]
 	for i, b := range p.images {
 		hd, err := imgio.DecodeHeaderBytes(b, p.names[i])
 		if err != nil {
 			return unprocessable("%v", err) // names the image
 		}
 		total += int64(hd.Width) * int64(hd.Height)
+		p.sizes = append(p.sizes, image.Pt(hd.Width, hd.Height))
 	}
 	if total > lim.maxPixels {
 		return tooLarge("images of %d pixels in all exceed the limit of %d pixels per request (-max-pixels)", total, lim.maxPixels)

@@ -17,6 +17,8 @@ import (
 // objects instead of JSON number arrays, and every view of a scene has its
 // own entry in Views.
 type DepthResponse struct {
+	need int64 // the request's memory estimate (checkBudget)
+
 	Model string `json:"model"`
 	// IsMetric: depth is in metres.
 	IsMetric bool `json:"is_metric"`

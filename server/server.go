@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,11 @@ type Options struct {
 	MaxViews int
 	// MaxProcessRes bounds process_res [2048].
 	MaxProcessRes int
+	// MaxRequestMemory bounds the memory one request may need, estimated
+	// before it runs (decoded images, the model's buffers, the output maps
+	// in every format asked for and the encoded response); more is refused
+	// with 413 [1 GiB].
+	MaxRequestMemory int64
 	// Timeout bounds one request, queue included [2 min].
 	Timeout time.Duration
 	// Logger receives the access log and errors [slog.Default()].
@@ -81,6 +87,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxProcessRes <= 0 {
 		o.MaxProcessRes = 2048
+	}
+	if o.MaxRequestMemory <= 0 {
+		o.MaxRequestMemory = 1 << 30
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Minute
@@ -340,6 +349,10 @@ func (s *Server) handleDepth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
+	if resp.need >= bigRequest {
+		resp = nil
+		debug.FreeOSMemory() // hand a large request's buffers back to the system now, not minutes later
+	}
 }
 
 func (s *Server) depth(ctx context.Context, w http.ResponseWriter, r *http.Request, start time.Time) (*DepthResponse, *apiError) {
@@ -363,6 +376,11 @@ func (s *Server) depth(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		return nil, s.runError(ctx, err)
 	}
 	queued := time.Now()
+	need, aerr := s.checkBudget(in, p, pl.info)
+	if aerr != nil {
+		pl.release(in)
+		return nil, aerr
+	}
 	views, sc, decoded, err := s.run(ctx, in, p, pl.info)
 	pl.release(in)
 	if err != nil {
@@ -379,6 +397,7 @@ func (s *Server) depth(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	resp.Timing = Timing{Queue: ms(queued.Sub(start)), Decode: ms(decoded.Sub(queued)), Run: ms(ran.Sub(decoded)),
 		Encode: ms(end.Sub(ran)), Total: ms(end.Sub(start))}
+	resp.need = need
 	return resp, nil
 }
 
@@ -487,6 +506,9 @@ func (s *Server) encode(p *parsed, m ModelInfo, views []view, sc *scene) (*Depth
 		e := exporters[name]
 		b, err := e.encode(sc)
 		if err != nil {
+			if ae := serverFault(err); ae != nil {
+				return nil, ae
+			}
 			// The exports refuse scenes they cannot hold (views of
 			// different sizes in one NPZ, no point passing the threshold).
 			return nil, unprocessable("%v", exportError(name, err))

@@ -143,6 +143,22 @@ int main(int argc, char **argv) {
 	da3go_free_string(err);
 	err = NULL;
 
+	/* An export never replaces one of its input images: refused before the model runs, the image intact. */
+	char copy0[4096];
+	snprintf(copy0, sizeof copy0, "%s/input0.png", out_dir);
+	unsigned char *img0_bytes = read_file(img0, &n);
+	size_t img0_len = n;
+	FILE *cf = fopen(copy0, "wb");
+	CHECK(cf && fwrite(img0_bytes, 1, img0_len, cf) == img0_len && fclose(cf) == 0, "copy %s", img0);
+	const char *own[2] = {copy0, img1};
+	CHECK(da3go_export(m, own, 2, &opt, "npz", copy0, &err) == -1 && err && strstr(err, "overwrite"), "export onto an input: %s", err);
+	da3go_free_string(err);
+	err = NULL;
+	unsigned char *after = read_file(copy0, &n);
+	CHECK(n == img0_len && memcmp(after, img0_bytes, n) == 0, "the input image is unchanged");
+	free(after);
+	free(img0_bytes);
+
 	/* Bad options and inputs are errors too. */
 	da3go_options bad_opt = {0};
 	bad_opt.method = "stretch";

@@ -63,7 +63,7 @@ func TestDepthWritesEveryFormat(t *testing.T) {
 	assert.Equal(t, src.Bounds().Dy(), cfg.Height)
 	entries, _ := os.ReadDir(out)
 	for _, e := range entries {
-		assert.NotContains(t, e.Name(), ".tmp", "no temporary files left")
+		assert.NotContains(t, e.Name(), "tmp", "no temporary files left")
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/da3-go/da3-go/internal/atomicfile"
 )
 
 // mapOutput is one file depth writes: a map kind (depth, conf, sky) in a
@@ -149,29 +151,14 @@ func duplicateOutput(plan [][]mapOutput) string {
 }
 
 // checkOverwrite refuses outputs that are inputs (by path, or the same file
-// under another name).
+// under another name), that would replace something other than a regular
+// file, or whose names are too long (atomicfile.Check, the rule every
+// writer applies).
 func checkOverwrite(plan [][]mapOutput, inputs []string) error {
-	in := map[string]string{}
-	var stats []os.FileInfo
-	for _, p := range inputs {
-		in[absPath(p)] = p
-		if fi, err := os.Stat(p); err == nil {
-			stats = append(stats, fi)
-		}
-	}
 	for _, outs := range plan {
 		for _, o := range outs {
-			if src, ok := in[absPath(o.path)]; ok {
-				return fmt.Errorf("output %s would overwrite the input %s", o.path, src)
-			}
-			fi, err := os.Stat(o.path)
-			if err != nil {
-				continue
-			}
-			for _, s := range stats {
-				if os.SameFile(fi, s) {
-					return fmt.Errorf("output %s would overwrite an input image (the same file)", o.path)
-				}
+			if err := atomicfile.Check(o.path, inputs...); err != nil {
+				return err
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -157,4 +158,41 @@ func TestIndependentStreams(t *testing.T) {
 		assert.False(t, strings.HasPrefix(en.Name(), "."), "temporary file %s left", en.Name())
 		assert.Contains(t, o.String(), "wrote "+filepath.Join(out, en.Name()))
 	}
+}
+
+// TestOutputRules: an output that is not a regular file (a FIFO, a
+// character device) is refused in planning and stays what it was; a
+// 253-byte output name is written (its temporary name no longer grows with
+// it) and a 256-byte one is refused before the model loads.
+func TestOutputRules(t *testing.T) {
+	m := tinyDA2(t)
+	src := fixtureImage(t, "da2-tiny/image.png")
+	dir := t.TempDir()
+	img := copyFile(t, src, filepath.Join(dir, "photo.png"))
+
+	out := t.TempDir()
+	fifo := filepath.Join(out, "photo_depth.png")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	code, _, stderr := runCLI("depth", "-model", m, "-process-res", "84", "-o", out+"/", img)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "is a FIFO, not a regular file")
+	fi, err := os.Lstat(fifo)
+	require.NoError(t, err)
+	assert.True(t, fi.Mode()&os.ModeNamedPipe != 0, "the FIFO is still a FIFO")
+
+	code, _, stderr = runCLI("depth", "-model", m, "-process-res", "84", "-o", "/dev/full", img)
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, stderr, "/dev/full")
+
+	long := copyFile(t, src, filepath.Join(dir, strings.Repeat("l", 253-len("_depth.png"))+".png"))
+	code, stdout, stderr := runCLI("depth", "-model", m, "-process-res", "84", "-o", t.TempDir()+"/", long)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, strings.Repeat("l", 243)+"_depth.png")
+
+	start := time.Now()
+	tooLong := filepath.Join(t.TempDir(), strings.Repeat("x", 252)+".png")
+	code, _, stderr = runCLI("depth", "-model", filepath.Join(dir, "missing.gguf"), "-o", tooLong, img)
+	assert.Equal(t, exitUsage, code, "refused in planning, before the model is opened")
+	assert.Contains(t, stderr, "256 bytes long")
+	assert.Less(t, time.Since(start), 10*time.Second)
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -177,6 +178,9 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := prepareOutputDir(f.out); err != nil {
 		return fail(stderr, err)
 	}
+	if err := f.checkSceneOutputs(formats, in.paths, names); err != nil {
+		return fail(stderr, err)
+	}
 	size, err := checkImages(in.paths)
 	if err != nil {
 		return fail(stderr, err)
@@ -273,6 +277,46 @@ func imageNames(paths []string) []string {
 		names[i] = n
 	}
 	return names
+}
+
+// checkSceneOutputs applies the output rules (atomicfile.Check: not an input, only a regular file
+// replaced, a name that fits) to every file the scene outputs will write, before the model runs.
+func (f *reconstructFlags) checkSceneOutputs(formats, inputs, names []string) error {
+	dirs, views := []string{f.out}, len(inputs)
+	if f.independent {
+		dirs, views = nil, 1
+		for _, n := range names {
+			dirs = append(dirs, filepath.Join(f.out, strings.TrimSuffix(n, filepath.Ext(n))))
+		}
+	}
+	for _, dir := range dirs {
+		var paths []string
+		for _, fm := range formats {
+			switch fm {
+			case "glb", "ply":
+				paths = append(paths, filepath.Join(dir, "scene."+fm))
+			case "colmap":
+				ext := map[bool]string{false: ".bin", true: ".txt"}[f.colmapTxt]
+				for _, n := range []string{"cameras", "images", "points3D"} {
+					paths = append(paths, filepath.Join(dir, n+ext))
+				}
+			case "npz", "mini_npz":
+				paths = append(paths, filepath.Join(dir, "exports", fm, "results.npz"))
+			case "gs_ply":
+				paths = append(paths, filepath.Join(dir, "gs_ply", "0000.ply"))
+			case "depth_vis":
+				for i := range views {
+					paths = append(paths, filepath.Join(dir, "depth_vis", fmt.Sprintf("%04d.jpg", i)))
+				}
+			}
+		}
+		for _, p := range paths {
+			if err := atomicfile.Check(p, inputs...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // prepareOutputDir creates dir and checks that files can be created in it, so that an unwritable output

@@ -133,7 +133,7 @@ func assertNoTempFiles(t *testing.T, dir string) {
 	t.Helper()
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		require.NoError(t, err)
-		assert.NotContains(t, d.Name(), ".tmp", "temporary file %s left", p)
+		assert.NotContains(t, d.Name(), "tmp", "temporary file %s left", p)
 		assert.NotContains(t, d.Name(), "probe", "probe file %s left", p)
 		return nil
 	})

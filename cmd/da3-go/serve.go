@@ -65,6 +65,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	maxQueue := fs.Int("max-queue", 16, "requests that may wait for a model; more get 503")
 	maxBody := fs.Int64("max-body", 64, "largest request body in MiB (413 above)")
 	maxPixels := fs.Int64("max-pixels", 40_000_000, "most pixels of a request's images, all views together (413 above)")
+	maxMem := fs.Int64("max-request-memory", 1024, "most memory in MiB one request may need, estimated before it runs: decoded images, model buffers, maps in every format, response (413 above)")
 	maxViews := fs.Int("max-views", 16, "most images per request (413 above)")
 	maxRes := fs.Int("max-process-res", 2048, "largest process_res a request may ask for")
 	timeout := fs.Duration("timeout", 2*time.Minute, "per-request time limit, queue included (503 past it); also how long shutdown waits for runs in flight")
@@ -85,7 +86,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	setupServeLog(stderr, *verbose, *quiet)
 
 	opts := server.Options{Device: *device, Threads: *threads, Parallel: *parallel, MaxQueue: *maxQueue,
-		MaxBodyBytes: *maxBody << 20, MaxPixels: *maxPixels, MaxViews: *maxViews, MaxProcessRes: *maxRes, Timeout: *timeout}
+		MaxBodyBytes: *maxBody << 20, MaxPixels: *maxPixels, MaxRequestMemory: *maxMem << 20, MaxViews: *maxViews, MaxProcessRes: *maxRes, Timeout: *timeout}
 	for _, m := range models {
 		name, src, ok := strings.Cut(m.model, "=")
 		if !ok {

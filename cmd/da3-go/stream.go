@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -258,10 +259,35 @@ func (f *modelFlags) frames(paths, names []string, arch model.Arch) []stream.Fra
 }
 
 // fingerprint identifies what a streamed run's windows depend on, so that a run resumes only windows
-// computed with the same model and settings.
+// computed with the same model files (their size and the SHA-256 of their first MiB: header, metadata
+// and tensor table) and the settings that change results (resolution, method, reference view, ray pose,
+// precision, kernels, device, Exif rotation).
 func (f *modelFlags) fingerprint(cfg model.Config) string {
-	return fmt.Sprintf("model=%s metric=%s name=%s process-res=%d method=%s ref-view=%s ray-pose=%v/%d exif-rotate=%v",
-		f.model, f.metricModel, cfg.Name, f.processRes, f.method, f.refView, f.rayPose, f.raySeed, f.exifRotate.String())
+	return fmt.Sprintf("model=%s (%s) metric=%s (%s) name=%s process-res=%d method=%s ref-view=%s ray-pose=%v/%d exif-rotate=%v precision=%s kernels=%s narrow-convs=%v device=%s",
+		f.model, fileIdentity(f.model), f.metricModel, fileIdentity(f.metricModel), cfg.Name, f.processRes, f.method, f.refView,
+		f.rayPose, f.raySeed, f.exifRotate.String(), f.precision, f.kernels, f.narrowConvs, f.device)
+}
+
+// fileIdentity is a file's size and the SHA-256 of its first MiB, or "" for no file.
+func fileIdentity(path string) string {
+	if path == "" {
+		return ""
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return "unreadable"
+	}
+	defer fh.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(fh, 1<<20))
+	if err != nil {
+		return "unreadable"
+	}
+	size := n
+	if fi, err := fh.Stat(); err == nil {
+		size = fi.Size()
+	}
+	return fmt.Sprintf("%d bytes, sha256 of the first MiB %x", size, h.Sum(nil))
 }
 
 // runStreamed runs the frames in windows; onWindow gets each window's views (in the run's frame) as it

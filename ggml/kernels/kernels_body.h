@@ -357,7 +357,9 @@ static int choose_mr(int64_t m) {
 // sc holds the packing buffers (gemm_scratch). prec DA3_PREC_BF16 rounds the
 // packed panels to bf16 and multiplies them with bf16 products summed in
 // f32 (where the variant has them).
-struct gemm_scratch { float * pa, * pb; void * pah, * pbh; };
+// gemm_scratch is a thread's packing buffers for gemm and the abort flag
+// its node carries (da3_abort_flag), polled once per block of rows.
+struct gemm_scratch { float * pa, * pb; void * pah, * pbh; const int * abort; };
 
 static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c, int64_t ldc, int64_t K,
                  int64_t m0, int64_t m1, int64_t n0, int64_t n1, int mr, const struct epi * ep,
@@ -429,6 +431,9 @@ static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c,
 #endif
             pack_b_panels(b, jc, nc, pc, kc, sc->pb);
             for (int64_t ic = m0; ic < m1; ic += mcb) {
+                if (da3_aborted(sc->abort)) { // the graph is being stopped: ggml returns ABORTED after the node
+                    return;
+                }
                 const int64_t mc = m1 - ic < mcb ? m1 - ic : mcb;
                 const void * pa = sc->pa;
 #if defined(ISA_INT8)
@@ -460,6 +465,7 @@ static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c,
 // returns 0 when out of memory.
 static int get_scratch(struct gemm_scratch * sc, int prec) {
     const size_t kd = prec == DA3_PREC_BF16 ? KCB : KCQ; // the deepest block gemm packs
+    sc->abort = NULL;
     sc->pa = da3_scratch(DA3_BUF_A, kd * MC);
     sc->pb = da3_scratch(DA3_BUF_B, kd * NC);
     sc->pah = sc->pbh = NULL;
@@ -621,6 +627,7 @@ void ISA_FN(da3_gemm)(struct ggml_tensor * dst, int ith, int nth, void * userdat
         da3_fault(DA3_FAULT_NOMEM);
         return;
     }
+    sc.abort = da3_abort_flag(dst);
     if (packed) {
         const struct bsrc b = { .pre = (const uint32_t *) w->data, .prew = w->ne[0] / NR };
         gemm((const float *) x->data, K, &b, (float *) dst->data, N, K, m0, m1, n0, n1, mr, e, &sc, prec);
@@ -663,6 +670,7 @@ void ISA_FN(da3_conv2d)(struct ggml_tensor * dst, int ith, int nth, void * userd
         da3_fault(DA3_FAULT_NOMEM);
         return;
     }
+    sc.abort = da3_abort_flag(dst);
     for (int64_t n = 0; n < x->ne[3]; n++) {
         const struct bsrc b = {
             .x = (const float *) x->data + n * x->ne[0] * x->ne[1] * x->ne[2],
@@ -1151,7 +1159,11 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
         da3_fault(DA3_FAULT_NOMEM);
         return;
     }
+    const int * abort = da3_abort_flag(dst);
     for (int64_t it = i0, nt; it < i1; it += nt) {
+        if (da3_aborted(abort)) { // stopping: ggml returns ABORTED after the node
+            return;
+        }
         const int64_t n = it / TT, t0 = it % TT;
         nt = i1 - it < WB ? i1 - it : WB;
         nt = TT - t0 < nt ? TT - t0 : nt;
@@ -1284,7 +1296,11 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
 #endif
     const int64_t dld = H * hd; // dst row stride (one query token)
     int64_t packed = -1;
+    const int * abort = da3_abort_flag(dst);
     for (int64_t it = i0; it < i1; it++) {
+        if (da3_aborted(abort)) { // stopping: ggml returns ABORTED after the node
+            return;
+        }
         const int64_t bh = it / nqb, qb = it % nqb;
         const int64_t b = bh / H, h = bh % H;
         if (bh != packed) {

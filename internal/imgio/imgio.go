@@ -7,7 +7,6 @@
 package imgio
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -16,13 +15,12 @@ import (
 	_ "image/png"
 	"io"
 	"os"
-	"path/filepath"
-	"sync"
 
 	_ "golang.org/x/image/bmp"
 	"golang.org/x/image/tiff"
 	_ "golang.org/x/image/webp"
 
+	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/internal/imgproc"
 	"github.com/da3-go/da3-go/internal/jpeg"
 	"github.com/da3-go/da3-go/internal/safeio"
@@ -197,99 +195,30 @@ func checkBounds(name, format string, img image.Image, w, h int) error {
 }
 
 // writeAtomic streams write's output into a temporary file next to path and renames it to path once
-// everything (including Close) succeeded. On error the temporary file is removed and path is untouched.
+// everything (including Close) succeeded (atomicfile.Write: only a regular file is replaced). On error
+// the temporary file is removed and path is untouched.
 func writeAtomic(path string, write func(w io.Writer) error) error {
-	p, err := WritePending(path, write)
-	if err != nil {
-		return err
-	}
-	return p.Commit()
+	return atomicfile.Write(path, write)
 }
 
 // WriteAtomic writes path through a temporary file in the same directory that is renamed into place once
 // write and the file's Close succeeded, so path is never left half-written (nor an existing file destroyed).
-// write's output is buffered.
-func WriteAtomic(path string, write func(w io.Writer) error) error { return writeAtomic(path, write) }
-
-// Pending is an output whose content is complete in a temporary file next to its destination but not yet
-// visible there. Outputs made of several files (a COLMAP model) write every file as a Pending first and
-// commit them only once all were written, so a failure leaves none of them behind.
-type Pending struct {
-	path, tmp string
+// write's output is buffered. It is atomicfile.Write, whose rules apply.
+func WriteAtomic(path string, write func(w io.Writer) error) error {
+	return atomicfile.Write(path, write)
 }
 
-// WritePending writes write's output into a temporary file next to path and returns it uncommitted. On error
-// the temporary file is removed.
-func WritePending(path string, write func(w io.Writer) error) (p *Pending, err error) {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("write %s: is a directory", path)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", path, err)
-	}
-	tmp := f.Name()
-	pending.Store(tmp, struct{}{})
-	defer func() {
-		if err != nil {
-			f.Close() // may already be closed; the error is irrelevant then
-			os.Remove(tmp)
-			pending.Delete(tmp)
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<16)
-	if err = write(bw); err != nil {
-		return nil, fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = bw.Flush(); err != nil {
-		return nil, fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return nil, fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return nil, fmt.Errorf("write %s: %w", path, err)
-	}
-	return &Pending{path: path, tmp: tmp}, nil
+// Pending is an output complete in a temporary file but not yet visible (atomicfile.Pending).
+type Pending = atomicfile.Pending
+
+// WritePending writes write's output into a temporary file next to path and returns it uncommitted
+// (atomicfile.WritePending).
+func WritePending(path string, write func(w io.Writer) error) (*Pending, error) {
+	return atomicfile.WritePending(path, write)
 }
 
-// Commit renames the temporary file to the destination. A nil or already committed Pending is a no-op.
-func (p *Pending) Commit() error {
-	if p == nil || p.tmp == "" {
-		return nil
-	}
-	tmp := p.tmp
-	p.tmp = ""
-	defer pending.Delete(tmp)
-	if err := os.Rename(tmp, p.path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", p.path, err)
-	}
-	return nil
-}
-
-// Abort removes the temporary file; the destination is untouched. A nil or committed Pending is a no-op.
-func (p *Pending) Abort() {
-	if p == nil || p.tmp == "" {
-		return
-	}
-	os.Remove(p.tmp)
-	pending.Delete(p.tmp)
-	p.tmp = ""
-}
-
-// pending holds the temporary files of writes in progress.
-var pending sync.Map
-
-// RemovePending removes the temporary files of the writes in progress, for
-// a program about to exit at once (a second Ctrl-C): their destinations
-// are untouched, and no temporary file is left behind.
-func RemovePending() {
-	pending.Range(func(k, _ any) bool {
-		os.Remove(k.(string))
-		return true
-	})
-}
+// RemovePending removes the temporary files of the writes in progress (atomicfile.RemovePending).
+func RemovePending() { atomicfile.RemovePending() }
 
 func checkMap(data []float32, w, h int) error {
 	if err := imgproc.CheckSize(w, h); err != nil {
@@ -303,9 +232,4 @@ func checkMap(data []float32, w, h int) error {
 
 // WriteFileAtomic writes data to path through a temporary file in the same
 // directory that is renamed into place, so path is never left half-written.
-func WriteFileAtomic(path string, data []byte) error {
-	return writeAtomic(path, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-}
+func WriteFileAtomic(path string, data []byte) error { return atomicfile.WriteFile(path, data) }

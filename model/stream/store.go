@@ -2,6 +2,8 @@ package stream
 
 import (
 	"archive/zip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,17 +28,25 @@ import (
 //	intrinsics_original  float64 (V, 3, 3)     for the original images
 //	pose_encoding        float32 (V, 9)
 //
-// meta.json holds the window, its frames' names, the sizes and units, and to_world: the similarity
-// x ↦ scale·rotation·x + translation from the window's frame to the run's (window 0's). The file is written to a temporary name and renamed
-// when complete, so a window file that exists is whole.
+// meta.json holds the window, its frames' names and content keys, the run's fingerprint (model and
+// settings), the sizes and units, the SHA-256 of every array's bytes, and to_world: the similarity
+// x ↦ scale·rotation·x + translation from the window's frame to the run's (window 0's). The file is
+// written to a temporary name and renamed when complete, so a window file that exists is whole; a window
+// is resumed only when its frames' keys and the fingerprint are the run's and every array matches its
+// digest.
 
-const storeVersion = 1
+const storeVersion = 2
 
 type windowMeta struct {
 	Version int      `json:"version"`
 	Window  Window   `json:"window"`
 	Frames  []string `json:"frames"`
-	ToWorld sim3JSON `json:"to_world"`
+	// Keys are the frames' content keys (Frame.Key), Fingerprint the run's (Options.Fingerprint).
+	Keys        []string `json:"keys"`
+	Fingerprint string   `json:"fingerprint"`
+	// Arrays are the SHA-256 (hex) of each array's .npy bytes, by name.
+	Arrays  map[string]string `json:"arrays"`
+	ToWorld sim3JSON          `json:"to_world"`
 	// Align describes the alignment to the previous window (none for window 0).
 	Align *alignMeta `json:"align,omitempty"`
 	Views []viewMeta `json:"views"`
@@ -94,12 +104,12 @@ func init() {
 }
 
 // writeWindow writes a window's raw results (all at the processed size, one size, with cameras).
-func writeWindow(dir string, w Window, names []string, toWorld Sim3, st *AlignStats, res []model.Result) error {
-	if len(res) != w.Len() || len(names) != w.Len() {
+func writeWindow(dir string, w Window, names, keys []string, fingerprint string, toWorld Sim3, st *AlignStats, res []model.Result) error {
+	if len(res) != w.Len() || len(names) != w.Len() || len(keys) != w.Len() {
 		return fmt.Errorf("window %d: %d results and %d names for %d frames", w.Index, len(res), len(names), w.Len())
 	}
 	W, H := res[0].Width, res[0].Height
-	meta := windowMeta{Version: storeVersion, Window: w, Frames: names, ToWorld: sim3JSON{toWorld.S, toWorld.R, toWorld.T}, Width: W, Height: H,
+	meta := windowMeta{Version: storeVersion, Window: w, Frames: names, Keys: keys, Fingerprint: fingerprint, Arrays: map[string]string{}, ToWorld: sim3JSON{toWorld.S, toWorld.R, toWorld.T}, Width: W, Height: H,
 		Conf: res[0].Conf != nil, Sky: res[0].Sky != nil, RGB: res[0].RGB != nil}
 	if st != nil {
 		meta.Align = &alignMeta{Points: st.Points, Valid: st.Valid, Iterations: st.Iterations, RMS: st.RMS}
@@ -124,10 +134,6 @@ func writeWindow(dir string, w Window, names []string, toWorld Sim3, st *AlignSt
 		}
 		meta.Views = append(meta.Views, viewMeta{ProcessedWidth: r.ProcessedWidth, ProcessedHeight: r.ProcessedHeight,
 			OrigWidth: r.OrigWidth, OrigHeight: r.OrigHeight, Cropped: r.Cropped, Unit: r.Unit.String(), NonFinite: r.NonFinite})
-	}
-	js, err := json.MarshalIndent(meta, "", " ")
-	if err != nil {
-		return err
 	}
 	// Each array is written view by view (no copy of the window's maps).
 	rows := func(m [3][4]float64, k int) []float64 {
@@ -163,18 +169,13 @@ func writeWindow(dir string, w Window, names []string, toWorld Sim3, st *AlignSt
 		array{"pose_encoding", []float32(nil), []int{V, 9}, func(r *model.Result) any { return r.Camera.PoseEncoding[:] }})
 	return imgio.WriteAtomic(windowPath(dir, w.Index), func(out io.Writer) error {
 		z := zip.NewWriter(out)
-		f, err := z.CreateHeader(&zip.FileHeader{Name: "meta.json", Method: zip.Store})
-		if err != nil {
-			return err
-		}
-		if _, err := f.Write(js); err != nil {
-			return err
-		}
 		for _, a := range arrays {
-			f, err := z.CreateHeader(&zip.FileHeader{Name: a.name + ".npy", Method: zip.Store})
+			zf, err := z.CreateHeader(&zip.FileHeader{Name: a.name + ".npy", Method: zip.Store})
 			if err != nil {
 				return err
 			}
+			h := sha256.New()
+			f := io.MultiWriter(zf, h)
 			if err := imgio.EncodeNPYHeader(f, a.zero, a.shape...); err != nil {
 				return err
 			}
@@ -183,6 +184,19 @@ func writeWindow(dir string, w Window, names []string, toWorld Sim3, st *AlignSt
 					return err
 				}
 			}
+			meta.Arrays[a.name] = hex.EncodeToString(h.Sum(nil))
+		}
+		// meta.json last: it holds the arrays' digests.
+		js, err := json.MarshalIndent(meta, "", " ")
+		if err != nil {
+			return err
+		}
+		f, err := z.CreateHeader(&zip.FileHeader{Name: "meta.json", Method: zip.Store})
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(js); err != nil {
+			return err
 		}
 		return z.Close()
 	})
@@ -225,8 +239,8 @@ func decodeMeta(path string, z *zip.ReadCloser) (windowMeta, Sim3, error) {
 	switch {
 	case m.Version != storeVersion:
 		return bad("version %d (this da3-go reads %d)", m.Version, storeVersion)
-	case w.Start < 0 || w.End <= w.Start || len(m.Frames) != w.Len() || len(m.Views) != w.Len():
-		return bad("window [%d, %d) with %d frame names and %d views", w.Start, w.End, len(m.Frames), len(m.Views))
+	case w.Start < 0 || w.End <= w.Start || len(m.Frames) != w.Len() || len(m.Views) != w.Len() || len(m.Keys) != w.Len():
+		return bad("window [%d, %d) with %d frame names, %d keys and %d views", w.Start, w.End, len(m.Frames), len(m.Keys), len(m.Views))
 	case m.Width < 1 || m.Height < 1 || m.Width > 1<<14 || m.Height > 1<<14:
 		return bad("map size %dx%d", m.Width, m.Height)
 	}
@@ -256,11 +270,17 @@ func readWindow(path string, reuse map[string]any) (*storedWindow, error) {
 	}
 	V, H, W := len(m.Views), m.Height, m.Width
 	read := func(name string, want []int) (any, error) {
-		f, err := z.Open(name + ".npy")
+		zf, err := z.Open(name + ".npy")
 		if err != nil {
 			return nil, fmt.Errorf("window file %s: %w", path, err)
 		}
-		defer f.Close()
+		defer zf.Close()
+		sum, ok := m.Arrays[name]
+		if !ok {
+			return nil, fmt.Errorf("window file %s: no checksum for %s", path, name)
+		}
+		h := sha256.New()
+		f := io.TeeReader(zf, h)
 		n := 1
 		for _, d := range want {
 			n *= d
@@ -268,6 +288,12 @@ func readWindow(path string, reuse map[string]any) (*storedWindow, error) {
 		data, shape, err := imgio.DecodeNPYReuse(f, n, reuse[name])
 		if err != nil {
 			return nil, fmt.Errorf("window file %s: %s: %w", path, name, err)
+		}
+		if _, err := io.Copy(io.Discard, f); err != nil {
+			return nil, fmt.Errorf("window file %s: %s: %w", path, name, err)
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+			return nil, fmt.Errorf("window file %s: %s does not match its checksum (%w)", path, name, errCorrupt)
 		}
 		if fmt.Sprint(shape) != fmt.Sprint(want) {
 			return nil, fmt.Errorf("window file %s: %s has shape %v, want %v", path, name, shape, want)
@@ -363,6 +389,9 @@ func alignInPlace(r model.Result, toWorld Sim3) model.Result {
 	r.Camera = &c
 	return r
 }
+
+// errCorrupt is wrapped by the errors of window files whose arrays do not match their checksums.
+var errCorrupt = errors.New("the file was altered or damaged")
 
 // removeFile removes a file, ignoring a missing one.
 func removeFile(path string) error {

@@ -2,14 +2,19 @@ package stream
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
+	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
 )
@@ -23,13 +28,16 @@ type Scene interface {
 type Frame struct {
 	// Name names the frame in outputs (COLMAP image name); names must be unique.
 	Name string
-	// Key identifies the frame's content for resuming (e.g. its file's path and size); "" uses Name.
+	// Key identifies the frame's content for resuming (Files: the SHA-256 of the file); "" uses Name. A
+	// window is resumed only when its frames' keys are those it was computed from.
 	Key string
 	// Open decodes the image.
 	Open func() (model.Image, error)
 }
 
-// Files returns frames that decode image files; names nil names them by the files' base names.
+// Files returns frames that decode image files; names nil names them by the files' base names. Each
+// frame's Key is the SHA-256 of its file's bytes (read once here), so a frame replaced by another file,
+// whatever its size and name, is seen as changed.
 func Files(paths, names []string) []Frame {
 	out := make([]Frame, len(paths))
 	for i, p := range paths {
@@ -37,13 +45,27 @@ func Files(paths, names []string) []Frame {
 		if names != nil {
 			name = names[i]
 		}
-		key := p
-		if fi, err := os.Stat(p); err == nil {
-			key = fmt.Sprintf("%s:%d", p, fi.Size())
+		key := "path:" + p // unreadable now: decoding it fails when its window runs
+		if sum, err := fileDigest(p); err == nil {
+			key = "sha256:" + sum
 		}
 		out[i] = Frame{Name: name, Key: key, Open: func() (model.Image, error) { return imgio.Decode(p) }}
 	}
 	return out
+}
+
+// fileDigest is the SHA-256 (hex) of a file's bytes.
+func fileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Options configure Run.
@@ -57,9 +79,11 @@ type Options struct {
 	Align AlignOptions
 	// Dir receives the windows' results (window-NNNNN.npz) and the run's manifest (stream.json).
 	Dir string
-	// Fingerprint identifies the model and settings: a run in a Dir that holds windows of a run with the
-	// same fingerprint, frames and windows resumes it (keeps its finished windows); one with another
-	// fingerprint is refused unless Restart.
+	// Fingerprint identifies the model and settings (the model file's identity, process resolution,
+	// precision, …: everything that changes the results): a run in a Dir that holds windows of a run with
+	// the same fingerprint, frame names and windows resumes it, keeping each finished window whose frames
+	// still have the keys it was computed from (the others run again, and the windows after them are
+	// aligned again); one with another fingerprint is refused unless Restart.
 	Fingerprint string
 	// Restart discards the windows of a previous run in Dir.
 	Restart bool
@@ -78,7 +102,8 @@ type Stats struct {
 	Windows, Ran, Resumed int
 }
 
-// manifest is <Dir>/stream.json: what a run's windows belong to.
+// manifest is <Dir>/stream.json: what a run's windows belong to, and the files of Dir the run owns (its
+// window files): only those are ever replaced or removed.
 type manifest struct {
 	Version     int      `json:"version"`
 	Fingerprint string   `json:"fingerprint"`
@@ -87,6 +112,7 @@ type manifest struct {
 	Frames      []string `json:"frames"`
 	Keys        []string `json:"keys"`
 	Windows     []Window `json:"windows"`
+	Files       []string `json:"files"`
 }
 
 const manifestName = "stream.json"
@@ -111,6 +137,9 @@ func Run(ctx context.Context, scene Scene, frames []Frame, opt Options) (*Recons
 		return nil, st, errors.New("stream: no directory for the windows' results")
 	}
 	man := manifest{Version: storeVersion, Fingerprint: opt.Fingerprint, Window: opt.Window, Overlap: opt.Overlap, Windows: plan}
+	for _, w := range plan {
+		man.Files = append(man.Files, filepath.Base(windowPath("", w.Index)))
+	}
 	seen := map[string]int{}
 	for i, f := range frames {
 		if f.Name == "" || f.Open == nil {
@@ -139,18 +168,36 @@ func Run(ctx context.Context, scene Scene, frames []Frame, opt Options) (*Recons
 		size     [2]int
 	)
 	done := 0
+	realign := false // a window before ran again: the resumed ones after it are aligned again
 	for _, w := range plan {
 		path := windowPath(opt.Dir, w.Index)
 		var raw []model.Result
 		g := Identity()
-		if sw, err := readWindow(path, nil); err == nil && sw.meta.Window == w && slices.Equal(sw.meta.Frames, man.Frames[w.Start:w.End]) {
+		sw, err := readWindow(path, nil)
+		if err == nil {
+			err = sameWindow(sw.meta, w, man, opt.Fingerprint)
+		}
+		if err == nil {
 			raw, g = sw.results, sw.toWorld
 			st.Resumed++
 			log.Info("stream: window resumed from disk", "window", w.Index, "frames", fmt.Sprintf("%d-%d", w.Start, w.End-1))
+			if realign && w.Index > 0 {
+				shared := prev[w.Start-prevFrom:]
+				s, as, err := Align(shared, raw[:len(shared)], opt.Align)
+				if err != nil {
+					return nil, st, fmt.Errorf("window %d (frames %d–%d) to window %d: %w", w.Index, w.Start, w.End-1, w.Index-1, err)
+				}
+				g = prevG.Compose(s)
+				if err := writeWindow(opt.Dir, w, man.Frames[w.Start:w.End], man.Keys[w.Start:w.End], opt.Fingerprint, g, &as, raw); err != nil {
+					return nil, st, err
+				}
+				log.Info("stream: resumed window aligned again (a window before it ran again)", "window", w.Index, "scale", s.S, "rms", as.RMS)
+			}
 		} else {
-			if err == nil || !errors.Is(err, os.ErrNotExist) {
+			if !errors.Is(err, os.ErrNotExist) {
 				log.Warn("stream: window file unusable, running the window again", "window", w.Index, "err", err)
 			}
+			realign = true
 			if err := ctx.Err(); err != nil {
 				return nil, st, err
 			}
@@ -190,7 +237,7 @@ func Run(ctx context.Context, scene Scene, frames []Frame, opt Options) (*Recons
 				log.Info("stream: window aligned", "window", w.Index, "frames", fmt.Sprintf("%d-%d", w.Start, w.End-1),
 					"shared", len(shared), "points", as.Points, "scale", s.S, "rms", as.RMS)
 			}
-			if err := writeWindow(opt.Dir, w, man.Frames[w.Start:w.End], g, ast, raw); err != nil {
+			if err := writeWindow(opt.Dir, w, man.Frames[w.Start:w.End], man.Keys[w.Start:w.End], opt.Fingerprint, g, ast, raw); err != nil {
 				return nil, st, err
 			}
 			st.Ran++
@@ -223,6 +270,25 @@ func Run(ctx context.Context, scene Scene, frames []Frame, opt Options) (*Recons
 	return r, st, err
 }
 
+// sameWindow says why a stored window is not window w of this run (nil when it is): another window,
+// other frames, frames whose content changed, or other model or settings.
+func sameWindow(m windowMeta, w Window, man manifest, fingerprint string) error {
+	switch {
+	case m.Window != w:
+		return fmt.Errorf("it holds window [%d, %d), not [%d, %d)", m.Window.Start, m.Window.End, w.Start, w.End)
+	case !slices.Equal(m.Frames, man.Frames[w.Start:w.End]):
+		return errors.New("it holds other frames")
+	case m.Fingerprint != fingerprint:
+		return fmt.Errorf("it was computed with other model or settings (%q, not %q)", m.Fingerprint, fingerprint)
+	}
+	for i, k := range m.Keys {
+		if k != man.Keys[w.Start+i] {
+			return fmt.Errorf("frame %s changed since it was computed (%s, now %s)", m.Frames[i], k, man.Keys[w.Start+i])
+		}
+	}
+	return nil
+}
+
 // sameSize checks that a window's maps have the size of the first window's.
 func sameSize(size [2]int, raw []model.Result, name string) error {
 	if size != [2]int{} && (raw[0].Width != size[0] || raw[0].Height != size[1]) {
@@ -242,10 +308,17 @@ func sharedFromDisk(dir string, prev, next Window) ([]model.Result, int, Sim3, e
 }
 
 // prepareDir creates dir and its manifest, or checks that the manifest there is this run's (a resume);
-// restart removes a previous run's windows.
+// restart removes a previous run's windows. The temporary files an interrupted run left in dir are
+// removed; a file of the plan's names that no manifest lists (the user's) is never touched: the run is
+// refused instead.
 func prepareDir(dir string, man manifest, restart bool, log *slog.Logger) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("stream: %w", err)
+	}
+	if removed, err := atomicfile.RemoveStale(dir); err != nil {
+		return fmt.Errorf("stream: removing the temporary files of an interrupted run: %w", err)
+	} else if len(removed) > 0 {
+		log.Info("stream: removed the temporary files of an interrupted run", "files", removed)
 	}
 	path := filepath.Join(dir, manifestName)
 	b, err := os.ReadFile(path)
@@ -259,19 +332,28 @@ func prepareDir(dir string, man manifest, restart bool, log *slog.Logger) error 
 			return fmt.Errorf("stream: %s holds the windows of another run (%s): restart to discard them, or choose another directory", dir, diff)
 		}
 		log.Info("stream: resuming the run in " + dir)
-		return nil
+		if slices.Equal(old.Keys, man.Keys) {
+			return nil
+		}
 	case err == nil && restart:
 		if err := removeRun(dir); err != nil {
 			return err
 		}
 	case !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("stream: %w", err)
+	default:
+		for _, f := range man.Files {
+			p := filepath.Join(dir, f)
+			if _, err := os.Lstat(p); err == nil {
+				return fmt.Errorf("stream: %s is not a window of a run here (no %s lists it): move it, or choose another directory for the windows", p, manifestName)
+			}
+		}
 	}
 	js, err := json.MarshalIndent(man, "", " ")
 	if err != nil {
 		return err
 	}
-	return imgio.WriteFileAtomic(path, js)
+	return atomicfile.WriteFile(path, js)
 }
 
 // manifestDiff names the first difference between two runs' manifests, "" when they are the same run.
@@ -287,25 +369,39 @@ func manifestDiff(a, b manifest) string {
 		return fmt.Sprintf("%d frames, not %d", len(a.Frames), len(b.Frames))
 	}
 	for i := range a.Frames {
-		if a.Frames[i] != b.Frames[i] || a.Keys[i] != b.Keys[i] {
-			return fmt.Sprintf("frame %d is %s, not %s", i, a.Keys[i], b.Keys[i])
+		if a.Frames[i] != b.Frames[i] {
+			return fmt.Sprintf("frame %d is %s, not %s", i, a.Frames[i], b.Frames[i])
 		}
 	}
-	if !slices.Equal(a.Windows, b.Windows) {
+	if !slices.Equal(a.Windows, b.Windows) || !slices.Equal(a.Files, b.Files) {
 		return "another window plan"
 	}
-	return ""
+	return "" // frames whose content changed: their windows run again
 }
 
-// removeRun deletes a run's files from dir (its manifest and window files, nothing else).
+// removeRun deletes a run's files from dir: the window files its manifest lists, and the manifest;
+// nothing else.
 func removeRun(dir string) error {
-	files, err := filepath.Glob(filepath.Join(dir, "window-*.npz"))
+	path := filepath.Join(dir, manifestName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("stream: %w", err)
+	}
+	var man manifest
+	if err := json.Unmarshal(b, &man); err != nil {
+		return fmt.Errorf("stream: %s is not a run's manifest (%v): its files are left alone", path, err)
 	}
 	var errs []error
-	for _, f := range append(files, filepath.Join(dir, manifestName)) {
-		errs = append(errs, removeFile(f))
+	for _, f := range man.Files {
+		if f != filepath.Base(f) || !strings.HasPrefix(f, "window-") { // a manifest names files of dir only
+			errs = append(errs, fmt.Errorf("stream: %s lists %q, not a window file: left alone", path, f))
+			continue
+		}
+		errs = append(errs, removeFile(filepath.Join(dir, f)))
 	}
+	errs = append(errs, removeFile(path))
 	return errors.Join(errs...)
 }

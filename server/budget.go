@@ -1,0 +1,146 @@
+package server
+
+import (
+	"image"
+	"strings"
+
+	"github.com/da3-go/da3-go/internal/sysmem"
+	"github.com/da3-go/da3-go/model"
+)
+
+// bigRequest is the estimate above which the server hands the request's
+// memory back to the system once the response is written.
+const bigRequest = 256 << 20
+
+// estimator is implemented by runners that estimate a run's memory before
+// running it (*model.Model).
+type estimator interface {
+	EstimateMemory(opt model.RunOptions, views, w, h int) (model.MemoryEstimate, error)
+}
+
+// formatBytes is what one map costs per pixel in each format: the encoded
+// bytes or the image encoded, their base64 text, and that text again in the
+// JSON encoder's buffer (PNG at its worst, uncompressed).
+var formatBytes = map[string]float64{
+	"f32":   2 * 4 * 4 / 3.0,
+	"npy":   4 + 2*4*4/3.0,
+	"png":   4 + 4 + 2*4*4/3.0,
+	"png16": 2 + 2 + 2*2*4/3.0,
+}
+
+// budget is a request's memory estimate, by part.
+type budget struct {
+	decode, model, maps, extra int64
+	out                        image.Point // the maps' size (largest view)
+	views, nmaps               int
+}
+
+func (b budget) total() int64 { return b.decode + b.model + b.maps + b.extra }
+
+// estimate estimates the memory of request p on instance in: the decoded
+// images (4 bytes a pixel), the model's compute buffers, host buffers and
+// kernel scratch at the processed size (its own planning; weights are
+// loaded already), the maps at their output size in every format asked
+// for, and the exports and point cloud.
+func (s *Server) estimate(in *instance, p *parsed, m ModelInfo) (budget, error) {
+	var b budget
+	b.views = len(p.sizes)
+	big := image.Point{}
+	for _, sz := range p.sizes {
+		b.decode += 4 * int64(sz.X) * int64(sz.Y)
+		if sz.X*sz.Y > big.X*big.Y {
+			big = sz
+		}
+	}
+	if b.views == 0 {
+		return b, nil
+	}
+	o := p.runOptions()
+	opt, err := o.modelOptions()
+	if err != nil {
+		return b, err
+	}
+	proc := big
+	// An image the model cannot take is left to the run, which names the
+	// problem; its estimate is then the other parts.
+	if est, ok := in.r.(estimator); ok {
+		if e, err := est.EstimateMemory(opt, b.views, big.X, big.Y); err == nil {
+			proc = image.Pt(e.Width, e.Height)
+			b.model = e.Compute + e.Host + e.Scratch
+			// EstimateMemory counts the maps at the image size; they are
+			// counted below at the size they come out at.
+			orig := int64(2) // depth and confidence or sky
+			if in.r.Config().Arch == model.DA2 {
+				orig = 1
+			}
+			b.model -= int64(b.views) * int64(big.X) * int64(big.Y) * 4 * orig
+			b.model = max(b.model, 0)
+		}
+	}
+	b.out = big
+	if o.processedSize {
+		b.out = proc
+	}
+	w := p.wants(m)
+	for _, on := range []bool{w.depth, w.conf && m.Confidence, w.sky && m.Sky} {
+		if on {
+			b.nmaps++
+		}
+	}
+	formats := p.req.MapFormats
+	if len(formats) == 0 {
+		formats = []string{"f32"}
+	}
+	perPixel := 4.0 // the float map itself
+	for _, f := range formats {
+		perPixel += formatBytes[f]
+	}
+	px := float64(b.views) * float64(b.out.X) * float64(b.out.Y)
+	b.maps = int64(px * float64(b.nmaps) * perPixel)
+	// Points (x, y, z, colour, and their base64 in the response) and
+	// exports (about 20 bytes a point before base64) at the processed size.
+	ppx := float64(b.views) * float64(proc.X) * float64(proc.Y)
+	if p.req.IncludePoints {
+		b.extra += int64(ppx * 15 * (1 + 2*4/3.0))
+	}
+	b.extra += int64(ppx * 20 * (1 + 2*4/3.0) * float64(len(p.req.Exports)))
+	return b, nil
+}
+
+// checkBudget refuses (413) a request whose estimate exceeds
+// -max-request-memory, naming the estimate, the budget and what to lower.
+// It returns the estimate.
+func (s *Server) checkBudget(in *instance, p *parsed, m ModelInfo) (int64, *apiError) {
+	b, err := s.estimate(in, p, m)
+	if err != nil {
+		return 0, unprocessable("%v", err)
+	}
+	limit := s.opts.MaxRequestMemory
+	if b.total() <= limit {
+		return b.total(), nil
+	}
+	by := func(n int64) string { return sysmem.Bytes(uint64(max(n, 0))) }
+	var lower []string
+	if !p.req.ProcessedSize && b.maps > b.total()/4 {
+		lower = append(lower, "ask for the maps at the processed size (processed_size: true)")
+	}
+	if len(p.req.MapFormats) > 1 {
+		lower = append(lower, "ask for fewer map_formats")
+	}
+	if b.model > b.total()/4 {
+		lower = append(lower, "lower process_res")
+	}
+	if b.views > 1 {
+		lower = append(lower, "send fewer images")
+	}
+	lower = append(lower, "send smaller images")
+	return 0, tooLarge("the request needs about %s of memory (decoded images %s, model %s, %d map(s) of %dx%d for %d view(s) in %s: %s, points and exports %s), more than the server's budget of %s per request (-max-request-memory): %s",
+		by(b.total()), by(b.decode), by(b.model), b.nmaps, b.out.X, b.out.Y, b.views, formatsOf(p.req.MapFormats), by(b.maps), by(b.extra), by(limit), strings.Join(lower, ", or "))
+}
+
+func formatsOf(f []string) string {
+	if len(f) == 0 {
+		return "f32"
+	}
+	return strings.Join(f, ",")
+}
