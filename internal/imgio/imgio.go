@@ -14,7 +14,6 @@ import (
 	_ "image/gif" // registered decoders (JPEG goes through internal/jpeg)
 	_ "image/png"
 	"io"
-	"os"
 
 	_ "golang.org/x/image/bmp"
 	"golang.org/x/image/tiff"
