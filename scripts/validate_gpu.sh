@@ -90,7 +90,15 @@ if [ "$mode" = prepare ]; then
 	cp $ORACLE/da3-base/config.json "$BUNDLE/specs/da3-base.config.json"
 	$PY scripts/validate_gpu.py spec $ORACLE/da2-vits/hf/model.safetensors "$BUNDLE/specs/da2-vits.json"
 	cp $ORACLE/da2-vits/hf/config.json "$BUNDLE/specs/da2-vits.config.json"
-	cp $ORACLE/da3-small/two/images/view0.png $ORACLE/da3-small/two/images/view1.png "$BUNDLE/images/"
+	# Two views of one scene: the oracle's photo and a shifted crop of it, both 640x480.
+	$PY - "$ORACLE/da3-base/one/images/view0.png" "$BUNDLE/images" <<'PYEOF'
+import sys
+from PIL import Image
+im = Image.open(sys.argv[1]).convert("RGB")
+im.save(sys.argv[2] + "/view0.png")
+w, h = im.size
+im.crop((24, 12, w, h)).resize((w, h), Image.BILINEAR).save(sys.argv[2] + "/view1.png")
+PYEOF
 	[ -x "$BIN" ] || echo "validate_gpu: note: $BIN is missing: run make build PORTABLE=1 (or prepare --build)" >&2
 	echo "validate_gpu: prepared $BUNDLE ($(du -sh "$BUNDLE" | cut -f1)) and ggml/vendor/ggml-src ($(du -sh ggml/vendor/ggml-src | cut -f1))"
 	echo "  carry: bin ggml/vendor/ggml-src    then run: scripts/validate_gpu.sh"
