@@ -182,6 +182,10 @@ type Stats struct {
 	Splits         int
 	ComputeBuffers map[string]uint64 // bytes per backend name
 	Fallbacks      map[string]int    // op name -> nodes that ran on the CPU instead of the device
+	// Ops counts the graph's nodes by op name (views, reshapes and
+	// permutations left out): which ops the layers chose, e.g. CUSTOM for
+	// the CPU kernels (ggml/kernels) or FLASH_ATTN_EXT.
+	Ops map[string]int
 }
 
 // Open chooses the device and creates its backend and a CPU fallback.

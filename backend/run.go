@@ -334,9 +334,14 @@ func (rt *Runtime) allocError(err error) error {
 }
 
 func (rt *Runtime) recordStats(g *ggml.Context) {
-	st := Stats{Nodes: g.Nodes(), Splits: rt.sched.Splits(), ComputeBuffers: map[string]uint64{}}
+	st := Stats{Nodes: g.Nodes(), Splits: rt.sched.Splits(), ComputeBuffers: map[string]uint64{}, Ops: map[string]int{}}
 	for _, be := range rt.backends() {
 		st.ComputeBuffers[be.Name()] = rt.sched.BufferSize(be)
+	}
+	for i := 0; i < g.Nodes(); i++ {
+		if op := g.Node(i).Op(); !isView(op) {
+			st.Ops[op]++
+		}
 	}
 	if rt.primary != rt.cpu {
 		st.Fallbacks = map[string]int{}

@@ -204,6 +204,21 @@ func (w *Weights) Tensor(name string) *ggml.Tensor {
 // Names lists the weights in file order.
 func (w *Weights) Names() []string { return w.names }
 
+// WeightBuffer is where a weight's data lives.
+type WeightBuffer struct {
+	Name string // the buffer's name (its type's): "CPU", "Vulkan0", "CUDA0"…
+	Host bool   // in host memory
+}
+
+// Buffers maps every weight's name to the buffer holding its data.
+func (w *Weights) Buffers() map[string]WeightBuffer {
+	out := make(map[string]WeightBuffer, len(w.byName))
+	for name, t := range w.byName {
+		out[name] = WeightBuffer{Name: t.BufferName(), Host: t.InHostBuffer()}
+	}
+	return out
+}
+
 // Bytes is the weights' total size in bytes.
 func (w *Weights) Bytes() uint64 { return w.bytes }
 

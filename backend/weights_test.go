@@ -52,6 +52,14 @@ func TestUploadWeightsZeroCopyMatchesCopy(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, a, got)
 		results = append(results, run(w))
+		buf := backend.WeightBuffer{Name: "CPU", Host: true}
+		if w.OwnsFile() {
+			buf.Name = "CPU_Mapped" // ggml_backend_cpu_buffer_from_ptr
+		}
+		assert.Equal(t, map[string]backend.WeightBuffer{"w": buf, "b": buf}, w.Buffers())
+		st := rt.LastStats()
+		assert.Equal(t, map[string]int{"CONT": 1, "MUL_MAT": 1, "ADD": 1}, st.Ops, "the graph's ops, the transpose left out")
+		assert.Nil(t, st.Fallbacks, "no fallbacks on the CPU")
 		require.NoError(t, w.Close())
 		if !w.OwnsFile() {
 			f.Close()

@@ -152,6 +152,24 @@ func (m *linearModel) ref(x []float32, tokens int) *optest.ND {
 	return r
 }
 
+// A tensor names the buffer that holds its data (a view, its source's).
+func TestTensorBuffer(t *testing.T) {
+	g, err := ggml.NewContext(4)
+	require.NoError(t, err)
+	defer g.Close()
+	x := g.NewTensor(ggml.TypeF32, 4, 2)
+	assert.Equal(t, "", x.BufferName(), "not allocated")
+	assert.False(t, x.InHostBuffer())
+	buf, err := g.AllocTensors(ggml.CPUDevice().BufferType(), ggml.UsageWeights)
+	require.NoError(t, err)
+	defer buf.Close()
+	assert.Equal(t, "CPU", x.BufferName())
+	assert.True(t, x.InHostBuffer())
+	v := x.View(g, 0, []int{4}, nil)
+	assert.Equal(t, "CPU", v.BufferName(), "a view is in its source's buffer")
+	assert.True(t, v.InHostBuffer())
+}
+
 func TestScheduler(t *testing.T) {
 	m := newLinearModel(t, 24, 10)
 	cpu := optest.NewCPUBackend(t, 0)

@@ -156,6 +156,17 @@ func (t *Tensor) SiLU(g *Context) *Tensor {
 	return t.unaryOp(g, "silu", C.GGML_UNARY_OP_SILU)
 }
 
+// SwiGLU is ggml_swiglu: t [2n, ...] split in halves along ne0, SiLU of
+// the first times the second, [n, ...]: SiLU(t[:n])·t[n:] in one op. Rows
+// must be contiguous and ne0 even.
+func (t *Tensor) SwiGLU(g *Context) *Tensor {
+	notNil("swiglu", t)
+	mustf(t.ne(0)%2 == 0, "swiglu", []*Tensor{t}, "ne0 must be even to split in halves")
+	return t.unary(g, "swiglu", func(c *C.struct_ggml_context, x *C.struct_ggml_tensor) *C.struct_ggml_tensor {
+		return C.ggml_swiglu(c, x)
+	})
+}
+
 // ReLU is ggml_relu: max(x, 0).
 func (t *Tensor) ReLU(g *Context) *Tensor {
 	return t.unaryOp(g, "relu", C.GGML_UNARY_OP_RELU)

@@ -401,6 +401,44 @@ func TestUnaryOps(t *testing.T) {
 	optest.RunCases(t, cases)
 }
 
+// SwiGLU: SiLU of the first half of each row times the second half, on
+// a tensor and on a row view.
+func TestSwiGLU(t *testing.T) {
+	ref := func(x *optest.ND, n int) *optest.ND {
+		r := optest.NewND(n, x.Ne[1], x.Ne[2], x.Ne[3])
+		r.Each(func(i0, i1, i2, i3 int) {
+			a, b := x.At(i0, i1, i2, i3), x.At(i0+n, i1, i2, i3)
+			r.Set(a/(1+math.Exp(-a))*b, i0, i1, i2, i3)
+		})
+		return r
+	}
+	optest.RunCases(t, []optest.Case{
+		{Name: "tensor", Build: func(h *optest.Harness, rng *rand.Rand) (*ggml.Tensor, *optest.ND) {
+			d := optest.Uniform(rng, 34*5*2, -6, 6)
+			x := h.Input(ggml.TypeF32, d, 34, 5, 2)
+			return x.SwiGLU(h.G), ref(optest.NDFrom(d, 34, 5, 2), 17)
+		}, Atol: 1e-6, Rtol: 1e-5},
+		{Name: "row view", Build: func(h *optest.Harness, rng *rand.Rand) (*ggml.Tensor, *optest.ND) {
+			d := optest.Uniform(rng, 40*5, -6, 6)
+			x := h.Input(ggml.TypeF32, d, 40, 5)
+			v := x.View(h.G, 0, []int{34, 5}, []int{x.Stride(1)})
+			xr := optest.NDFrom(d, 40, 5)
+			r := optest.NewND(17, 5)
+			r.Each(func(i0, i1, _, _ int) {
+				a, b := xr.At(i0, i1, 0, 0), xr.At(i0+17, i1, 0, 0)
+				r.Set(a/(1+math.Exp(-a))*b, i0, i1, 0, 0)
+			})
+			return v.SwiGLU(h.G), r
+		}, Atol: 1e-6, Rtol: 1e-5},
+	})
+	g, err := ggml.NewContext(4)
+	require.NoError(t, err)
+	defer g.Close()
+	se := shapePanic(t, func() { g.NewTensor(ggml.TypeF32, 5, 2).SwiGLU(g) })
+	require.NotNil(t, se, "odd ne0")
+	require.Equal(t, "swiglu", se.Op)
+}
+
 func sumRowsRef(x *optest.ND, mean bool) *optest.ND {
 	r := optest.NewND(1, x.Ne[1], x.Ne[2], x.Ne[3])
 	r.Each(func(_, i1, i2, i3 int) {

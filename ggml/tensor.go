@@ -136,6 +136,38 @@ func (t *Tensor) HasData() bool {
 	return t.p.buffer != nil || (t.p.view_src != nil && t.p.view_src.buffer != nil)
 }
 
+// buffer is the backend buffer holding the tensor's data: its own, or its
+// view source's; nil when it has none.
+func (t *Tensor) buffer() C.ggml_backend_buffer_t {
+	if t.p.buffer != nil {
+		return t.p.buffer
+	}
+	if t.p.view_src != nil {
+		return t.p.view_src.buffer
+	}
+	return nil
+}
+
+// BufferName is the name of the backend buffer holding the tensor's data
+// (ggml_backend_buffer_name: its buffer type, such as "CPU" or "Vulkan0"),
+// or "" when it has none.
+func (t *Tensor) BufferName() string {
+	t.live("buffer_name")
+	b := t.buffer()
+	if b == nil {
+		return ""
+	}
+	return C.GoString(C.ggml_backend_buffer_name(b))
+}
+
+// InHostBuffer reports whether the tensor's data is in a buffer in host
+// memory (ggml_backend_buffer_is_host); false when it has no buffer.
+func (t *Tensor) InHostBuffer() bool {
+	t.live("buffer_is_host")
+	b := t.buffer()
+	return b != nil && bool(C.ggml_backend_buffer_is_host(b))
+}
+
 // Op is the name of the op that produced the tensor ("NONE" for leaves).
 func (t *Tensor) Op() string {
 	t.live("op_desc")

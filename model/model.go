@@ -280,6 +280,10 @@ func (m *Model) Stats() backend.Stats { return m.rt.LastStats() }
 // WeightBytes is the size of the uploaded weights.
 func (m *Model) WeightBytes() uint64 { return m.w.Bytes() }
 
+// WeightBuffers maps every uploaded weight to the buffer holding it: on a
+// GPU, device buffers (Host false) for all of them.
+func (m *Model) WeightBuffers() map[string]backend.WeightBuffer { return m.w.Buffers() }
+
 // Backbone is the model's ViT backbone, bound to its weights: run it on a
 // graph of Run, or change it (replace or wrap blocks) between runs.
 func (m *Model) Backbone() *vit.Model { return m.vit }

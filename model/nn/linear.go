@@ -115,22 +115,10 @@ type SwiGLU struct {
 	W3  Linear `gguf:"mlp_w3"`
 }
 
-// Forward applies the layer.
+// Forward applies the layer. The gate is ggml's one op (ggml_swiglu), which
+// every backend runs on the halves of w12's rows in place; SiLU of a strided
+// half is not (ggml-vulkan's unary ops take contiguous operands only).
 func (m *SwiGLU) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
 	h := m.W12.Forward(g, x) // [2·hidden, T, ...]
-	hidden := h.Dim(0) / 2
-	shape := h.Shape()
-	shape[0] = hidden
-	x1 := h.View(g, 0, shape, strides(h, len(shape)))
-	x2 := h.View(g, hidden*h.Stride(0), shape, strides(h, len(shape)))
-	return m.W3.Forward(g, x1.SiLU(g).Mul(g, x2))
-}
-
-// strides returns nb1..nb(n-1) of t, for views that keep t's layout.
-func strides(t *ggml.Tensor, n int) []int {
-	s := make([]int, n-1)
-	for i := range s {
-		s[i] = t.Stride(i + 1)
-	}
-	return s
+	return m.W3.Forward(g, h.SwiGLU(g))
 }
