@@ -49,14 +49,17 @@ def main():
         for views in [int(v) for v in args.views.split(",")]:
             g = torch.Generator().manual_seed(1)
             x = torch.randn((1, views, 3, args.height, args.width), generator=g).to(dev)
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
+            cuda = dev.type == "cuda"
+            sync = torch.cuda.synchronize if cuda else (lambda: None)
+            sync()
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated() if cuda else 0
 
             def once():
-                with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16, enabled=(mode == "f16")):
+                with torch.no_grad(), torch.autocast(dev.type, dtype=torch.float16 if cuda else torch.bfloat16, enabled=(mode != "f32")):
                     out = net(x)
-                torch.cuda.synchronize()
+                sync()
                 return out
 
             once()  # warm-up (cuDNN/cuBLAS plans)
@@ -66,8 +69,8 @@ def main():
                 t0 = time.perf_counter()
                 once()
                 times.append((time.perf_counter() - t0) * 1000)
-            peak = torch.cuda.max_memory_allocated() - base
-            print(json.dumps({"engine": "pytorch", "torch": torch.__version__, "gpu": torch.cuda.get_device_name(dev),
+            peak = torch.cuda.max_memory_allocated() - base if cuda else 0
+            print(json.dumps({"engine": "pytorch", "torch": torch.__version__, "gpu": torch.cuda.get_device_name(dev) if cuda else "cpu",
                               "config": args.config, "mode": mode, "views": views,
                               "width": args.width, "height": args.height,
                               "median_ms": round(statistics.median(times), 3), "min_ms": round(min(times), 3),

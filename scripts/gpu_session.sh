@@ -42,6 +42,9 @@ mkdir -p "$OUT"
 LOG=$OUT/session.log
 exec > >(tee -a "$LOG") 2>&1
 BIN=$ROOT/bin/da3-go
+DEV=${GPU_DEV:-CUDA0}              # the device under test (GPU_DEV=cpu: a dry run of the script's logic)
+VIEWS=${GPU_VIEWS:-1 2 4 8}
+REPEAT=${GPU_REPEAT:-10}
 W=${TMPDIR:-/tmp}/da3-gpu
 mkdir -p "$W"
 say() { echo "== $(date +%T) $*"; }
@@ -67,7 +70,7 @@ export LD_LIBRARY_PATH=${libs}${libs:+:}/usr/local/cuda/lib64:/usr/local/nvidia/
 
 # The backend folder: the carried libraries, or a build here.
 LIBDIR=$ROOT/bin/gpu
-if [ ! -f "$LIBDIR/libggml-cuda.so" ]; then
+if [ "$DEV" != cpu ] && [ ! -f "$LIBDIR/libggml-cuda.so" ]; then
 	say "building the CUDA backend (no prebuilt library carried)"
 	export PATH=/usr/local/cuda/bin:$PATH
 	timeout 420 bash scripts/validate_gpu.sh --build-only --cuda-archs 90 >"$OUT/cuda-build.log" 2>&1 ||
@@ -81,18 +84,18 @@ say "devices"
 "$BIN" devices 2>&1 | tee "$OUT/devices.txt"
 
 say "parity and timing against the CPU (validate_gpu.sh)"
-timeout 300 bash scripts/validate_gpu.sh --skip-build --repeat 5 --work "$W/validate" 2>&1 | tee "$OUT/validate.log"
+timeout 300 bash scripts/validate_gpu.sh --skip-build --device-b "$DEV" --repeat 5 --work "$W/validate" 2>&1 | tee "$OUT/validate.log"
 DA3=$W/validate/da3-base.gguf
 
 if [ -f "$DA3" ]; then
 	IMG=$ROOT/bin/validate/images/view0.png
 	say "DA3-BASE 504x336: views, f32 and f16 weights, device memory"
 	timeout 60 "$BIN" quantize -quiet -type f16 -conv f16 -pure "$DA3" "$W/da3-base-f16.gguf" || echo "quantize f16 failed"
-	for v in 1 2 4 8; do
+	for v in $VIEWS; do
 		for m in "$DA3" "$W/da3-base-f16.gguf"; do
 			[ -f "$m" ] || continue
 			tag=$(basename "$m" .gguf)
-			timeout 120 "$BIN" bench -quiet -json -model "$m" -device CUDA0 -size 504x336 -views "$v" -repeat 10 \
+			timeout 120 "$BIN" bench -quiet -json -model "$m" -device "$DEV" -size 504x336 -views "$v" -repeat "$REPEAT" \
 				>"$OUT/bench-$tag-$v.json" 2>"$W/bench.err" || { echo "bench $tag $v failed:"; tail -3 "$W/bench.err"; }
 			python3 - "$OUT/bench-$tag-$v.json" <<'EOF'
 import json, sys
@@ -109,13 +112,13 @@ EOF
 	done
 	say "convolution routing A/B (im2col + cuBLAS vs ggml_conv_2d_direct), 1 view"
 	for k in flash flash,directconv; do
-		timeout 120 "$BIN" bench -quiet -json -model "$DA3" -device CUDA0 -size 504x336 -repeat 10 -kernels "$k" >"$OUT/bench-kernels-${k/,/-}.json" 2>/dev/null &&
+		timeout 120 "$BIN" bench -quiet -json -model "$DA3" -device "$DEV" -size 504x336 -repeat "$REPEAT" -kernels "$k" >"$OUT/bench-kernels-${k/,/-}.json" 2>/dev/null &&
 			python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(f'  -kernels $k: median {r[\"median_ms\"]:.2f} ms, device compute {r.get(\"device_compute_mib\",0):.0f} MiB')" "$OUT/bench-kernels-${k/,/-}.json"
 	done
 	say "device memory budget: a request that cannot fit is refused cleanly"
-	timeout 60 "$BIN" depth -quiet -model "$DA3" -device CUDA0 -max-device-memory 500M -process-res 1008 -format npy -o "$W/oom/" "$IMG" "$ROOT/bin/validate/images/view1.png"
+	timeout 60 "$BIN" depth -quiet -model "$DA3" -device "$DEV" -max-device-memory 500M -process-res 1008 -format npy -o "$W/oom/" "$IMG" "$ROOT/bin/validate/images/view1.png"
 	echo "  exit status $? (want 1, one line naming the figures)"
-	timeout 60 "$BIN" depth -quiet -model "$DA3" -device CUDA0 -max-device-memory 100M -format npy -o "$W/oom2/" "$IMG"
+	timeout 60 "$BIN" depth -quiet -model "$DA3" -device "$DEV" -max-device-memory 100M -format npy -o "$W/oom2/" "$IMG"
 	echo "  exit status $? (want 1: the weights alone exceed the budget)"
 fi
 
