@@ -5,10 +5,11 @@
 #
 #   make build PORTABLE=1 && scripts/validate_gpu.sh prepare   # bin/, bin/validate, ggml/vendor/ggml-src
 #   make cuda-check                                            # optional: a prebuilt libggml-cuda.so
-#   scripts/gpu_session.sh pack                                # bin/gpu: the CUDA and Vulkan libraries
+#   scripts/gpu_session.sh pack                                # .gpu/bundle.tar.xz: binary, libraries, bundle
 #
-# and carried: bin, ggml/vendor/ggml-src (and .whl, the wheels of the official
-# DA3 package for the PyTorch timing). On the GPU machine:
+# and carried: .gpu (or bin and ggml/vendor/ggml-src to build the CUDA backend
+# there), and .whl, the wheels of the official DA3 package for the PyTorch
+# timing. On the GPU machine:
 #
 #   scripts/gpu_session.sh "$OUT"
 #
@@ -25,16 +26,23 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
 if [ "${1:-}" = pack ]; then
+	# bin/gpu: the libraries; then .gpu/bundle.tar.xz: bin/da3-go, bin/gpu and
+	# bin/validate compressed (the working tree that travels is limited in size).
 	set -e
-	mkdir -p bin/gpu
+	mkdir -p bin/gpu .gpu
 	for f in ggml/vendor/build/cuda-check/lib/libggml-cuda.so ggml/vendor/lib/libggml-vulkan.so; do
 		[ -f "$f" ] && { strip --strip-unneeded -o "bin/gpu/$(basename "$f")" "$f"; echo "packed $f"; }
 	done
 	cp -L ggml/vendor/lib/libggml-base.so.0 bin/gpu/libggml-base.so.0
 	ln -sf libggml-base.so.0 bin/gpu/libggml-base.so
 	cp ggml/vendor/lib/VERSION bin/gpu/
-	du -sh bin/gpu
+	tar -cJf .gpu/bundle.tar.xz bin/da3-go bin/gpu bin/validate
+	ls -l .gpu/bundle.tar.xz
 	exit 0
+fi
+# A carried bundle (pack) is unpacked over bin/ first.
+if [ -f .gpu/bundle.tar.xz ] && [ ! -x bin/da3-go ]; then
+	tar -xJf .gpu/bundle.tar.xz
 fi
 
 OUT=${1:?usage: gpu_session.sh OUT}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -163,5 +165,52 @@ func TestSmallTileMulMat(t *testing.T) {
 			}
 			gate(t, "product", want, first, relF32)
 		})
+	}
+}
+
+// growthChild marks the child process of TestGraphGrowth.
+const growthChild = "DA3_VULKAN_TEST_GROWTH"
+
+// Regression: graphs that grow in one process. A larger graph makes the
+// scheduler reallocate its device compute buffer, and ggml-vulkan reuses
+// its descriptor sets, whose bindings past a pipeline's own still named the
+// destroyed buffer; lavapipe resolves those too, and used the freed buffer
+// ('double free or corruption' aborts, segfaults; ggml/patches/vulkan). A
+// device model runs one view, two, then four (the reference view chosen on
+// a graph of its own first: each run's graphs are larger than the last's),
+// three models in turn; every round's results must equal the first's. A
+// heap corruption aborts the process, so this runs in a child process and
+// fails with its output.
+func TestGraphGrowth(t *testing.T) {
+	need(t)
+	if os.Getenv(growthChild) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestGraphGrowth$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), growthChild+"=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("growing graphs, child process:\n%s", out)
+		require.NoError(t, err, "the child process failed")
+		require.Contains(t, string(out), "--- PASS: TestGraphGrowth", "the child ran the test")
+		return
+	}
+	path := gguf(t, "da3-tiny", convert.Options{})
+	var first []outputs
+	for round := range 3 {
+		vk := load(t, path, device)
+		for i, tc := range []string{"one", "two", "four"} {
+			imgs, meta := caseImages(t, "da3-tiny", tc)
+			opt := model.RunOptions{ProcessRes: int(meta["process_res"].(float64)), ProcessedSize: true}
+			res, err := vk.MultiView(context.Background(), imgs, opt)
+			require.NoError(t, err, "round %d, %s", round, tc)
+			onDevice(t, vk)
+			o := collect(t, res)
+			if round == 0 {
+				first = append(first, o)
+				continue
+			}
+			for _, name := range sortedKeys(first[i]) {
+				gate(t, fmt.Sprintf("round %d %s %s", round, tc, name), first[i][name], o[name], relF32)
+			}
+		}
+		require.NoError(t, vk.Close())
 	}
 }

@@ -6,10 +6,11 @@
 // device (weights in device buffers, no op falling back to the CPU, no CPU
 // kernel in a device graph, the expected number of scheduler splits); host
 // inputs (position embeddings, RoPE positions, camera tokens, UV maps) must
-// be fed per call; and the two device bugs fixed so far must stay fixed
-// (RoPE over views, ggml-vulkan's small-tile race). The real architectures
-// DA3-SMALL and Depth Anything V2 Small run too, at a small input size, on
-// weights drawn from the specs in tests/fixtures/specs (small_test.go).
+// be fed per call; and the device bugs fixed so far must stay fixed (RoPE
+// over views, ggml-vulkan's small-tile race, graphs that grow in one
+// process). The real architectures DA3-SMALL and Depth Anything V2 Small run
+// too, at a small input size, on weights drawn from the specs in
+// tests/fixtures/specs (small_test.go).
 //
 // Without a GPU it runs on Mesa's software Vulkan driver (lavapipe), which
 // ggml skips unless GGML_VK_VISIBLE_DEVICES names it; TestMain sets that,
