@@ -30,7 +30,13 @@ if [ "${1:-}" = pack ]; then
 	# bin/validate compressed (the working tree that travels is limited in size).
 	set -e
 	mkdir -p bin/gpu .gpu
-	for f in ggml/vendor/build/cuda-check/lib/libggml-cuda.so ggml/vendor/lib/libggml-vulkan.so; do
+	# The CUDA library (about 45 MiB compressed for one architecture) only with
+	# PACK_CUDA=1: the carried tree is limited to 64 MiB, and make cuda on the
+	# GPU machine's cores takes a few minutes.
+	libs=ggml/vendor/lib/libggml-vulkan.so
+	[ "${PACK_CUDA:-0}" = 1 ] && libs="ggml/vendor/build/cuda-check/lib/libggml-cuda.so $libs"
+	rm -rf bin/gpu && mkdir -p bin/gpu
+	for f in $libs; do
 		[ -f "$f" ] && { strip --strip-unneeded -o "bin/gpu/$(basename "$f")" "$f"; echo "packed $f"; }
 	done
 	cp -L ggml/vendor/lib/libggml-base.so.0 bin/gpu/libggml-base.so.0
