@@ -34,6 +34,9 @@ type MemoryEstimate struct {
 	// Host is the Go heap the request allocates: preprocessed pixels,
 	// backbone features, outputs (the caller's decoded images excluded).
 	Host int64
+	// Maps is the part of Host that holds the maps at the image size
+	// (EstimateMemory counts them; 0 with RunOptions.ProcessedSize).
+	Maps int64
 	// Scratch is the CPU kernels' per-thread scratch buffers and stacks.
 	Scratch int64
 }
@@ -136,7 +139,10 @@ func (m *Model) EstimateMemory(opt RunOptions, views, w, h int) (MemoryEstimate,
 		return e, err
 	}
 	// The original-size outputs.
-	e.Host += int64(views) * int64(w) * int64(h) * 4 * int64(m.outputMaps())
+	if !opt.ProcessedSize {
+		e.Maps = int64(views) * int64(w) * int64(h) * 4 * int64(m.outputMaps())
+		e.Host += e.Maps
+	}
 	return e, nil
 }
 
