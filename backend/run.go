@@ -216,6 +216,12 @@ type Measurement struct {
 	// Device is the compute buffer on the chosen device when it is not the
 	// CPU (0 on the CPU); Host is the CPU's.
 	Device, Host uint64
+	// Work is the work buffer ggml's CPU backend allocates besides the
+	// compute buffers to run the graph's CPU nodes (ggml_graph_plan: the
+	// right operands of matrix products converted to the weights' dot
+	// type, transposed-convolution copies, softmax rows), kept between
+	// runs like them; 0 off the CPU (the device's CPU fallbacks are small).
+	Work uint64
 	// Nodes is the graph's size in nodes and leaves.
 	Nodes int
 }
@@ -262,6 +268,9 @@ func (rt *Runtime) Measure(opts RunOptions, build func(b *Builder) error) (Measu
 		return Measurement{}, err
 	}
 	m := Measurement{Compute: map[string]uint64{}, Nodes: n}
+	if rt.IsCPU() {
+		m.Work = g.CPUWorkSize(rt.Threads())
+	}
 	for i, be := range sched.Backends() {
 		m.Compute[be.Name()] += sizes[i]
 		if be == rt.cpu {

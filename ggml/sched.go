@@ -171,6 +171,19 @@ func (g *Context) GraphSize() int {
 	return n + l
 }
 
+// CPUWorkSize is the work buffer ggml's CPU backend needs to compute g's
+// graph on threads threads (ggml_graph_plan's work_size: the right operands
+// of matrix products converted to the weights' dot type, and other ops'
+// temporaries), which it allocates besides the compute buffers. Nothing is
+// allocated or computed; 0 before Expand.
+func (g *Context) CPUWorkSize(threads int) uint64 {
+	if g == nil || g.gf == nil || g.Closed() {
+		return 0
+	}
+	plan := C.ggml_graph_plan(g.gf, C.int(max(threads, 1)), nil)
+	return uint64(plan.work_size)
+}
+
 // Alloc assigns backends to g's nodes and allocates them
 // (ggml_backend_sched_alloc_graph); inputs can then be set. The previous
 // graph's assignments are released first (its tensors lose their data).
