@@ -165,6 +165,13 @@ type Runtime struct {
 	schedNodes int
 	kernels    kernels.Policy
 	packed     map[*ggml.Tensor]*kernels.PackedWeight // weights packed once (UsePacked)
+	// abortEvery is the scheduler's abort interval in nodes
+	// (ggml.Scheduler.EnableAbort; 0: between splits only); schedAbortOnly
+	// leaves the backends' own abort flags unset on a cancel. Both are for
+	// the tests, which stop a CPU graph through the scheduler alone as a
+	// device graph is stopped.
+	abortEvery     int
+	schedAbortOnly bool
 }
 
 // UsePacked makes the graphs of later runs multiply by the packed forms of

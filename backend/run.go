@@ -180,7 +180,10 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 // compute runs g and stops it when ctx is cancelled: a watcher sets the
 // backends' abort flags, which ggml's CPU backend checks after every node
 // and the custom kernels between blocks of rows or tiles (so a single long
-// node stops too); the error is then ctx's.
+// node stops too), and the scheduler's, which its eval callback checks
+// between splits (devices without an abort callback stop there: the split
+// running finishes, each later one computes at most one node); the error
+// is then ctx's.
 func (rt *Runtime) compute(ctx context.Context, g *ggml.Context) error {
 	if ctx.Done() == nil {
 		return rt.sched.Compute(g)
@@ -190,8 +193,11 @@ func (rt *Runtime) compute(ctx context.Context, g *ggml.Context) error {
 		defer close(done)
 		select {
 		case <-ctx.Done():
-			for _, b := range rt.backends() {
-				b.Abort()
+			rt.sched.Abort()
+			if !rt.schedAbortOnly {
+				for _, b := range rt.backends() {
+					b.Abort()
+				}
 			}
 		case <-stop:
 		}
@@ -199,6 +205,7 @@ func (rt *Runtime) compute(ctx context.Context, g *ggml.Context) error {
 	err := rt.sched.Compute(g)
 	close(stop)
 	<-done
+	rt.sched.ClearAbort()
 	for _, b := range rt.backends() {
 		b.ClearAbort()
 	}
@@ -216,6 +223,12 @@ type Measurement struct {
 	// Device is the compute buffer on the chosen device when it is not the
 	// CPU (0 on the CPU); Host is the CPU's.
 	Device, Host uint64
+	// Work is the work buffer ggml's CPU backend allocates besides the
+	// compute buffers to run the graph's CPU nodes (ggml_graph_plan: the
+	// right operands of matrix products converted to the weights' dot
+	// type, transposed-convolution copies, softmax rows), kept between
+	// runs like them; 0 off the CPU (the device's CPU fallbacks are small).
+	Work uint64
 	// Nodes is the graph's size in nodes and leaves.
 	Nodes int
 }
@@ -262,6 +275,9 @@ func (rt *Runtime) Measure(opts RunOptions, build func(b *Builder) error) (Measu
 		return Measurement{}, err
 	}
 	m := Measurement{Compute: map[string]uint64{}, Nodes: n}
+	if rt.IsCPU() {
+		m.Work = g.CPUWorkSize(rt.Threads())
+	}
 	for i, be := range sched.Backends() {
 		m.Compute[be.Name()] += sizes[i]
 		if be == rt.cpu {
@@ -318,6 +334,10 @@ func (rt *Runtime) ensureSched(n int) error {
 	}
 	s, err := ggml.NewScheduler(rt.backends(), size)
 	if err != nil {
+		return err
+	}
+	if err := s.EnableAbort(rt.abortEvery); err != nil {
+		s.Close()
 		return err
 	}
 	rt.sched = s

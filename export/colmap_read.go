@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/da3-go/da3-go/internal/safeio"
 )
 
 // ReadCOLMAP reads a COLMAP sparse model from dir: cameras, images and points3D, binary (.bin) when
@@ -41,18 +43,13 @@ func ReadCOLMAP(dir string) (*COLMAPModel, error) {
 }
 
 func readFile(path string, read func(io.Reader, int64) error) error {
-	f, err := os.Open(path)
+	// safeio opens without blocking: a FIFO in the model's place is refused
+	// at once (os.Open would wait for a writer before Stat could refuse it).
+	f, st, err := safeio.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return errors.New("not a regular file")
-	}
 	return read(bufio.NewReaderSize(f, 1<<16), st.Size())
 }
 

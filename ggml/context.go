@@ -109,7 +109,7 @@ func (g *Context) live(op string) {
 func (g *Context) reserve(op string, n int) {
 	g.live(op)
 	if g.tensors+n > g.maxTensors {
-		panic(&ShapeError{Op: op, Msg: fmt.Sprintf("context node budget of %d exceeded: create the Context with a larger maxNodes", g.maxTensors)})
+		panic(&ShapeError{Op: op, Msg: fmt.Sprintf("context node budget of %d exceeded: create the Context with a larger maxNodes", g.maxTensors), Err: ErrNodeBudget})
 	}
 	g.tensors += n
 }

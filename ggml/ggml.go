@@ -62,6 +62,9 @@ var (
 	ErrOutOfMemory = errors.New("out of memory")
 	// ErrClosed reports use of a resource after Close.
 	ErrClosed = errors.New("use of closed ggml resource")
+	// ErrNodeBudget is the cause of the ShapeError an op panics with when
+	// its context's node budget (NewContext's maxNodes) is spent.
+	ErrNodeBudget = errors.New("graph larger than its node budget")
 )
 
 // StatusAborted is the status of a compute stopped by Backend.Abort.

@@ -3,6 +3,43 @@ package ggml
 /*
 #include <stdlib.h>
 #include "da3_ggml.h"
+
+// The scheduler's eval callback (ggml_backend_sched_set_eval_callback),
+// asked about each node of a split before the split runs (ask) and told
+// when the nodes up to one it asked for are done. It asks for the node at
+// which it finds the stop flag set, so the scheduler computes up to that
+// node and stops the split when told; a later split computes its first
+// node only. every > 0 also asks for every every-th node: the scheduler
+// then computes a split in pieces (synchronising the backend after each)
+// and the flag is read between them.
+typedef struct {
+    int flag;     // set to stop
+    int stopped;  // the callback stopped a split
+    int every;    // ask for every every-th node too (0: split boundaries only)
+    int seen;     // nodes asked about
+    int after;    // set flag once seen reaches it (0: never)
+} da3_sched_stop;
+
+static bool da3_sched_eval(struct ggml_tensor * t, bool ask, void * data) {
+    (void) t;
+    da3_sched_stop * s = (da3_sched_stop *) data;
+    if (ask) {
+        s->seen++;
+        if (s->after > 0 && s->seen >= s->after) __atomic_store_n(&s->flag, 1, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&s->flag, __ATOMIC_RELAXED)) return true;
+        return s->every > 0 && s->seen % s->every == 0;
+    }
+    if (__atomic_load_n(&s->flag, __ATOMIC_RELAXED)) {
+        s->stopped = 1;
+        return false;
+    }
+    return true;
+}
+
+static void da3_sched_enable_stop(ggml_backend_sched_t sched, da3_sched_stop * s) {
+    ggml_backend_sched_set_eval_callback(sched, da3_sched_eval, s);
+}
+static void da3_sched_set_stop(da3_sched_stop * s, int v) { __atomic_store_n(&s->flag, v, __ATOMIC_RELAXED); }
 */
 import "C"
 
@@ -22,6 +59,9 @@ type Scheduler struct {
 	backends  []*Backend
 	cb        []C.ggml_backend_t
 	graphSize int
+	// stop is the state of the eval callback that stops a graph between
+	// splits (C memory, nil until EnableAbort).
+	stop *C.da3_sched_stop
 	// allocated is the context whose graph the scheduler has assigned and
 	// allocated (ggml's is_alloc), nil after Reset. ggml aborts when a graph is
 	// allocated twice and silently recomputes the old graph when another one
@@ -171,6 +211,19 @@ func (g *Context) GraphSize() int {
 	return n + l
 }
 
+// CPUWorkSize is the work buffer ggml's CPU backend needs to compute g's
+// graph on threads threads (ggml_graph_plan's work_size: the right operands
+// of matrix products converted to the weights' dot type, and other ops'
+// temporaries), which it allocates besides the compute buffers. Nothing is
+// allocated or computed; 0 before Expand.
+func (g *Context) CPUWorkSize(threads int) uint64 {
+	if g == nil || g.gf == nil || g.Closed() {
+		return 0
+	}
+	plan := C.ggml_graph_plan(g.gf, C.int(max(threads, 1)), nil)
+	return uint64(plan.work_size)
+}
+
 // Alloc assigns backends to g's nodes and allocates them
 // (ggml_backend_sched_alloc_graph); inputs can then be set. The previous
 // graph's assignments are released first (its tensors lose their data).
@@ -188,6 +241,58 @@ func (s *Scheduler) Alloc(g *Context) error {
 	return nil
 }
 
+// EnableAbort installs an eval callback (ggml_backend_sched_set_eval_callback)
+// through which Abort stops a graph between the scheduler's splits: the
+// split running when Abort is called finishes (backends that check their
+// own abort flag, like the CPU's, stop it sooner), each later split
+// computes at most its first node, and Compute returns a StatusError with
+// StatusAborted. every > 0 also has the scheduler run each split in pieces
+// of every nodes, synchronising the backend after each, so that Abort
+// stops a long split between pieces too (at that cost; 0 costs nothing
+// while no Abort is pending). Idempotent (the last every holds).
+func (s *Scheduler) EnableAbort(every int) error {
+	if s == nil || s.s == nil {
+		return ErrClosed
+	}
+	if s.stop == nil {
+		s.stop = (*C.da3_sched_stop)(C.calloc(1, C.size_t(unsafe.Sizeof(C.da3_sched_stop{}))))
+		if s.stop == nil {
+			return fmt.Errorf("ggml: scheduler abort state: %w", ErrOutOfMemory)
+		}
+		C.da3_sched_enable_stop(s.s, s.stop)
+	}
+	s.stop.every = C.int(max(every, 0))
+	return nil
+}
+
+// Abort asks the graph the scheduler is computing (or the next one) to stop
+// at its next split boundary (see EnableAbort); ClearAbort resets it. Safe
+// to call from any goroutine while Compute runs; nothing without
+// EnableAbort.
+func (s *Scheduler) Abort() {
+	if s != nil && s.stop != nil {
+		C.da3_sched_set_stop(s.stop, 1)
+	}
+}
+
+// ClearAbort resets the flag Abort set. Call it only while no graph
+// computes.
+func (s *Scheduler) ClearAbort() {
+	if s != nil && s.stop != nil {
+		C.da3_sched_set_stop(s.stop, 0)
+		s.stop.after = 0
+	}
+}
+
+// abortAfter makes the eval callback of the next Compute set the stop flag
+// when it has been asked about n nodes: a cancel arriving at a known point
+// of a graph, for the tests (cgo cannot be used in test files).
+func (s *Scheduler) abortAfter(n int) {
+	if s != nil && s.stop != nil {
+		s.stop.after = C.int(n)
+	}
+}
+
 // Compute runs g's graph (ggml_backend_sched_graph_compute), allocating it
 // first if Alloc was not called for it (inputs set before that allocation
 // are lost: call Alloc, set the inputs, then Compute). A graph can be
@@ -201,11 +306,19 @@ func (s *Scheduler) Compute(g *Context) error {
 	}
 	s.allocated = g
 	g.sched = s
+	if s.stop != nil {
+		s.stop.stopped, s.stop.seen = 0, 0
+	}
 	if st := C.ggml_backend_sched_graph_compute(s.s, g.gf); st != C.GGML_STATUS_SUCCESS {
 		if st == C.GGML_STATUS_ALLOC_FAILED {
 			s.allocated = nil
 		}
 		return &StatusError{Op: "sched compute", Status: int(st)}
+	}
+	if s.stop != nil && s.stop.stopped != 0 {
+		// The eval callback stopped it: ggml reports success, the outputs
+		// are incomplete.
+		return &StatusError{Op: "sched compute", Status: StatusAborted}
 	}
 	return nil
 }
@@ -259,6 +372,9 @@ func (s *Scheduler) Close() error {
 	}
 	C.ggml_backend_sched_free(s.s)
 	C.free(unsafe.Pointer(&s.cb[0]))
-	s.s, s.cb, s.allocated = nil, nil, nil
+	if s.stop != nil {
+		C.free(unsafe.Pointer(s.stop))
+	}
+	s.s, s.cb, s.allocated, s.stop = nil, nil, nil, nil
 	return nil
 }

@@ -57,13 +57,41 @@ type File struct {
 // The file must not be truncated or modified while open: like any mmap
 // reader, access to a shrunk file faults.
 func Open(path string) (*File, error) {
-	osf, err := os.Open(path)
+	osf, err := openRegular(path)
 	if err != nil {
-		return nil, err // *fs.PathError: "open PATH: ..."
+		return nil, err
 	}
 	defer osf.Close()
 	f, err := openMapped(path, osf)
 	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// ErrNotRegular is wrapped by the error of Open for a path that is not a
+// regular file (a FIFO, a device, a directory).
+var ErrNotRegular = errors.New("not a regular file")
+
+// openRegular opens path for reading, refusing anything but a regular file
+// before it is read; it never waits on a FIFO (opened non-blocking, checked
+// with fstat), which os.Open would until a writer came.
+func openRegular(path string) (*os.File, error) {
+	f, err := openNonblock(path)
+	if err != nil {
+		return nil, err // *fs.PathError: "open PATH: ..."
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("open %s: %w (%s)", path, ErrNotRegular, st.Mode().Type())
+	}
+	if err := clearNonblock(f); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return f, nil

@@ -473,18 +473,35 @@ func (m *Model) result(out map[string]backend.Tensor, v *preprocess.View, i, S i
 // size. Results of Depth and MultiView are already there unless
 // RunOptions.ProcessedSize was set; cropped views stay at the processed size.
 func (r *Result) ToOriginalSize() {
-	W, H, ow, oh := r.Width, r.Height, r.OrigWidth, r.OrigHeight
-	if r.Cropped || (W == ow && H == oh) || ow < 1 || oh < 1 {
+	ow, oh, ok := r.originalSize()
+	if !ok {
 		return
 	}
-	resize := func(d []float32) []float32 {
-		if len(d) != W*H {
-			return d
-		}
-		return imgproc.BilinearAlignCorners(d, W, H, ow, oh)
-	}
-	r.Depth, r.Conf, r.Sky = resize(r.Depth), resize(r.Conf), resize(r.Sky)
+	r.Depth, _, _ = r.OriginalMap(r.Depth)
+	r.Conf, _, _ = r.OriginalMap(r.Conf)
+	r.Sky, _, _ = r.OriginalMap(r.Sky)
 	r.Width, r.Height = ow, oh
+}
+
+// OriginalMap is d, one of r's maps (Depth, Conf or Sky), as ToOriginalSize
+// would leave it, with its size; r is unchanged. Writing the maps one at a
+// time through it holds one map at the image size instead of all of them.
+func (r *Result) OriginalMap(d []float32) (data []float32, w, h int) {
+	ow, oh, ok := r.originalSize()
+	if !ok || len(d) != r.Width*r.Height {
+		return d, r.Width, r.Height
+	}
+	return imgproc.BilinearAlignCorners(d, r.Width, r.Height, ow, oh), ow, oh
+}
+
+// originalSize is the size ToOriginalSize resizes the maps to, and whether
+// it resizes them.
+func (r *Result) originalSize() (w, h int, ok bool) {
+	W, H, ow, oh := r.Width, r.Height, r.OrigWidth, r.OrigHeight
+	if r.Cropped || (W == ow && H == oh) || ow < 1 || oh < 1 {
+		return 0, 0, false
+	}
+	return ow, oh, true
 }
 
 // depthUnit is the unit of the model's raw depth output.

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/da3-go/da3-go/backend"
+	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/internal/preprocess"
 	"github.com/da3-go/da3-go/internal/sysmem"
 	"github.com/da3-go/da3-go/model/vit"
@@ -34,7 +35,12 @@ type MemoryEstimate struct {
 	// Host is the Go heap the request allocates: preprocessed pixels,
 	// backbone features, outputs (the caller's decoded images excluded).
 	Host int64
-	// Scratch is the CPU kernels' per-thread scratch buffers and stacks.
+	// Maps is the part of Host that holds the maps at the image size
+	// (EstimateMemory counts them; 0 with RunOptions.ProcessedSize).
+	Maps int64
+	// Scratch is the CPU kernels' per-thread scratch buffers and stacks,
+	// and ggml's CPU work buffer (operands converted for its matrix
+	// products, as ggml_graph_plan sizes it).
 	Scratch int64
 }
 
@@ -103,8 +109,13 @@ func (m *Model) processedSize(w, h int, opt RunOptions) (int, int, error) {
 	return pw, ph, nil
 }
 
-// estimateKey identifies a request shape for the estimate cache.
-type estimateKey struct{ views, w, h, chunk int }
+// estimateKey identifies a request's graphs for the estimate cache: its
+// shape and every option that adds to them (the ray and Gaussian heads,
+// given cameras, which replace stage A).
+type estimateKey struct {
+	views, w, h, chunk int
+	ray, gs, given     bool
+}
 
 // estimates caches MemoryEstimate by request shape (per Model).
 type estimates struct {
@@ -136,7 +147,10 @@ func (m *Model) EstimateMemory(opt RunOptions, views, w, h int) (MemoryEstimate,
 		return e, err
 	}
 	// The original-size outputs.
-	e.Host += int64(views) * int64(w) * int64(h) * 4 * int64(m.outputMaps())
+	if !opt.ProcessedSize {
+		e.Maps = int64(views) * int64(w) * int64(h) * 4 * int64(m.outputMaps())
+		e.Host += e.Maps
+	}
 	return e, nil
 }
 
@@ -184,7 +198,7 @@ func (m *Model) estimate(opt RunOptions, S, W, H int) (MemoryEstimate, error) {
 	if m.cfg.Arch != DA3 {
 		S = 1 // other models run one image at a time
 	}
-	key := estimateKey{S, W, H, min(chunk, S)}
+	key := estimateKey{views: S, w: W, h: H, chunk: min(chunk, S), ray: opt.RayPose, gs: opt.Gaussians, given: opt.Extrinsics != nil}
 	m.est.mu.Lock()
 	e, ok := m.est.m[key]
 	m.est.mu.Unlock()
@@ -192,18 +206,25 @@ func (m *Model) estimate(opt RunOptions, S, W, H int) (MemoryEstimate, error) {
 		return e, nil
 	}
 	e = MemoryEstimate{Views: S, Width: W, Height: H, ChunkSize: chunk, Weights: int64(m.w.Bytes())}
-	var host, dev uint64
-	measure := func(build func(b *backend.Builder) error) (uint64, error) {
-		ms, err := m.rt.Measure(backend.RunOptions{MaxNodes: m.nodeBudget(S)}, build)
-		if err != nil {
-			return 0, fmt.Errorf("planning the memory of %d view(s) at %dx%d: %w", S, W, H, err)
-		}
-		host, dev = max(host, ms.Host), max(dev, ms.Device)
-		return ms.Host + ms.Device, nil
-	}
+	var host, dev, work uint64
 	cfg := m.cfg.ViT
 	grid := vit.Grid{PH: H / cfg.PatchSize, PW: W / cfg.PatchSize}
 	T := 1 + grid.PH*grid.PW
+	measure := func(build func(b *backend.Builder) error) (uint64, error) {
+		ms, err := m.rt.Measure(backend.RunOptions{MaxNodes: m.nodeBudget(S)}, build)
+		if errors.Is(err, ggml.ErrNodeBudget) {
+			// Attention without a fused kernel takes its queries in chunks
+			// whose scores stay small, each over all S·T keys: many views
+			// make graphs too large to plan or run as one.
+			return 0, fmt.Errorf("%w for %d view(s) at %dx%d: their graph has more than the %d nodes planned for them (attention without the fused kernel, in chunks of queries over all %d keys); run fewer views at once",
+				ErrNotEnoughMemory, S, W, H, m.nodeBudget(S), S*T)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("planning the memory of %d view(s) at %dx%d: %w", S, W, H, err)
+		}
+		host, dev, work = max(host, ms.Host), max(dev, ms.Device), max(work, ms.Work)
+		return ms.Host + ms.Device, nil
+	}
 	C, D, np := int64(cfg.EmbedDim), int64(cfg.FeatureDim()), int64(grid.PH*grid.PW)
 	px := int64(3 * W * H * 4)
 	maps := int64(W*H*4) * int64(m.outputMaps())
@@ -247,6 +268,7 @@ func (m *Model) estimate(opt RunOptions, S, W, H int) (MemoryEstimate, error) {
 	if m.rt.IsCPU() {
 		e.Scratch = int64(m.rt.Threads()) * scratchPerThread(S, T, cfg.HeadDim)
 	}
+	e.Scratch += int64(work)
 	m.est.mu.Lock()
 	if m.est.m == nil {
 		m.est.m = map[estimateKey]MemoryEstimate{}

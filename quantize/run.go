@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/internal/safeio"
 	"github.com/da3-go/da3-go/internal/schema"
 	"github.com/da3-go/da3-go/loader"
 )
@@ -109,7 +110,7 @@ func Run(ctx context.Context, in, out string, typ ggml.Type, opts Options) (Repo
 	}
 	// Tensor data is read with pread, not through the loader's mapping, so
 	// that the pages of converted tensors do not add up in the resident set.
-	data, err := os.Open(in)
+	data, _, err := safeio.Open(in) // never waits on a FIFO put in the file's place
 	if err != nil {
 		return rep, err
 	}

@@ -67,14 +67,8 @@ func (s *Server) estimate(in *instance, p *parsed, m ModelInfo) (budget, error) 
 		if e, err := est.EstimateMemory(opt, b.views, big.X, big.Y); err == nil {
 			proc = image.Pt(e.Width, e.Height)
 			b.model = e.Compute + e.Host + e.Scratch
-			// EstimateMemory counts the maps at the image size; they are
-			// counted below at the size they come out at.
-			orig := int64(2) // depth and confidence or sky
-			if in.r.Config().Arch == model.DA2 {
-				orig = 1
-			}
-			b.model -= int64(b.views) * int64(big.X) * int64(big.Y) * 4 * orig
-			b.model = max(b.model, 0)
+			// The maps are counted below at the size they come out at.
+			b.model -= e.Maps
 		}
 	}
 	b.out = big

@@ -428,6 +428,9 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 	p.sizes = p.sizes[:0]
 	for i, b := range p.images {
 		hd, err := imgio.DecodeHeaderBytes(b, p.names[i])
+		if errors.Is(err, imgio.ErrTooManyPixels) {
+			return tooLarge("%v", err) // names the image and the flag
+		}
 		if err != nil {
 			return unprocessable("%v", err) // names the image
 		}

@@ -85,7 +85,10 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
-	opt.ProcessedSize = f.processedSize
+	// The run returns the maps at the processed size; the writer resizes
+	// each to the image size as it writes it, so one map at that size is
+	// held at a time.
+	opt.ProcessedSize = true
 	opt.Gaussians = f.gaussians != ""
 	if opt.Gaussians && f.independent {
 		return usageError(fs, stderr, "-gaussians writes one scene: it does not go with -independent")
@@ -154,13 +157,33 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case focalNormalised && opt.Intrinsics == nil:
 		fmt.Fprintf(stderr, "da3-go: note: %q predicts focal-normalised depth, NOT metres (metres = focal · depth / 300, focal in pixels of the processed image); pass -intrinsics fx,fy,cx,cy to get metres\n", cfg.Name)
 	}
-	w := &mapWriter{plan: plan, cmap: cmap, invert: !(cfg.Arch == model.DA2 && !cfg.Metric), quiet: f.quiet, stdout: stdout, stderr: stderr, inputs: inputs}
+	w := &mapWriter{plan: plan, cmap: cmap, invert: !(cfg.Arch == model.DA2 && !cfg.Metric), original: !f.processedSize,
+		quiet: f.quiet, stdout: stdout, stderr: stderr, inputs: inputs}
 	orient := f.exifRotate.set && f.exifRotate.value || !f.exifRotate.set && exifRotateByDefault(cfg.Arch)
 
 	asScene := (cfg.Arch == model.DA3 || isNested) && !f.independent
 	size := image.Pt(sizes[0].Width, sizes[0].Height)
 	lay, err := f.streamFlags.layoutFor(fs, m, len(inputs), asScene, size, &opt)
 	if err != nil {
+		return fail(stderr, err)
+	}
+	// Images decoded and run at once: the scene's, a batch's, or none here
+	// for streamed windows (their memory is the layout's).
+	batch := 1
+	if _, ok := m.(*model.Model); ok {
+		batch = opt.ChunkSize
+		if batch < 1 {
+			batch = 8
+		}
+	}
+	views := min(batch, len(inputs))
+	switch {
+	case lay.stream:
+		views = 0
+	case asScene && len(inputs) > 1 || f.cameras != "" || f.gaussians != "":
+		views = len(inputs)
+	}
+	if err := checkDepthMemory(estimateDepthMemory(m, opt, inputs, sizes, views, formats, f.processedSize), opt, formats, f.processedSize); err != nil {
 		return fail(stderr, err)
 	}
 	if lay.stream {
@@ -200,7 +223,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fail(stderr, err)
 		}
 		imgs = nil
-		noteCropped(stderr, inputs, results, opt.ProcessedSize, f.quiet)
+		noteCropped(stderr, inputs, results, f.processedSize, f.quiet)
 		if f.gaussians != "" {
 			if err := writeGaussians(f.gaussians, results); err != nil {
 				return fail(stderr, err)
@@ -220,13 +243,6 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// over any number of images and an interruption keeps what is done.
 	// Groups are consecutive same-size images, up to the batch size (one
 	// image for models that do not batch).
-	batch := 1
-	if _, ok := m.(*model.Model); ok {
-		batch = opt.ChunkSize
-		if batch < 1 {
-			batch = 8
-		}
-	}
 	update, finish := newBar(int64(len(inputs)), "depth", false, f.quiet || len(inputs) == 1, stderr)
 	defer finish()
 	for start := 0; start < len(inputs); {
@@ -258,6 +274,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				results = []model.Result{*r}
 			}
 		}
+		group = nil // the decoded images are not needed to write the maps
 		if err != nil {
 			finish()
 			return fail(stderr, fmt.Errorf("%s: %w", inputs[start], err))
@@ -297,9 +314,6 @@ func (f *depthFlags) depthStreamed(ctx context.Context, m scene, in *inputs, lay
 		func(win stream.Window, views []model.Result) error {
 			for i := win.OwnStart; i < win.OwnEnd; i++ {
 				r := views[i-win.Start]
-				if !f.processedSize {
-					r.ToOriginalSize()
-				}
 				if err := write(i, &r); err != nil {
 					return err
 				}
@@ -350,7 +364,7 @@ func noteCropped(stderr io.Writer, inputs []string, results []model.Result, proc
 	}
 	var cropped []string
 	for i, r := range results {
-		if r.Width != r.OrigWidth || r.Height != r.OrigHeight {
+		if r.Cropped {
 			cropped = append(cropped, fmt.Sprintf("%s (%dx%d)", inputs[i], r.OrigWidth, r.OrigHeight))
 		}
 	}
@@ -363,24 +377,37 @@ func noteCropped(stderr io.Writer, inputs []string, results []model.Result, proc
 
 // mapWriter writes each result's planned maps.
 type mapWriter struct {
-	plan           [][]mapOutput
-	inputs         []string
-	cmap           imgio.Colormap
-	invert, quiet  bool
+	plan          [][]mapOutput
+	inputs        []string
+	cmap          imgio.Colormap
+	invert, quiet bool
+	// original: the maps are written at the image size (each resized as
+	// it is written, Result.OriginalMap), else as the run returned them.
+	original       bool
 	stdout, stderr io.Writer
 }
 
 func (w *mapWriter) write(i int, r *model.Result) error {
 	warnNonFinite(w.stderr, w.inputs[i], r)
+	// The plan lists a map's formats together: each map is resized once.
+	var kind string
+	var data []float32
+	var mw, mh int
 	for _, o := range w.plan[i] {
-		data, invert := r.Depth, w.invert
-		switch o.kind {
-		case "conf":
-			data, invert = r.Conf, false
-		case "sky":
-			data, invert = r.Sky, false
+		if o.kind != kind || data == nil {
+			kind, data, mw, mh = o.kind, r.Depth, r.Width, r.Height
+			switch o.kind {
+			case "conf":
+				data = r.Conf
+			case "sky":
+				data = r.Sky
+			}
+			if w.original {
+				data, mw, mh = r.OriginalMap(data)
+			}
 		}
-		if err := writeMap(o.path, o.format, data, r.Width, r.Height, w.cmap, invert); err != nil {
+		invert := w.invert && o.kind == "depth"
+		if err := writeMap(o.path, o.format, data, mw, mh, w.cmap, invert); err != nil {
 			return err
 		}
 		if !w.quiet {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/server"
 )
 
@@ -65,6 +66,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	maxQueue := fs.Int("max-queue", 16, "requests that may wait for a model; more get 503")
 	maxBody := fs.Int64("max-body", 64, "largest request body in MiB (413 above)")
 	maxPixels := fs.Int64("max-pixels", 40_000_000, "most pixels of a request's images, all views together (413 above)")
+	maxImagePixels := fs.Int64("max-image-pixels", 0, fmt.Sprintf("most pixels of one image, read from its header before decoding (413 above; each side at most 16384); 0: the larger of %d and -max-pixels", imgio.DefaultMaxPixels))
 	maxMem := fs.Int64("max-request-memory", 1024, "most memory in MiB one request may need, estimated before it runs: decoded images, model buffers, maps in every format, response (413 above)")
 	maxViews := fs.Int("max-views", 16, "most images per request (413 above)")
 	maxRes := fs.Int("max-process-res", 2048, "largest process_res a request may ask for")
@@ -83,6 +85,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *maxBody <= 0 || *maxBody > 4096 {
 		return usageError(fs, stderr, "-max-body %d out of range (1..4096 MiB)", *maxBody)
 	}
+	if *maxPixels <= 0 || *maxImagePixels < 0 {
+		return usageError(fs, stderr, "-max-pixels and -max-image-pixels must be positive")
+	}
+	// The decoder's budget per image: a request's bound above the default
+	// raises it, so that -max-pixels alone governs unless this is given.
+	if *maxImagePixels == 0 {
+		*maxImagePixels = max(imgio.DefaultMaxPixels, *maxPixels)
+	}
+	imgio.SetMaxPixels(*maxImagePixels)
 	setupServeLog(stderr, *verbose, *quiet)
 
 	opts := server.Options{Device: *device, Threads: *threads, Parallel: *parallel, MaxQueue: *maxQueue,

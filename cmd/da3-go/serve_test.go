@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/convert"
+	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/server"
 )
 
@@ -105,4 +109,58 @@ func TestServeNestedPair(t *testing.T) {
 	}
 	assert.Contains(t, stderr.String(), "da3-go serve: stopped")
 	assert.Empty(t, stdout.String(), "serve writes nothing on stdout")
+}
+
+// TestServeMaxImagePixels: serve takes -max-image-pixels as depth does: an
+// image whose header declares more pixels is answered 413 naming the flag,
+// before it is decoded. Without it, a -max-pixels above the decoder's
+// default raises the per-image budget to it.
+func TestServeMaxImagePixels(t *testing.T) {
+	t.Cleanup(func() { imgio.SetMaxPixels(0) })
+	tiny := tinyDA3(t)
+	img, err := os.ReadFile(fixtureImage(t, "da3-tiny/one/images/view0.png"))
+	require.NoError(t, err)
+	serve := func(flags ...string) (url string, stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var stderr lockedBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, append([]string{"serve", "-addr", "127.0.0.1:0", "-quiet", "-model", tiny}, flags...), io.Discard, &stderr)
+		}()
+		deadline := time.Now().Add(30 * time.Second)
+		for url == "" {
+			for _, line := range strings.Split(stderr.String(), "\n") {
+				if rest, ok := strings.CutPrefix(line, "da3-go serve: listening on "); ok {
+					url = rest
+				}
+			}
+			select {
+			case code := <-done:
+				t.Fatalf("serve exited %d: %s", code, stderr.String())
+			default:
+			}
+			require.True(t, time.Now().Before(deadline), "serve did not start: %s", stderr.String())
+			time.Sleep(10 * time.Millisecond)
+		}
+		return url, func() { cancel(); <-done }
+	}
+
+	url, stop := serve("-max-image-pixels", "1000")
+	body, err := json.Marshal(map[string]any{"image": base64.StdEncoding.EncodeToString(img), "process_res": 56})
+	require.NoError(t, err)
+	resp, err := http.Post(url+"/v1/depth", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	stop()
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s", msg)
+	assert.Contains(t, string(msg), "exceeds the budget of 1000")
+	assert.Contains(t, string(msg), "-max-image-pixels")
+
+	_, stop = serve("-max-pixels", "200000000")
+	assert.Equal(t, int64(200000000), imgio.MaxPixels(), "-max-pixels above the default raises the image budget")
+	stop()
+	_, stop = serve("-max-pixels", "200000000", "-max-image-pixels", "5000000")
+	assert.Equal(t, int64(5000000), imgio.MaxPixels())
+	stop()
 }

@@ -3,6 +3,7 @@ package imgio
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
 	"sync/atomic"
@@ -14,6 +15,10 @@ import (
 // header declares more pixels (width × height) is refused before any pixel is decoded. Each side is also
 // bounded by imgproc.MaxSide (16384), whatever the budget.
 const DefaultMaxPixels = imgproc.MaxPixels
+
+// ErrTooManyPixels is wrapped by the error for an image whose header declares more pixels than the
+// budget (SetMaxPixels) or a side longer than imgproc.MaxSide.
+var ErrTooManyPixels = errors.New("image too large")
 
 var maxPixels atomic.Int64
 
@@ -33,16 +38,22 @@ func SetMaxPixels(n int64) int64 {
 // MaxPixels is the pixel budget in force (see SetMaxPixels).
 func MaxPixels() int64 { return maxPixels.Load() }
 
+// tooManyPixels is an error that reads as its message and is ErrTooManyPixels.
+type tooManyPixels string
+
+func (e tooManyPixels) Error() string        { return string(e) }
+func (e tooManyPixels) Is(target error) bool { return target == ErrTooManyPixels }
+
 // checkBudget checks a declared image size against the sides' limit and the pixel budget.
 func checkBudget(w, h int) error {
 	switch {
 	case w <= 0 || h <= 0:
 		return fmt.Errorf("image size %dx%d: empty image", w, h)
 	case w > imgproc.MaxSide || h > imgproc.MaxSide:
-		return fmt.Errorf("image size %dx%d: a side exceeds %d pixels", w, h, imgproc.MaxSide)
+		return tooManyPixels(fmt.Sprintf("image size %dx%d: a side exceeds %d pixels", w, h, imgproc.MaxSide))
 	}
 	if n, budget := int64(w)*int64(h), MaxPixels(); n > budget {
-		return fmt.Errorf("image size %dx%d: %d pixels exceeds the budget of %d (raise it with -max-image-pixels)", w, h, n, budget)
+		return tooManyPixels(fmt.Sprintf("image size %dx%d: %d pixels exceeds the budget of %d (raise it with -max-image-pixels)", w, h, n, budget))
 	}
 	return nil
 }

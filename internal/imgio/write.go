@@ -163,6 +163,22 @@ func EncodeNPYData(w io.Writer, data any) error {
 // max = min, and t = 1 − t when invert is set (depth: near = bright). Non-finite values map to 0 (before
 // inversion too: they stay black).
 func Normalize(data []float32, invert bool) []float64 {
+	n := newNormalizer(data, invert)
+	out := make([]float64, len(data))
+	for i, v := range data {
+		out[i] = n.at(v)
+	}
+	return out
+}
+
+// normalizer is Normalize one value at a time, so that the writers hold no copy of a map (8 bytes a
+// pixel) besides the image they encode.
+type normalizer struct {
+	lo, hi float64
+	invert bool
+}
+
+func newNormalizer(data []float32, invert bool) normalizer {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, v := range data {
 		f := float64(v)
@@ -170,22 +186,23 @@ func Normalize(data []float32, invert bool) []float64 {
 			lo, hi = min(lo, f), max(hi, f)
 		}
 	}
-	out := make([]float64, len(data))
-	for i, v := range data {
-		f := float64(v)
-		if math.IsInf(f, 0) || math.IsNaN(f) {
-			continue
-		}
-		t := 0.0
-		if hi > lo {
-			t = (f - lo) / (hi - lo)
-		}
-		if invert {
-			t = 1 - t
-		}
-		out[i] = t
+	return normalizer{lo: lo, hi: hi, invert: invert}
+}
+
+// at is v's Normalize value.
+func (n normalizer) at(v float32) float64 {
+	f := float64(v)
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0
 	}
-	return out
+	t := 0.0
+	if n.hi > n.lo {
+		t = (f - n.lo) / (n.hi - n.lo)
+	}
+	if n.invert {
+		t = 1 - t
+	}
+	return t
 }
 
 func quantize(t float64, maxv int) int {
@@ -199,8 +216,9 @@ func WritePNGGray(path string, data []float32, w, h int, invert bool) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	img := image.NewGray(image.Rect(0, 0, w, h))
-	for i, t := range Normalize(data, invert) {
-		img.Pix[i] = uint8(quantize(t, 255))
+	n := newNormalizer(data, invert)
+	for i, v := range data {
+		img.Pix[i] = uint8(quantize(n.at(v), 255))
 	}
 	return writePNG(path, img)
 }
@@ -221,8 +239,9 @@ func Gray16(data []float32, w, h int, invert bool) (*image.Gray16, error) {
 		return nil, err
 	}
 	img := image.NewGray16(image.Rect(0, 0, w, h))
-	for i, t := range Normalize(data, invert) {
-		binary.BigEndian.PutUint16(img.Pix[2*i:], uint16(quantize(t, 65535)))
+	n := newNormalizer(data, invert)
+	for i, v := range data {
+		binary.BigEndian.PutUint16(img.Pix[2*i:], uint16(quantize(n.at(v), 65535)))
 	}
 	return img, nil
 }
@@ -283,8 +302,9 @@ func Colorize(data []float32, w, h int, cmap Colormap, invert bool) (*image.RGBA
 		return nil, fmt.Errorf("invalid colormap %d", int(cmap))
 	}
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	for i, t := range Normalize(data, invert) {
-		k := quantize(t, 255)
+	n := newNormalizer(data, invert)
+	for i, v := range data {
+		k := quantize(n.at(v), 255)
 		c := color.RGBA{uint8(k), uint8(k), uint8(k), 255}
 		if cmap == Turbo {
 			c = color.RGBA{turboLUT[k][0], turboLUT[k][1], turboLUT[k][2], 255}

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/internal/safeio"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -31,7 +32,7 @@ type Reconstruction struct {
 // Open reads a finished run's manifest and its windows' metadata. A run with missing windows is an error
 // (run it again to resume).
 func Open(dir string) (*Reconstruction, error) {
-	b, err := os.ReadFile(filepath.Join(dir, manifestName))
+	b, err := safeio.ReadFile(filepath.Join(dir, manifestName), safeio.MaxJSONBytes)
 	if err != nil {
 		return nil, fmt.Errorf("stream: %w", err)
 	}

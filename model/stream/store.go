@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/internal/safeio"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -213,7 +214,7 @@ type storedWindow struct {
 
 // readWindowMeta reads only a window file's meta.json.
 func readWindowMeta(path string) (windowMeta, error) {
-	z, err := zip.OpenReader(path)
+	z, err := openZip(path)
 	if err != nil {
 		return windowMeta{}, fmt.Errorf("window file %s: %w", path, err)
 	}
@@ -222,7 +223,30 @@ func readWindowMeta(path string) (windowMeta, error) {
 	return m, err
 }
 
-func decodeMeta(path string, z *zip.ReadCloser) (windowMeta, Sim3, error) {
+// zipFile is a window file open for reading.
+type zipFile struct {
+	*zip.Reader
+	f *os.File
+}
+
+func (z zipFile) Close() error { return z.f.Close() }
+
+// openZip opens a window file through safeio: a FIFO or device in its
+// place is refused instead of blocking or being read without end.
+func openZip(path string) (zipFile, error) {
+	f, st, err := safeio.Open(path)
+	if err != nil {
+		return zipFile{}, err
+	}
+	r, err := zip.NewReader(f, st.Size())
+	if err != nil {
+		f.Close()
+		return zipFile{}, err
+	}
+	return zipFile{Reader: r, f: f}, nil
+}
+
+func decodeMeta(path string, z zipFile) (windowMeta, Sim3, error) {
 	var m windowMeta
 	f, err := z.Open("meta.json")
 	if err != nil {
@@ -259,7 +283,7 @@ func decodeMeta(path string, z *zip.ReadCloser) (windowMeta, Sim3, error) {
 // readWindow reads a whole window file and checks every array against meta.json. The arrays of reuse
 // (a previous storedWindow's, or nil) are decoded into when they are large enough.
 func readWindow(path string, reuse map[string]any) (*storedWindow, error) {
-	z, err := zip.OpenReader(path)
+	z, err := openZip(path)
 	if err != nil {
 		return nil, fmt.Errorf("window file %s: %w", path, err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/internal/safeio"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -56,7 +57,7 @@ func Files(paths, names []string) []Frame {
 
 // fileDigest is the SHA-256 (hex) of a file's bytes.
 func fileDigest(path string) (string, error) {
-	f, err := os.Open(path)
+	f, _, err := safeio.Open(path)
 	if err != nil {
 		return "", err
 	}
@@ -321,7 +322,7 @@ func prepareDir(dir string, man manifest, restart bool, log *slog.Logger) error 
 		log.Info("stream: removed the temporary files of an interrupted run", "files", removed)
 	}
 	path := filepath.Join(dir, manifestName)
-	b, err := os.ReadFile(path)
+	b, err := safeio.ReadFile(path, safeio.MaxJSONBytes)
 	switch {
 	case err == nil && !restart:
 		var old manifest
@@ -383,7 +384,7 @@ func manifestDiff(a, b manifest) string {
 // nothing else.
 func removeRun(dir string) error {
 	path := filepath.Join(dir, manifestName)
-	b, err := os.ReadFile(path)
+	b, err := safeio.ReadFile(path, safeio.MaxJSONBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
