@@ -35,7 +35,7 @@ VENDOR := ggml/vendor/include/da3_ggml_version.h
 GO_LDFLAGS := -X github.com/da3-go/da3-go/backend.sourceLibDir=$(CURDIR)/ggml/vendor/lib
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build generate test test-race test-short bench bench-compare fuzz fuzz-inputs fuzz-models fuzz-serve hostile-subprocess vet clean cuda cuda-check vulkan cpu-dl ggml-src oracle flags web viewer capi
+.PHONY: all build generate test test-race test-short bench bench-compare fuzz fuzz-inputs fuzz-models fuzz-serve hostile-subprocess vet clean cuda cuda-check vulkan gpu-src cpu-dl ggml-src oracle flags web viewer capi
 
 all: build
 
@@ -150,9 +150,24 @@ CMAKE_GEN := $(if $(shell command -v ninja 2>/dev/null),-G Ninja,)
 GGML_CMAKE = $(CMAKE) -S ggml/cmake $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
 	-DDA3_GGML_SOURCE="$(GGML_SRC)" -DDA3_GGML_VERSION="$(GGML_SRC_VERSION)"
 
+# The GPU backends build from one staged copy of the pinned sources with the
+# fixes in ggml/patches/cuda and ggml/patches/vulkan applied
+# (scripts/stage_ggml.py: a file is rewritten only when its content changes;
+# a patch whose upstream text changed stops the build, naming it). A packed
+# source folder (ggml/vendor/ggml-src, made by scripts/pack_ggml_src.sh for
+# machines without Go) is such a stage already.
+GPU_STAGE := ggml/vendor/ggml-gpu-src
+GPU_SRC = $(if $(wildcard $(GGML_SRC)/DA3_PATCHES),$(GGML_SRC),$(CURDIR)/$(GPU_STAGE))
+GPU_CMAKE = $(CMAKE) -S ggml/cmake $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
+	-DDA3_GGML_SOURCE="$(GPU_SRC)" -DDA3_GGML_VERSION="$(GGML_SRC_VERSION)"
+
+gpu-src:
+	@if [ -f "$(GGML_SRC)/DA3_PATCHES" ]; then echo "GPU sources: $(GGML_SRC), patched: $$(tr '\n' ' ' <$(GGML_SRC)/DA3_PATCHES)"; \
+	else DA3_GGML_VERSION="$(GGML_SRC_VERSION)" python3 scripts/stage_ggml.py "$(GGML_SRC)" $(GPU_STAGE) ggml/patches/cuda ggml/patches/vulkan; fi
+
 # make cuda: libggml-base.so + libggml-cuda.so into ggml/vendor/lib (needs nvcc).
-cuda:
-	$(GGML_CMAKE) -B ggml/vendor/build/cuda -DDA3_CUDA=ON -DDA3_CPU_VARIANT=none \
+cuda: gpu-src
+	$(GPU_CMAKE) -B ggml/vendor/build/cuda -DDA3_CUDA=ON -DDA3_CPU_VARIANT=none \
 		-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)"
 	$(CMAKE) --build ggml/vendor/build/cuda -j $(JOBS)
 	$(CMAKE) --install ggml/vendor/build/cuda --prefix $(CURDIR)/ggml/vendor/lib
@@ -161,15 +176,9 @@ cuda:
 # AMD, Intel and NVIDIA GPUs through their Vulkan drivers, and Mesa's software
 # device (lavapipe) that the test suite runs on. Needs glslc and the Vulkan
 # headers and loader (Debian: glslc libvulkan-dev; lavapipe: mesa-vulkan-drivers).
-# Built from a staged copy of the ggml sources with ggml/patches/vulkan applied
-# (scripts/stage_ggml.py: rewritten only where its content changes, fails loudly
-# when a patch no longer applies). See docs/gpu.md.
-VK_STAGE := ggml/vendor/ggml-vk-src
-vulkan:
-	DA3_GGML_VERSION="$(GGML_SRC_VERSION)" python3 scripts/stage_ggml.py "$(GGML_SRC)" $(VK_STAGE) ggml/patches/vulkan
-	$(CMAKE) -S ggml/cmake $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release -B ggml/vendor/build/vulkan \
-		-DDA3_GGML_SOURCE="$(CURDIR)/$(VK_STAGE)" -DDA3_GGML_VERSION="$(GGML_SRC_VERSION)" \
-		-DDA3_VULKAN=ON -DDA3_CPU_VARIANT=none
+# From the patched stage (gpu-src). See docs/gpu.md.
+vulkan: gpu-src
+	$(GPU_CMAKE) -B ggml/vendor/build/vulkan -DDA3_VULKAN=ON -DDA3_CPU_VARIANT=none
 	$(CMAKE) --build ggml/vendor/build/vulkan -j $(JOBS)
 	$(CMAKE) --install ggml/vendor/build/vulkan --prefix $(CURDIR)/ggml/vendor/lib
 
@@ -180,10 +189,9 @@ vulkan:
 # ggml/vendor/build/cuda-check/lib (not searched by da3-go); carry it to a GPU
 # machine with a CUDA 13 driver, or use `make cuda` there. About 40 CPU-minutes.
 CUDA_CHECK_ARCHS ?= 90
-cuda-check:
+cuda-check: gpu-src
 	@root=$$(bash scripts/cuda_toolchain.sh) && \
-	PATH="$(CURDIR)/$$root/bin:$$PATH" $(CMAKE) -S ggml/cmake $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
-		-B ggml/vendor/build/cuda-check -DDA3_GGML_SOURCE="$(GGML_SRC)" -DDA3_GGML_VERSION="$(GGML_SRC_VERSION)" \
+	PATH="$(CURDIR)/$$root/bin:$$PATH" $(GPU_CMAKE) -B ggml/vendor/build/cuda-check \
 		-DDA3_CUDA=ON -DDA3_CPU_VARIANT=none -DCMAKE_CUDA_ARCHITECTURES="$(CUDA_CHECK_ARCHS)" \
 		-DCMAKE_CUDA_COMPILER="$(CURDIR)/$$root/bin/nvcc" -DCUDAToolkit_ROOT="$(CURDIR)/$$root" && \
 	PATH="$(CURDIR)/$$root/bin:$$PATH" $(CMAKE) --build ggml/vendor/build/cuda-check -j $(JOBS)

@@ -150,6 +150,9 @@ func SourceLibDir() string {
 
 var loadOnce sync.Once
 
+// cudaTF32Env is the switch of ggml/patches/cuda/0001-tf32-opt-out.patch.
+const cudaTF32Env = "GGML_CUDA_DISABLE_TF32"
+
 // Runtime owns the backends and the scheduler. It is safe for concurrent use;
 // calls to Run are serialised.
 type Runtime struct {
@@ -215,6 +218,14 @@ func Open(opts Options) (*Runtime, error) {
 	dev, err := pickDevice(name)
 	if err != nil {
 		return nil, err
+	}
+	if dev.Backend() == "CUDA" && os.Getenv(cudaTF32Env) == "" {
+		// ggml-cuda multiplies f32 matrices with TF32 (10-bit mantissas:
+		// DA3-BASE depth 2-3e-3 of its maximum away from the CPU's); with the
+		// patch in ggml/patches/cuda this keeps them f32, as PyTorch does by
+		// default. Read when the first cuBLAS handle is made; setting the
+		// variable to 0 before that allows TF32 (docs/gpu.md).
+		os.Setenv(cudaTF32Env, "1")
 	}
 	threads := opts.Threads
 	if threads <= 0 {

@@ -181,6 +181,27 @@ var libState struct {
 	sync.Mutex
 	seen    map[string]bool
 	refused []error
+	loaded  map[string]string // backend library name -> the folder it was loaded from
+}
+
+// loadedElsewhere reports the folder every backend library of libs (the
+// libggml-base copies aside) was already loaded from under the same name, if
+// one was: a second copy of the same backend (the checkout's build and a
+// copy of it in DA3_BACKEND_PATH, say) would list every device twice.
+func loadedElsewhere(libs []string, loaded map[string]string) (string, bool) {
+	from := ""
+	for _, l := range libs {
+		name := filepath.Base(l)
+		if strings.HasPrefix(name, "libggml-base.") {
+			continue
+		}
+		d, ok := loaded[name]
+		if !ok {
+			return "", false
+		}
+		from = d
+	}
+	return from, from != ""
 }
 
 // LoadBackends loads the dynamic backends of dirs (each folder once per
@@ -249,10 +270,29 @@ func loadDir(dir, want string, log *slog.Logger) ([]ggml.Device, error) {
 		// and again for every folder.
 		return nil, fmt.Errorf("not loading the ggml backends in %s: GGML_BACKEND_PATH=%s is set, which ggml would load unchecked; unset it and use DA3_BACKEND_PATH", dir, p)
 	}
+	libState.Lock()
+	from, dup := loadedElsewhere(libs, libState.loaded)
+	libState.Unlock()
+	if dup {
+		log.Info("backend libraries not loaded again: the same backends were loaded from another folder", "dir", dir, "loaded_from", from, "libraries", baseNames(libs))
+		return nil, nil
+	}
 	for _, lib := range libs {
 		log.Info("loading backend library", "path", lib)
 	}
 	devs, err := ggml.LoadBackends(dir)
+	libState.Lock()
+	if libState.loaded == nil {
+		libState.loaded = map[string]string{}
+	}
+	for _, l := range libs {
+		if name := filepath.Base(l); !strings.HasPrefix(name, "libggml-base.") {
+			if _, ok := libState.loaded[name]; !ok {
+				libState.loaded[name] = dir
+			}
+		}
+	}
+	libState.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("load ggml backends from %s: %w", dir, err)
 	}

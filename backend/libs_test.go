@@ -368,3 +368,19 @@ func dynamicCPUChild(t *testing.T, dir string) {
 	testutil.AllClose(t, ref, sched, 1e-5, 1e-5, "dynamic CPU backend under the scheduler")
 	t.Logf("dynamic CPU device computed %d values like the built-in one (%s from %s)", len(alone), dyn.Description(), dir)
 }
+
+// A folder whose backend libraries were all loaded from another folder is
+// not loaded again (every device would be listed twice); one with a backend
+// of its own is.
+func TestLoadedElsewhere(t *testing.T) {
+	loaded := map[string]string{"libggml-cuda.so": "/opt/a"}
+	from, dup := loadedElsewhere([]string{"/b/libggml-base.so", "/b/libggml-cuda.so"}, loaded)
+	assert.True(t, dup)
+	assert.Equal(t, "/opt/a", from)
+	_, dup = loadedElsewhere([]string{"/b/libggml-base.so", "/b/libggml-cuda.so", "/b/libggml-vulkan.so"}, loaded)
+	assert.False(t, dup, "a folder with a backend of its own")
+	_, dup = loadedElsewhere([]string{"/b/libggml-base.so"}, loaded)
+	assert.False(t, dup, "no backend library at all")
+	_, dup = loadedElsewhere([]string{"/b/libggml-cuda.so"}, nil)
+	assert.False(t, dup)
+}

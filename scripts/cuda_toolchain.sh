@@ -32,12 +32,17 @@ rm -rf "$dest/wheels"
 chmod +x "$root"/bin/* "$root"/nvvm/bin/* 2>/dev/null || true
 # Unversioned names for the linker, and a stub driver library: the backend is
 # linked against libcuda.so.1 (its DT_NEEDED), which only a GPU machine's driver
-# provides.
+# provides. The stub defines the driver functions ggml-cuda calls (its virtual
+# memory pool), or the linker (--as-needed) would drop it and the library
+# would not name libcuda.so.1 at all.
 for lib in cudart cublas cublasLt; do
 	ln -sf "lib$lib.so.13" "$root/lib/lib$lib.so"
 done
 mkdir -p "$root/lib/stubs"
-echo 'void da3_cuda_stub(void) {}' >"$dest/stub.c"
+for f in cuDeviceGet cuDeviceGetAttribute cuGetErrorString cuMemAddressFree cuMemAddressReserve cuMemCreate \
+	cuMemGetAllocationGranularity cuMemMap cuMemRelease cuMemSetAccess cuMemUnmap; do
+	echo "int $f(void) { return 0; }"
+done >"$dest/stub.c"
 ${CC:-cc} -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$root/lib/stubs/libcuda.so" "$dest/stub.c"
 # CMake looks for the toolkit's lib64 and targets/ layout too.
 ln -sfn lib "$root/lib64"

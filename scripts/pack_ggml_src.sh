@@ -7,7 +7,8 @@
 #
 # Only what CMake needs travels: headers, the base and CPU sources, the CUDA
 # backend (and HIP, which reuses the CUDA sources), Vulkan and Metal sources
-# and the cmake helpers; Go files are dropped. About 9 MiB.
+# and the cmake helpers, with the fixes of ggml/patches applied; Go files are
+# dropped. About 9 MiB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:-ggml/vendor/ggml-src}
@@ -22,11 +23,10 @@ fi
 src="$dir/ml/backend/ggml/ggml"
 [ -f "$src/src/ggml-backend-reg.cpp" ] || { echo "pack_ggml_src: $src is not a ggml tree" >&2; exit 1; }
 rm -rf "$dest"
-mkdir -p "$dest"
-# The module cache is read-only: copy without its modes, then drop Go files.
-cp -R --no-preserve=mode "$src/." "$dest/"
-find "$dest" -name '*.go' -delete
-echo "$version" > "$dest/DA3_VERSION"
+# The GPU backends' patched stage (ggml/patches: scripts/stage_ggml.py copies
+# without Go files and writes DA3_VERSION and DA3_PATCHES), which make cuda and
+# make vulkan then build from as it is.
+DA3_GGML_VERSION="$version" python3 scripts/stage_ggml.py "$src" "$dest" ggml/patches/cuda ggml/patches/vulkan >&2
 size=$(du -sm "$dest" | cut -f1)
 if [ "$size" -ge 64 ]; then
 	echo "pack_ggml_src: $dest is ${size} MiB, over the 64 MiB a carried folder may hold" >&2
