@@ -6,30 +6,13 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/internal/safeio"
+	"github.com/da3-go/da3-go/internal/testutil"
 )
-
-// within runs f and fails the test when it has not returned after 5 s (a
-// read blocked on a FIFO), unblocking it by opening fifo.
-func within(t *testing.T, fifo string, f func() error) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(5 * time.Second):
-		w, _ := os.OpenFile(fifo, os.O_RDWR, 0)
-		defer w.Close()
-		t.Fatalf("blocked on the FIFO %s", fifo)
-		return nil
-	}
-}
 
 // TestManifestAndWindowsRead: the run's manifest and window files are read
 // through safeio: a FIFO in the manifest's place is refused at once by Run
@@ -42,9 +25,9 @@ func TestManifestAndWindowsRead(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, manifestName)
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
-	err := within(t, fifo, func() error { _, _, err := runKeyed(t, s, dir, keysOf(s.n), &log); return err })
+	err := testutil.NotBlocked(t, fifo, func() error { _, _, err := runKeyed(t, s, dir, keysOf(s.n), &log); return err })
 	require.ErrorIs(t, err, safeio.ErrNotRegular)
-	err = within(t, fifo, func() error { _, err := Open(dir); return err })
+	err = testutil.NotBlocked(t, fifo, func() error { _, err := Open(dir); return err })
 	require.ErrorIs(t, err, safeio.ErrNotRegular)
 
 	big := t.TempDir()
@@ -60,6 +43,6 @@ func TestManifestAndWindowsRead(t *testing.T) {
 	require.FileExists(t, win)
 	require.NoError(t, os.Remove(win))
 	require.NoError(t, syscall.Mkfifo(win, 0o600))
-	err = within(t, win, func() error { _, err := Open(run); return err })
+	err = testutil.NotBlocked(t, win, func() error { _, err := Open(run); return err })
 	require.ErrorIs(t, err, safeio.ErrNotRegular)
 }
