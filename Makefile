@@ -79,7 +79,7 @@ viewer:
 capi: generate
 	$(GO) build -trimpath -ldflags "$(GO_LDFLAGS)" -buildmode=c-shared -o bin/libda3go.so ./capi
 
-# The concurrency tests under the race detector (Close during runs, #17.3).
+# The concurrency tests under the race detector (Close during runs).
 # The first run compiles ggml again with -race (several minutes).
 test-race: generate
 	$(GO) test -race -run 'Close|Concurrent|Cancel' ./model ./backend

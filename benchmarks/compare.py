@@ -36,7 +36,7 @@ auxiliary ray branch, which da3-go and the ONNX export skip); DA2 = transformers
 The DA2 ONNX export is of the original code.
 
 Prints the table (ms, ratios against each engine, load ms, peak RSS MiB), the CPU model and ISA extensions, the
-target checks of issue 15, and writes benchmarks/out/compare.json and benchmarks/out/compare.png (copied to
+target checks of the performance goals, and writes benchmarks/out/compare.json and benchmarks/out/compare.png (copied to
 docs/bench.png on a full run). The sweeps time DA3-BASE f32 against PyTorch over the processed resolution (long
 side 280..1008) and the view count (1..8).
 """
@@ -107,7 +107,7 @@ INPUTS = {"da3": ((640, 427), 504), "da2": ((640, 640), 518)}
 SWEEP_RES = [280, 392, 504, 756, 1008]
 SWEEP_VIEWS = [1, 2, 4, 8]
 
-# Issue 15 targets: (model, da3-go configuration, quantity, bound). Quantities: speedup (PyTorch ms / da3-go ms),
+# The performance targets: (model, da3-go configuration, quantity, bound). Quantities: speedup (PyTorch ms / da3-go ms),
 # ort_speedup (ONNX Runtime f32 ms / da3-go ms), rss_ratio (da3-go peak RSS / PyTorch's), cpp_rss_ratio (da3-go
 # peak RSS / the C++ engine's; only where that column was measured).
 TARGETS = [
@@ -731,7 +731,7 @@ def report(result: dict, full: bool) -> None:
         print(sweep_table(sweeps["views"], "views"))
         print(growth(sweeps["views"], "torch") + "\n" + growth(sweeps["views"], "go"))
     if targets:
-        print("\nissue 15 targets:")
+        print("\nperformance targets:")
         for t in targets:
             op = "<=" if t["quantity"].endswith("rss_ratio") else ">="
             print(f"  {'PASS' if t['pass'] else 'FAIL'}  {t['model']} {t['variant']} {t['quantity']} "

@@ -23,7 +23,7 @@ import zlib
 
 import numpy as np
 
-# Parity thresholds (issue 7).
+# Parity thresholds.
 DEPTH_MIN_CORR = 0.99999
 DEPTH_MAX_REL = 1e-3     # max|d| / max|ref|
 POSE_MAX_ABS = 1e-3      # extrinsics, absolute

@@ -27,7 +27,7 @@ import (
 const modulePath = "github.com/da3-go/da3-go"
 
 // TestExternalConsumer builds and runs a program in a module of its own that
-// gets da3-go with `go get`, as a library user does (#14.1): da3-go comes
+// gets da3-go with `go get`, as a library user does: da3-go comes
 // from a module proxy (a directory holding this checkout as a module zip),
 // so the go command extracts it read-only into the module cache, without
 // ggml/vendor, and builds it from there with no setup step. The program

@@ -18,7 +18,7 @@ import (
 // committed tiny fixtures against the same model in f32: depth correlation
 // ≥ 0.9999 for bf16 (the f32 file, every product in bf16) and ≥ 0.999 for
 // int8 (the default q8_0 file, its q8_0 matrices in int8 and the rest in
-// bf16), as issue 15 asks.
+// bf16).
 const (
 	bf16Gate = 0.9999
 	int8Gate = 0.999
