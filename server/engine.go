@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"image"
-	"log/slog"
 	"path/filepath"
 	"strings"
 
@@ -116,8 +115,7 @@ type instance struct {
 	device  string
 }
 
-func loadInstance(ctx context.Context, spec ModelSpec, device string, threads int, log *slog.Logger) (*instance, error) {
-	opts := model.Options{Device: device, Threads: threads, Logger: log}
+func loadInstance(ctx context.Context, spec ModelSpec, opts model.Options) (*instance, error) {
 	if spec.MetricPath == "" {
 		m, err := model.Load(ctx, spec.Path, opts)
 		if err != nil {

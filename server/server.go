@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/model"
 )
 
 // Options configure New. Zero values take the defaults in brackets.
@@ -66,6 +67,10 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives the access log and errors [slog.Default()].
 	Logger *slog.Logger
+	// Load holds the other model-loading options: the kernel policy, the
+	// precision, narrow convolutions and the device memory budget. Its
+	// Device, Threads and Logger are those above; Progress is not used.
+	Load model.Options
 }
 
 func (o *Options) defaults() {
@@ -99,6 +104,13 @@ func (o *Options) defaults() {
 	}
 }
 
+// loadOptions are the model.Options every instance is loaded with.
+func (o *Options) loadOptions() model.Options {
+	lo := o.Load
+	lo.Device, lo.Threads, lo.Logger, lo.Progress = o.Device, o.Threads, o.Logger, nil
+	return lo
+}
+
 // Server serves loaded models over HTTP. Create it with New, serve it with
 // Serve (or mount Handler), and Close it to free the models.
 type Server struct {
@@ -129,7 +141,7 @@ func New(ctx context.Context, opts Options) (s *Server, err error) {
 	for _, spec := range opts.Models {
 		var insts []*instance
 		for range opts.Parallel {
-			in, err := loadInstance(ctx, spec, opts.Device, opts.Threads, opts.Logger)
+			in, err := loadInstance(ctx, spec, opts.loadOptions())
 			if err != nil {
 				for _, in := range insts {
 					in.close()
