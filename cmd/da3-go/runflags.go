@@ -62,14 +62,12 @@ func (b *optionalBool) Set(s string) error {
 
 func (b *optionalBool) IsBoolFlag() bool { return true }
 
+// register registers the flags of the commands that run a model: the
+// model-loading flags (registerLoad) and those of the run.
 func (f *modelFlags) register(fs *flag.FlagSet) {
+	f.registerLoad(fs, "CPU threads (0 = all cores)")
 	fs.StringVar(&f.model, "model", "", "model GGUF file or published name (see 'da3-go models')")
 	fs.StringVar(&f.metricModel, "metric-model", "", "the metric half of the nested model (NAME-metric.gguf from convert, or da3-nested-metric); -model is then its any-view half, and depth and camera translations come out in metres")
-	fs.StringVar(&f.device, "device", "", "device: auto (first GPU, else CPU), cpu, or a name from 'da3-go devices' (default $DA3_DEVICE or auto)")
-	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0 = all cores)")
-	fs.StringVar(&f.kernels, "kernels", "auto", kernelsUsage)
-	fs.StringVar(&f.precision, "precision", "f32", precisionUsage)
-	fs.BoolVar(&f.narrowConvs, "narrow-convs", false, "with -precision bf16 or int8: the convolutions in bf16 too (1-7 % faster, less accurate: DA2-Small depth correlation with f32 0.99985 instead of 0.99996 on random weights)")
 	fs.IntVar(&f.processRes, "process-res", 0, "processed resolution (default: 504 for DA3, 518 for DA2)")
 	fs.StringVar(&f.method, "process-res-method", "upper_bound_resize", "DA3 resize policy: upper_bound_resize, lower_bound_resize, upper_bound_crop, lower_bound_crop")
 	fs.StringVar(&f.refView, "ref-view", "saddle_balanced", "reference view for 3+ views: saddle_balanced, saddle_sim_range, first, middle")
@@ -82,7 +80,6 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.rayPose, "ray-pose", false, "DA3: cameras from the auxiliary ray head instead of the camera decoder (a file converted with -with-aux)")
 	fs.Uint64Var(&f.raySeed, "ray-seed", 0, "seed of -ray-pose's RANSAC (the same poses as the official package after torch.manual_seed(seed), on the CPU)")
 	fs.StringVar(&f.cameras, "cameras", "", "known cameras of the images (pose-conditioned depth, results in their frame and scale): a pose JSON as 'da3-go pose' writes, or a COLMAP sparse model directory")
-	fs.StringVar(&f.maxDeviceMemory, "max-device-memory", "", "on a GPU: the device memory the model may use, weights and compute buffers (e.g. 6G; default what the device has free); multi-view runs lower their head chunk to fit it, requests that cannot fit are refused")
 	fs.StringVar(&f.maxMemory, "max-memory", "", "refuse requests estimated to need more memory than this (e.g. 4G, 512M); requests that would not fit in the memory left are always refused")
 	fs.Func("max-image-pixels", fmt.Sprintf("refuse input images whose header declares more pixels than this, before decoding them (default %d; each side at most 16384)", imgio.DefaultMaxPixels),
 		func(s string) error {
@@ -93,6 +90,18 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 			imgio.SetMaxPixels(n)
 			return nil
 		})
+}
+
+// registerLoad registers the flags that options reads, those of loading a
+// model (serve shares them): -device, -threads (described by threadsUsage),
+// -kernels, -precision, -narrow-convs and -max-device-memory.
+func (f *modelFlags) registerLoad(fs *flag.FlagSet, threadsUsage string) {
+	fs.StringVar(&f.device, "device", "", "device: auto (first GPU, else CPU), cpu, or a name from 'da3-go devices' (default $DA3_DEVICE or auto)")
+	fs.IntVar(&f.threads, "threads", 0, threadsUsage)
+	fs.StringVar(&f.kernels, "kernels", "auto", kernelsUsage)
+	fs.StringVar(&f.precision, "precision", "f32", precisionUsage)
+	fs.BoolVar(&f.narrowConvs, "narrow-convs", false, "with -precision bf16 or int8: the convolutions in bf16 too (1-7 % faster, less accurate: DA2-Small depth correlation with f32 0.99985 instead of 0.99996 on random weights)")
+	fs.StringVar(&f.maxDeviceMemory, "max-device-memory", "", "on a GPU: the device memory the model may use, weights and compute buffers (e.g. 6G; default what the device has free); multi-view runs lower their head chunk to fit it, requests that cannot fit are refused")
 }
 
 func (f *modelFlags) runOptions() (model.RunOptions, error) {

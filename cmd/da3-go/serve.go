@@ -54,14 +54,17 @@ func (f metricFlag) Set(s string) error {
 	return nil
 }
 
+// newServer is server.New; tests replace it to see the options serve gives.
+var newServer = server.New
+
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(commands["serve"], stderr)
 	var models modelList
 	fs.Var(&models, "model", "model GGUF file or published name, or NAME=FILE to choose the name requests use (repeatable; the first is the default)")
 	fs.Var(metricFlag{&models}, "metric-model", "metric half of a nested model (DA3NESTED-GIANT-LARGE: depth in metres), paired with the -model before it")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address (port 0 picks a free port)")
-	device := fs.String("device", "", "device: auto (first GPU, else CPU), cpu, or a name from 'da3-go devices' (default $DA3_DEVICE or auto)")
-	threads := fs.Int("threads", 0, "CPU threads per run (0 = all cores divided among -parallel runs)")
+	var load modelFlags // -device, -threads, -kernels, -precision, -narrow-convs, -max-device-memory as depth takes them
+	load.registerLoad(fs, "CPU threads per run (0 = all cores divided among -parallel runs)")
 	parallel := fs.Int("parallel", 1, "concurrent runs per model (each a loaded instance; on the CPU instances share the memory-mapped weights)")
 	maxQueue := fs.Int("max-queue", 16, "requests that may wait for a model; more get 503")
 	maxBody := fs.Int64("max-body", 64, "largest request body in MiB (413 above)")
@@ -82,6 +85,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if len(models) == 0 {
 		return usageError(fs, stderr, "-model is required")
 	}
+	lo, err := load.options()
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
 	if *maxBody <= 0 || *maxBody > 4096 {
 		return usageError(fs, stderr, "-max-body %d out of range (1..4096 MiB)", *maxBody)
 	}
@@ -96,7 +103,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	imgio.SetMaxPixels(*maxImagePixels)
 	setupServeLog(stderr, *verbose, *quiet)
 
-	opts := server.Options{Device: *device, Threads: *threads, Parallel: *parallel, MaxQueue: *maxQueue,
+	opts := server.Options{Device: lo.Device, Threads: lo.Threads, Load: lo, Parallel: *parallel, MaxQueue: *maxQueue,
 		MaxBodyBytes: *maxBody << 20, MaxPixels: *maxPixels, MaxRequestMemory: *maxMem << 20, MaxViews: *maxViews, MaxProcessRes: *maxRes, Timeout: *timeout}
 	for _, m := range models {
 		name, src, ok := strings.Cut(m.model, "=")
@@ -104,7 +111,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			name, src = "", m.model
 		}
 		spec := server.ModelSpec{Name: name}
-		var err error
 		if spec.Path, err = resolveModel(ctx, src, *quiet, stderr); err != nil {
 			return fail(stderr, fmt.Errorf("-model %s: %w", m.model, err))
 		}
@@ -119,7 +125,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(stderr, err)
 	}
-	s, err := server.New(ctx, opts)
+	s, err := newServer(ctx, opts)
 	if err != nil {
 		ln.Close()
 		return fail(stderr, err)
