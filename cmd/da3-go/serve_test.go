@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/convert"
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/server"
 )
@@ -163,4 +164,97 @@ func TestServeMaxImagePixels(t *testing.T) {
 	_, stop = serve("-max-pixels", "200000000", "-max-image-pixels", "5000000")
 	assert.Equal(t, int64(5000000), imgio.MaxPixels())
 	stop()
+}
+
+// TestServeModelFlagsUsage: serve checks the model-loading flags as depth
+// does: a bad value is a usage error naming the flag, before any model is
+// read.
+func TestServeModelFlagsUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-precision", "xyz"}, `-precision "xyz": want f32, bf16 or int8`},
+		{[]string{"-kernels", "fast"}, `-kernels "fast"`},
+		{[]string{"-narrow-convs"}, "-narrow-convs needs -precision bf16 or int8"},
+		{[]string{"-max-device-memory", "lots"}, "-max-device-memory"},
+		{[]string{"-threads", "-1"}, "-threads -1"},
+	} {
+		code, _, stderr := runCLI(append([]string{"serve", "-model", "/nonexistent/model.gguf"}, tc.args...)...)
+		assert.Equal(t, exitUsage, code, "%v", tc.args)
+		assert.Contains(t, stderr, tc.want, "%v", tc.args)
+		assert.NotContains(t, stderr, "model.gguf:", "%v: refused before the model is read", tc.args)
+	}
+}
+
+// TestServeModelFlags: serve loads its models with -kernels, -precision,
+// -narrow-convs, -max-device-memory, -device and -threads as depth reads
+// them, and serves requests with them.
+func TestServeModelFlags(t *testing.T) {
+	tiny := tinyDA3(t)
+	img, err := os.ReadFile(fixtureImage(t, "da3-tiny/one/images/view0.png"))
+	require.NoError(t, err)
+	orig := newServer
+	t.Cleanup(func() { newServer = orig })
+	given := make(chan server.Options, 1)
+	newServer = func(ctx context.Context, o server.Options) (*server.Server, error) {
+		given <- o
+		return orig(ctx, o)
+	}
+	// serve starts serve with flags, posts one image and returns the
+	// options it gave the server.
+	serve := func(flags ...string) server.Options {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var stderr lockedBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, append([]string{"serve", "-addr", "127.0.0.1:0", "-quiet", "-model", tiny}, flags...), io.Discard, &stderr)
+		}()
+		var url string
+		deadline := time.Now().Add(30 * time.Second)
+		for url == "" {
+			for _, line := range strings.Split(stderr.String(), "\n") {
+				if rest, ok := strings.CutPrefix(line, "da3-go serve: listening on "); ok {
+					url = rest
+				}
+			}
+			select {
+			case code := <-done:
+				t.Fatalf("serve %v exited %d: %s", flags, code, stderr.String())
+			default:
+			}
+			require.True(t, time.Now().Before(deadline), "serve did not start: %s", stderr.String())
+			time.Sleep(10 * time.Millisecond)
+		}
+		body, err := json.Marshal(map[string]any{"image": base64.StdEncoding.EncodeToString(img), "process_res": 56})
+		require.NoError(t, err)
+		resp, err := http.Post(url+"/v1/depth", "application/json", bytes.NewReader(body))
+		require.NoError(t, err)
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "%v: %s", flags, msg)
+		cancel()
+		assert.Equal(t, exitOK, <-done, stderr.String())
+		return <-given
+	}
+
+	o := serve("-device", "cpu", "-threads", "1", "-kernels", "none", "-max-device-memory", "1G")
+	assert.Equal(t, "cpu", o.Device)
+	assert.Equal(t, 1, o.Threads)
+	assert.Equal(t, &kernels.Policy{Variant: kernels.VariantOff}, o.Load.Kernels)
+	assert.Equal(t, kernels.PrecisionF32, o.Load.Precision)
+	assert.Equal(t, int64(1<<30), o.Load.MaxDeviceMemory)
+
+	o = serve()
+	assert.Nil(t, o.Load.Kernels, "-kernels auto: the model's default policy")
+	assert.Zero(t, o.Load.MaxDeviceMemory)
+
+	if !kernels.PrecisionRuns(kernels.VariantAuto, kernels.PrecisionBF16) {
+		t.Skip("this CPU lacks AVX512_BF16: -precision bf16 not tested")
+	}
+	o = serve("-device", "cpu", "-precision", "bf16", "-narrow-convs")
+	assert.Equal(t, kernels.PrecisionBF16, o.Load.Precision)
+	assert.True(t, o.Load.NarrowConvs)
 }
