@@ -167,6 +167,7 @@ gpu-src:
 
 # make cuda: libggml-base.so + libggml-cuda.so into ggml/vendor/lib (needs nvcc).
 cuda: gpu-src
+	@$(call fresh-build,ggml/vendor/build/cuda)
 	$(GPU_CMAKE) -B ggml/vendor/build/cuda -DDA3_CUDA=ON -DDA3_CPU_VARIANT=none \
 		-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)"
 	$(CMAKE) --build ggml/vendor/build/cuda -j $(JOBS)
@@ -177,7 +178,12 @@ cuda: gpu-src
 # device (lavapipe) that the test suite runs on. Needs glslc and the Vulkan
 # headers and loader (Debian: glslc libvulkan-dev; lavapipe: mesa-vulkan-drivers).
 # From the patched stage (gpu-src). See docs/gpu.md.
+# A build folder configured from another source folder (an older checkout's
+# stage) cannot be reconfigured in place: it is started afresh.
+fresh-build = grep -qxF 'DA3_GGML_SOURCE:PATH=$(GPU_SRC)' $(1)/CMakeCache.txt 2>/dev/null || rm -rf $(1)
+
 vulkan: gpu-src
+	@$(call fresh-build,ggml/vendor/build/vulkan)
 	$(GPU_CMAKE) -B ggml/vendor/build/vulkan -DDA3_VULKAN=ON -DDA3_CPU_VARIANT=none
 	$(CMAKE) --build ggml/vendor/build/vulkan -j $(JOBS)
 	$(CMAKE) --install ggml/vendor/build/vulkan --prefix $(CURDIR)/ggml/vendor/lib
