@@ -3,6 +3,7 @@ package backend_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,4 +106,37 @@ func TestCancelStopsALongKernel(t *testing.T) {
 	latency := end.Sub(cancelled)
 	assert.Less(t, latency, 5*time.Second, "the node ran on %v after the cancel", latency)
 	t.Logf("stopped %v after the cancel (run %v)", latency, end.Sub(start))
+}
+
+// TestRunProgress: Run reports the nodes computed while the graph runs,
+// counting up to the graph's computing nodes, and done == total at the end.
+func TestRunProgress(t *testing.T) {
+	rt, err := backend.Open(backend.Options{Device: "cpu", Threads: 2})
+	require.NoError(t, err)
+	defer rt.Close()
+	var calls [][2]int
+	var mu sync.Mutex
+	opts := backend.RunOptions{MaxNodes: 10000, Progress: func(done, total int) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, [2]int{done, total})
+	}}
+	_, err = rt.Run(context.Background(), opts, chain(4000))
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	require.GreaterOrEqual(t, len(calls), 3, "a run of about a second (4000 products) reports while it runs: %v", calls)
+	last := calls[len(calls)-1]
+	assert.Equal(t, [2]int{4000, 4000}, last, "one computing node per product")
+	between := 0
+	for i, c := range calls {
+		assert.Equal(t, 4000, c[1])
+		if i > 0 {
+			assert.GreaterOrEqual(t, c[0], calls[i-1][0], "the count never goes back")
+		}
+		if c[0] > 0 && c[0] < 4000 {
+			between++
+		}
+	}
+	assert.Positive(t, between, "some report falls inside the graph: %v", calls)
 }

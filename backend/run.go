@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/ggml/kernels"
@@ -101,6 +102,12 @@ type RunOptions struct {
 	MaxNodes int
 	// Taps selects the intermediate tensors (Builder.Tap names) to return.
 	Taps func(name string) bool
+	// Progress, when set, is called from another goroutine about ten times
+	// a second while the graph computes, with the nodes computed so far and
+	// the graph's computing nodes, and once with done == total at the end.
+	// The count is node by node on the CPU; on other devices, whose
+	// backends do not count, it moves at the end only.
+	Progress func(done, total int)
 }
 
 // Run builds a graph with build, allocates it through the scheduler, feeds
@@ -157,7 +164,7 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 		return nil, err
 	}
 	faults := kernels.Faults()
-	if err := rt.compute(ctx, g); err != nil {
+	if err := rt.compute(ctx, g, opts.Progress); err != nil {
 		return nil, err
 	}
 	if err := kernels.FaultsSince(faults); err != nil {
@@ -184,7 +191,11 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 // between splits (devices without an abort callback stop there: the split
 // running finishes, each later one computes at most one node); the error
 // is then ctx's.
-func (rt *Runtime) compute(ctx context.Context, g *ggml.Context) error {
+func (rt *Runtime) compute(ctx context.Context, g *ggml.Context, progress func(done, total int)) (err error) {
+	if progress != nil {
+		finish := rt.report(g.ComputeNodes(), progress)
+		defer func() { finish(err == nil) }()
+	}
 	if ctx.Done() == nil {
 		return rt.sched.Compute(g)
 	}
@@ -202,7 +213,7 @@ func (rt *Runtime) compute(ctx context.Context, g *ggml.Context) error {
 		case <-stop:
 		}
 	}()
-	err := rt.sched.Compute(g)
+	err = rt.sched.Compute(g)
 	close(stop)
 	<-done
 	rt.sched.ClearAbort()
@@ -214,6 +225,34 @@ func (rt *Runtime) compute(ctx context.Context, g *ggml.Context) error {
 		return ctx.Err()
 	}
 	return err
+}
+
+// report calls progress with the CPU backend's node count every 100 ms
+// until the returned stop is called, which returns once no call is in
+// flight, after a last call with done == total when the graph completed.
+func (rt *Runtime) report(total int, progress func(done, total int)) (finish func(completed bool)) {
+	rt.cpu.ResetNodes()
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				progress(min(int(rt.cpu.NodesDone()), total), total)
+			}
+		}
+	}()
+	return func(completed bool) {
+		close(quit)
+		<-done
+		if completed {
+			progress(total, total)
+		}
+	}
 }
 
 // Measurement is the memory a graph needs, from the scheduler's planning.

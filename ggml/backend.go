@@ -40,9 +40,23 @@ static int da3_set_n_threads(ggml_backend_t b, int n) {
     return 1;
 }
 
-// The abort callback ggml's CPU backend calls after every node: it reads a
-// flag in C memory that Go sets (atomically) to stop a graph.
-static bool da3_abort_cb(void * data) { return __atomic_load_n((int *) data, __ATOMIC_RELAXED) != 0; }
+// The abort callback ggml's CPU backend calls after every node (from one
+// thread): it counts the node and reads a flag in C memory that Go sets
+// (atomically) to stop a graph. The flag comes first, so custom kernels
+// poll the same address as an int.
+typedef struct {
+    int flag;
+    long long nodes; // nodes computed since the last reset
+} da3_abort_state;
+static bool da3_abort_cb(void * data) {
+    da3_abort_state * s = (da3_abort_state *) data;
+    __atomic_fetch_add(&s->nodes, 1, __ATOMIC_RELAXED);
+    return __atomic_load_n(&s->flag, __ATOMIC_RELAXED) != 0;
+}
+static long long da3_abort_nodes(int * flag, int reset) {
+    da3_abort_state * s = (da3_abort_state *) flag;
+    return reset ? __atomic_exchange_n(&s->nodes, 0, __ATOMIC_RELAXED) : __atomic_load_n(&s->nodes, __ATOMIC_RELAXED);
+}
 typedef void (*da3_set_abort_t)(ggml_backend_t, ggml_abort_callback, void *);
 static int da3_set_abort(ggml_backend_t b, int * flag) {
     ggml_backend_dev_t dev = ggml_backend_get_device(b);
@@ -314,7 +328,7 @@ func (b *Backend) EnableAbort() (bool, error) {
 	if b.abort != nil {
 		return true, nil
 	}
-	flag := (*C.int)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int(0)))))
+	flag := (*C.int)(C.calloc(1, C.size_t(unsafe.Sizeof(C.da3_abort_state{}))))
 	if flag == nil {
 		return false, ErrOutOfMemory
 	}
@@ -351,6 +365,24 @@ func (g *Context) SetAbort(b *Backend) {
 func (b *Backend) ClearAbort() {
 	if b != nil && b.abort != nil {
 		C.da3_store_flag(b.abort, 0)
+	}
+}
+
+// NodesDone is the number of graph nodes the backend has computed since
+// the last ResetNodes, counted by the abort callback (so 0 without
+// EnableAbort, or on backends that have no abort callback). Safe to call
+// from any goroutine while a graph computes: it is a progress measure.
+func (b *Backend) NodesDone() int64 {
+	if b == nil || b.abort == nil {
+		return 0
+	}
+	return int64(C.da3_abort_nodes(b.abort, 0))
+}
+
+// ResetNodes sets the NodesDone count back to 0.
+func (b *Backend) ResetNodes() {
+	if b != nil && b.abort != nil {
+		C.da3_abort_nodes(b.abort, 1)
 	}
 }
 

@@ -199,6 +199,21 @@ func (g *Context) Nodes() int {
 	return int(C.ggml_graph_n_nodes(g.gf))
 }
 
+// ComputeNodes is the number of nodes in g's graph that compute something
+// (not a view, reshape, permute or transpose, which ggml's CPU backend
+// skips): what Backend.NodesDone counts when the whole graph runs on the CPU.
+func (g *Context) ComputeNodes() int {
+	n := 0
+	for i := range g.Nodes() {
+		switch C.ggml_graph_node(g.gf, C.int(i)).op {
+		case C.GGML_OP_NONE, C.GGML_OP_RESHAPE, C.GGML_OP_TRANSPOSE, C.GGML_OP_VIEW, C.GGML_OP_PERMUTE:
+		default:
+			n++
+		}
+	}
+	return n
+}
+
 // Node returns the i-th graph node (0 <= i < Nodes()).
 func (g *Context) Node(i int) *Tensor {
 	g.live("graph_node")

@@ -90,9 +90,14 @@ func (m *Model) batches(ctx context.Context, views []*preprocess.View, opt RunOp
 		}
 		groups[k] = append(groups[k], i)
 	}
+	graphs, graph := 0, 0 // for Progress
+	for _, idx := range groups {
+		graphs += (len(idx) + chunk - 1) / chunk
+	}
 	for _, k := range order {
 		idx := groups[k]
 		for a := 0; a < len(idx); a += chunk {
+			graph++
 			part := idx[a:min(a+chunk, len(idx))]
 			batch := make([]*preprocess.View, len(part))
 			for j, i := range part {
@@ -103,7 +108,7 @@ func (m *Model) batches(ctx context.Context, views []*preprocess.View, opt RunOp
 			if err := m.checkMemory(opt, len(batch), k.w, k.h, nil); err != nil {
 				return nil, err
 			}
-			exec := func(o RunOptions) ([]Result, error) { return m.batch(ctx, batch, o) }
+			exec := func(o RunOptions) ([]Result, error) { return m.batch(ctx, batch, o, graph, graphs) }
 			rs, err := exec(opt)
 			if err != nil {
 				return nil, err
@@ -122,12 +127,12 @@ func (m *Model) batches(ctx context.Context, views []*preprocess.View, opt RunOp
 	return out, nil
 }
 
-// batch runs same-size independent views as one graph: backbone (global
+// batch runs same-size independent views as one graph (the part-th of parts): backbone (global
 // blocks per image), head and camera decoder.
-func (m *Model) batch(ctx context.Context, views []*preprocess.View, opt RunOptions) ([]Result, error) {
+func (m *Model) batch(ctx context.Context, views []*preprocess.View, opt RunOptions, part, parts int) ([]Result, error) {
 	B := len(views)
 	W, H := views[0].Width, views[0].Height
-	out, err := m.rt.Run(ctx, backend.RunOptions{MaxNodes: m.nodeBudget(B)}, func(b *backend.Builder) error {
+	out, err := m.graph(ctx, backend.RunOptions{MaxNodes: m.nodeBudget(B)}, opt, "batch", part, parts, func(b *backend.Builder) error {
 		g := b.G
 		px := b.Input("pixels", stackPixels(views), W, H, 3, B)
 		x, grid := m.vit.Embed(g, b, px)

@@ -106,6 +106,39 @@ type RunOptions struct {
 	// (MemoryEstimate.Total) exceeds it. Every request is also refused when
 	// it would not fit in the memory left (see EstimateMemory).
 	MaxMemory int64
+	// Progress, when set, is told how far the run has got, from another
+	// goroutine, about ten times a second while a graph computes.
+	Progress func(Progress)
+}
+
+// Progress is how far a run has got (RunOptions.Progress). A run computes
+// one or more graphs, each a stage or a part of one; within a graph the
+// count is of its nodes, which moves node by node on the CPU and at the
+// graph's end on other devices.
+type Progress struct {
+	// Stage is what the graph computes: "reference view" (the first blocks
+	// of every view, to choose the reference view), "network" (backbone,
+	// heads and cameras in one graph), "backbone", "heads" (in chunks of
+	// views), "batch" (independent images) or "metric" (the nested pair's
+	// metric branch, a graph per view).
+	Stage string
+	// Part and Parts number the graphs of a stage computed in pieces
+	// (1-based); Parts is 1 for a stage in one graph.
+	Part, Parts int
+	// Done and Total are the graph's nodes computed and to compute.
+	Done, Total int
+}
+
+// graph runs one graph of a run, telling opt.Progress about it as stage,
+// part of parts.
+func (m *Model) graph(ctx context.Context, ro backend.RunOptions, opt RunOptions, stage string, part, parts int,
+	build func(b *backend.Builder) error) (map[string]backend.Tensor, error) {
+	if tell := opt.Progress; tell != nil {
+		ro.Progress = func(done, total int) {
+			tell(Progress{Stage: stage, Part: part, Parts: parts, Done: done, Total: total})
+		}
+	}
+	return m.rt.Run(ctx, ro, build)
 }
 
 // Intrinsics are a pinhole camera's focal lengths and principal point in
@@ -590,7 +623,7 @@ func (m *Model) compute(ctx context.Context, views []*preprocess.View, opt RunOp
 		// Blocks before alt_start−1 run per view; the reference view is chosen
 		// on their output (token 0 of each view), then the views are reordered.
 		stop := cfg.AltStart - 1
-		out, err := m.rt.Run(ctx, runOpts, m.stageAGraph(stackPixels(views), W, H, S, stop, &grid))
+		out, err := m.graph(ctx, runOpts, opt, "reference view", 1, 1, m.stageAGraph(stackPixels(views), W, H, S, stop, &grid))
 		if err != nil {
 			return nil, err
 		}
@@ -626,7 +659,11 @@ func (m *Model) compute(ctx context.Context, views []*preprocess.View, opt RunOp
 		chunk = 8
 	}
 	fused := S <= chunk
-	out, err := m.rt.Run(ctx, runOpts, m.backboneGraph(stackPixels(pixels), tokens, tokens != nil, fused, W, H, S, from, &grid, ex))
+	stage := "network"
+	if !fused {
+		stage = "backbone"
+	}
+	out, err := m.graph(ctx, runOpts, opt, stage, 1, 1, m.backboneGraph(stackPixels(pixels), tokens, tokens != nil, fused, W, H, S, from, &grid, ex))
 	if err != nil {
 		return nil, err
 	}
@@ -653,7 +690,7 @@ func (m *Model) compute(ctx context.Context, views []*preprocess.View, opt RunOp
 			for k := range fs {
 				fs[k] = feats[k].Data[a*D*np : e*D*np]
 			}
-			ho, err := m.rt.Run(ctx, runOpts, m.headGraph(fs, D, np, e-a, stacked[a*per:e*per], W, H, grid, ex))
+			ho, err := m.graph(ctx, runOpts, opt, "heads", a/chunk+1, (S+chunk-1)/chunk, m.headGraph(fs, D, np, e-a, stacked[a*per:e*per], W, H, grid, ex))
 			if err != nil {
 				return nil, err
 			}

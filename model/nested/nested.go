@@ -116,7 +116,7 @@ func (m *Model) MultiView(ctx context.Context, imgs []model.Image, opt model.Run
 		}
 		return normalise(r.RGB, r.Width, r.Height, cfg.Mean, cfg.Std), nil
 	}
-	return m.align(ctx, res, input, processedSize)
+	return m.align(ctx, res, input, processedSize, opt.Progress)
 }
 
 // Scene is a nested pair seen as one model: Config, Depth, MultiView and
@@ -166,7 +166,7 @@ func (m *Model) Forward(ctx context.Context, px model.Pixels, opt model.RunOptio
 		return nil, err
 	}
 	n := 3 * px.Width * px.Height
-	return m.align(ctx, res, func(i int) ([]float32, error) { return px.Data[i*n : (i+1)*n], nil }, true)
+	return m.align(ctx, res, func(i int) ([]float32, error) { return px.Data[i*n : (i+1)*n], nil }, true, opt.Progress)
 }
 
 func checkOptions(opt model.RunOptions) error {
@@ -178,9 +178,17 @@ func checkOptions(opt model.RunOptions) error {
 
 // align runs the metric branch on each view's network input and aligns the
 // any-view results res (processed size) in place.
-func (m *Model) align(ctx context.Context, res []model.Result, input func(i int) ([]float32, error), processedSize bool) (*Output, error) {
+func (m *Model) align(ctx context.Context, res []model.Result, input func(i int) ([]float32, error), processedSize bool,
+	progress func(model.Progress)) (*Output, error) {
 	views := make([]View, len(res))
 	for i := range res {
+		var mo model.RunOptions
+		if progress != nil {
+			mo.Progress = func(p model.Progress) {
+				p.Stage, p.Part, p.Parts = "metric", i+1, len(res)
+				progress(p)
+			}
+		}
 		r := &res[i]
 		if r.Camera == nil {
 			return nil, fmt.Errorf("nested: any-view result %d has no camera", i)
@@ -189,7 +197,7 @@ func (m *Model) align(ctx context.Context, res []model.Result, input func(i int)
 		if err != nil {
 			return nil, err
 		}
-		mr, err := m.metric.Forward(ctx, model.Pixels{Data: px, Width: r.Width, Height: r.Height, Views: 1}, model.RunOptions{})
+		mr, err := m.metric.Forward(ctx, model.Pixels{Data: px, Width: r.Width, Height: r.Height, Views: 1}, mo)
 		if err != nil {
 			return nil, fmt.Errorf("nested metric branch, view %d: %w", i, err)
 		}
