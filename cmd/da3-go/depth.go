@@ -208,16 +208,23 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		f.given.apply(&opt)
 		var results []model.Result
 		if asScene && len(imgs) > 1 {
+			bar := newSceneBar(viewCount(len(imgs)), f.quiet, stderr)
+			opt.Progress = bar.tell
 			results, err = m.MultiView(ctx, imgs, opt)
+			bar.finish()
 			collect()
 		} else {
-			for _, im := range imgs {
+			bar := newItemBar(len(imgs), "depth", f.quiet, stderr)
+			opt.Progress = bar.tell
+			for i, im := range imgs {
+				bar.cover(i, 1)
 				var r *model.Result
 				if r, err = m.Depth(ctx, im, opt); err != nil {
 					break
 				}
 				results = append(results, *r)
 			}
+			bar.finish()
 		}
 		if err != nil {
 			return fail(stderr, err)
@@ -243,8 +250,9 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// over any number of images and an interruption keeps what is done.
 	// Groups are consecutive same-size images, up to the batch size (one
 	// image for models that do not batch).
-	update, finish := newBar(int64(len(inputs)), "depth", false, f.quiet || len(inputs) == 1, stderr)
-	defer finish()
+	bar := newItemBar(len(inputs), "depth", f.quiet, stderr)
+	defer bar.finish()
+	opt.Progress = bar.tell
 	for start := 0; start < len(inputs); {
 		end := start + 1
 		for end < len(inputs) && end-start < batch && sizes[end].Width == sizes[start].Width && sizes[end].Height == sizes[start].Height && sizes[end].Orientation == sizes[start].Orientation {
@@ -253,16 +261,17 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		group := make([]image.Image, 0, end-start)
 		for _, p := range in.paths[start:end] {
 			if err := ctx.Err(); err != nil {
-				finish()
+				bar.finish()
 				return fail(stderr, err)
 			}
 			img, err := decodeOriented(p, orient)
 			if err != nil {
-				finish()
+				bar.finish()
 				return fail(stderr, err)
 			}
 			group = append(group, img)
 		}
+		bar.cover(start, end-start)
 		var err error
 		var results []model.Result
 		if mm, ok := m.(*model.Model); ok && len(group) > 1 {
@@ -276,16 +285,15 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		group = nil // the decoded images are not needed to write the maps
 		if err != nil {
-			finish()
+			bar.finish()
 			return fail(stderr, fmt.Errorf("%s: %w", inputs[start], err))
 		}
 		for j := range results {
 			if err := w.write(start+j, &results[j]); err != nil {
-				finish()
+				bar.finish()
 				return fail(stderr, err)
 			}
 		}
-		update(int64(end), int64(len(inputs)))
 		start = end
 	}
 	return exitOK

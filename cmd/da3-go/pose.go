@@ -85,7 +85,10 @@ func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !m.Config().HasCamera {
 		return fail(stderr, fmt.Errorf("%w: %q is a %s model; pose needs a DA3 any-view model (da3-small, -base, -large, -giant)", model.ErrNoCamera, m.Config().Name, m.Config().Arch))
 	}
+	bar := newSceneBar(viewCount(len(imgs)), f.quiet, stderr)
+	opt.Progress = bar.tell
 	res, err := m.MultiView(ctx, imgs, opt)
+	bar.finish()
 	if err != nil {
 		return fail(stderr, err)
 	}

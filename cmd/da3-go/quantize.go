@@ -102,7 +102,10 @@ func runQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if *check != "" {
 		setupLog(stderr, false, *quiet)
-		if err := checkQuantized(ctx, img, *check, in, out, *device, *threads, stdout); err != nil {
+		bar := newItemBar(2, "check", *quiet, stderr)
+		err := checkQuantized(ctx, img, *check, in, out, *device, *threads, stdout, bar)
+		bar.finish()
+		if err != nil {
 			return fail(stderr, fmt.Errorf("check: %w", err))
 		}
 	}

@@ -12,15 +12,16 @@ import (
 
 // checkQuantized runs the reference model ref and the quantized model quant
 // on one image and prints how closely their depth (and pose, for models
-// with a camera head) agree.
-func checkQuantized(ctx context.Context, img image.Image, imagePath, ref, quant, device string, threads int, stdout io.Writer) error {
+// with a camera head) agree, the two runs the two items of bar.
+func checkQuantized(ctx context.Context, img image.Image, imagePath, ref, quant, device string, threads int, stdout io.Writer, bar *runBar) error {
 	var res [2]*model.Result
 	for i, path := range []string{ref, quant} {
 		m, err := model.Load(ctx, path, model.Options{Device: device, Threads: threads})
 		if err != nil {
 			return err
 		}
-		res[i], err = m.Depth(ctx, img, model.RunOptions{})
+		bar.cover(i, 1)
+		res[i], err = m.Depth(ctx, img, model.RunOptions{Progress: bar.tell})
 		m.Close()
 		if err != nil {
 			return fmt.Errorf("run %s: %w", path, err)

@@ -227,7 +227,10 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 		if len(imgs) > 1 && !f.quiet {
 			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (%s; -stream to run them in windows, -independent one by one)\n", len(imgs), lay.why)
 		}
+		bar := newSceneBar(viewCount(len(imgs)), f.quiet, stderr)
+		opt.Progress = bar.tell
 		res, err := m.MultiView(ctx, imgs, opt)
+		bar.finish()
 		if err != nil {
 			return fail(stderr, err)
 		}
@@ -240,9 +243,11 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 	if !f.independent && len(imgs) > 1 {
 		return fail(stderr, fmt.Errorf("%q is a %s model, which runs each image alone: use -independent to write one scene per image", cfg.Name, cfg.Arch))
 	}
-	update, finish := newBar(int64(len(imgs)), "reconstruct", false, f.quiet || len(imgs) == 1, stderr)
-	defer finish()
+	bar := newItemBar(len(imgs), "reconstruct", f.quiet, stderr)
+	defer bar.finish()
+	opt.Progress = bar.tell
 	for i, im := range imgs {
+		bar.cover(i, 1)
 		r, err := m.Depth(ctx, im, opt)
 		if err != nil {
 			return fail(stderr, fmt.Errorf("%s: %w", in.names[i], err))
@@ -257,7 +262,6 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 		if err := w.writeResults(dir, []model.Result{*r}, names[i:i+1]); err != nil {
 			return fail(stderr, err)
 		}
-		update(int64(i+1), int64(len(imgs)))
 	}
 	return exitOK
 }
