@@ -1,6 +1,6 @@
 // Package ggml is a thin, idiomatic Go binding to ggml, the tensor library behind
-// llama.cpp and the C++ Depth Anything engine. It is the only package in da3-go
-// that uses cgo.
+// llama.cpp and the C++ Depth Anything engine. cgo in da3-go is confined to it,
+// its subpackage ggml/kernels (da3-go's own CPU kernels) and capi (the C ABI).
 //
 // ggml itself is compiled from the pinned github.com/ollama/ollama module (its
 // cgo packages build ggml-base and the CPU backend). Its public headers are
