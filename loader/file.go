@@ -8,6 +8,8 @@ import (
 	"os"
 	"slices"
 	"sync"
+
+	"github.com/da3-go/da3-go/internal/safeio"
 )
 
 // ErrClosed is returned by File methods that touch tensor data after Close.
@@ -71,28 +73,15 @@ func Open(path string) (*File, error) {
 
 // ErrNotRegular is wrapped by the error of Open for a path that is not a
 // regular file (a FIFO, a device, a directory).
-var ErrNotRegular = errors.New("not a regular file")
+var ErrNotRegular = safeio.ErrNotRegular
 
 // openRegular opens path for reading, refusing anything but a regular file
-// before it is read; it never waits on a FIFO (opened non-blocking, checked
-// with fstat), which os.Open would until a writer came.
+// before it is read; it never waits on a FIFO (see safeio.Open), which
+// os.Open would until a writer came.
 func openRegular(path string) (*os.File, error) {
-	f, err := openNonblock(path)
+	f, _, err := safeio.Open(path)
 	if err != nil {
-		return nil, err // *fs.PathError: "open PATH: ..."
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("open %s: %w (%s)", path, ErrNotRegular, st.Mode().Type())
-	}
-	if err := clearNonblock(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, fmt.Errorf("open model: %w", err)
 	}
 	return f, nil
 }
