@@ -56,6 +56,9 @@ type ModelInfo struct {
 	// request says otherwise (DA2 models, whose reference reads images with
 	// cv2.imread; DA3's reads them with PIL's Image.open, which does not).
 	ExifRotate bool `json:"exif_rotate"`
+	// ProcessRes is the processed resolution a request's process_res 0
+	// stands for (the model's default: 504 for DA3, 518 for DA2).
+	ProcessRes int `json:"process_res"`
 }
 
 // runOptions are the model options of one request.
@@ -161,7 +164,7 @@ func (in *instance) info(spec ModelSpec) ModelInfo {
 		Unit: unit.String(), Intrinsics: unit == model.FocalNormalised,
 		Camera: cfg.HasCamera, Confidence: cfg.Arch == model.DA3, Sky: cfg.Arch == model.DA3Mono || in.nested,
 		MultiView: cfg.Arch == model.DA3, WeightBytes: in.weights, Device: in.device, ExifRotate: cfg.Arch == model.DA2,
-		RayPose: cfg.Arch == model.DA3 && cfg.Head.Aux, Gaussians: cfg.GS != nil,
+		RayPose: cfg.Arch == model.DA3 && cfg.Head.Aux, Gaussians: cfg.GS != nil, ProcessRes: cfg.ResizeTarget,
 	}
 }
 

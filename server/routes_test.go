@@ -31,6 +31,8 @@ func TestModelsHealthMetrics(t *testing.T) {
 	assert.Equal(t, "disparity", list.Data[1].Unit)
 	assert.Equal(t, "relative", m.Unit)
 	assert.False(t, m.Nested || m.Metric || m.Intrinsics)
+	assert.Equal(t, 504, m.ProcessRes, "DA3's default process_res")
+	assert.Equal(t, 518, list.Data[1].ProcessRes, "DA2's default process_res")
 
 	rec = httptestRecorder(s, "GET", "/healthz")
 	assert.Equal(t, http.StatusOK, rec.Code)

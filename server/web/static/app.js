@@ -6,6 +6,8 @@ const $ = (id) => document.getElementById(id);
 let models = [];
 let files = [];
 let viewer = null;
+let inFlight = null; // the AbortController of the running request
+let resEdited = false; // the process res field was changed by hand
 
 const status = (text, isError = false) => {
   $('status').textContent = text;
@@ -26,16 +28,42 @@ async function loadModels() {
     o.textContent = `${m.id} (${m.arch}${m.nested ? ', nested' : ''}, ${m.unit})`;
     $('model').append(o);
   }
-  $('model').addEventListener('change', () => { $('intrinsics-field').hidden = !model().intrinsics; });
-  $('intrinsics-field').hidden = !model().intrinsics;
+  const chosen = () => {
+    $('intrinsics-field').hidden = !model().intrinsics;
+    if (!resEdited) showDefaultRes();
+  };
+  $('model').addEventListener('change', chosen);
+  chosen();
   status('Ready: drop one image, or several views of one scene.');
 }
 
 const model = () => models.find((m) => m.id === $('model').value) || models[0];
 
+// showDefaultRes puts the model's default processed resolution in the form
+// (GET /v1/models says it; an empty field means the default too).
+function showDefaultRes() {
+  const m = model();
+  $('process-res').value = m && m.process_res > 0 ? String(m.process_res) : '';
+}
+
+// progress shows a spinner and the seconds since start while a request runs;
+// progress(null) hides it.
+let ticker = null;
+function progress(start) {
+  clearInterval(ticker);
+  ticker = null;
+  $('progress').hidden = start === null;
+  $('run').disabled = start !== null || files.length === 0;
+  $('input').setAttribute('aria-busy', String(start !== null));
+  if (start === null) return;
+  const tick = () => { $('elapsed').textContent = `${((performance.now() - start) / 1000).toFixed(1)} s`; };
+  tick();
+  ticker = setInterval(tick, 100);
+}
+
 function setFiles(list) {
   files = [...list].filter((f) => f.type.startsWith('image/') || /\.(jpe?g|png|bmp|tiff?|webp|gif)$/i.test(f.name));
-  $('run').disabled = files.length === 0;
+  $('run').disabled = files.length === 0 || inFlight !== null;
   if (files.length > 0) run();
 }
 
@@ -66,19 +94,28 @@ async function run() {
   form.append('points_conf_thresh', $('conf-thresh').value || '0');
   if (m.exports.length > 0) form.append('exports', m.exports.join(','));
   if (m.intrinsics && $('intrinsics').value.trim() !== '') form.append('intrinsics', $('intrinsics').value.trim());
-  $('run').disabled = true;
+  // A new run (new files dropped) cancels the one in flight: the server
+  // stops a request whose client went away.
+  if (inFlight) inFlight.abort();
+  const ctl = new AbortController();
+  inFlight = ctl;
+  progress(performance.now());
   status(`Running ${m.id} on ${files.length} image(s)…`);
   let resp;
   try {
-    const r = await fetch('/v1/depth', { method: 'POST', body: form });
+    const r = await fetch('/v1/depth', { method: 'POST', body: form, signal: ctl.signal });
     resp = await r.json();
     if (!r.ok) throw new Error(resp.error ? `${resp.error.code} ${resp.error.type}: ${resp.error.message}` : r.statusText);
   } catch (e) {
+    if (inFlight !== ctl) return; // replaced by a newer run
+    inFlight = null;
+    progress(null);
     status(String(e.message || e), true);
-    $('run').disabled = false;
     return;
   }
-  $('run').disabled = false;
+  if (inFlight !== ctl) return;
+  inFlight = null;
+  progress(null);
   const t = resp.timing_ms;
   status(`${resp.views.length} view(s), ${resp.views[0].width}×${resp.views[0].height}: model ${t.run.toFixed(0)} ms, total ${t.total.toFixed(0)} ms (queue ${t.queue.toFixed(0)} ms).`);
   showMaps(resp);
@@ -135,42 +172,51 @@ function showDownloads(resp) {
   $('downloads').hidden = false;
 }
 
+// viewerShown shows the 3D viewer with its controls and hints, or in its
+// place text (the page's own sentence when text is empty: the viewer is not
+// bundled).
+let notBundled = '';
+function viewerShown(on, text = '') {
+  for (const id of ['viewer', 'viewer-hints', 'viewer-controls']) $(id).hidden = !on;
+  $('viewer-missing').hidden = on;
+  if (!on) $('viewer-missing').textContent = text || notBundled;
+}
+
 async function showScene(resp, m) {
   $('scene').hidden = false;
   const glb = resp.exports && resp.exports.glb;
-  const missing = (text) => {
-    $('viewer').hidden = true;
-    $('viewer-missing').hidden = false;
-    if (text) $('viewer-missing').textContent = text;
-  };
   if (!glb) {
-    missing(`The 3D scene needs a model with a camera head (a DA3 any-view model); ${m.id} has none.`);
+    viewerShown(false, `The 3D scene needs a model with a camera head (a DA3 any-view model); ${m.id} has none.`);
     return;
   }
   let mod;
   try {
     mod = await import('/static/viewer.js');
   } catch (e) {
-    missing(); // the page's own text: the viewer is not bundled
+    viewerShown(false);
     return;
   }
-  $('viewer').hidden = false;
-  $('viewer-missing').hidden = true;
+  viewerShown(true);
   if (!viewer) viewer = mod.createViewer($('viewer'));
   try {
     await viewer.show(b64bytes(glb.data).buffer);
+    viewer.showCameras($('show-cameras').checked);
   } catch (e) {
-    missing(`Cannot show the scene: ${e}`);
+    viewerShown(false, `Cannot show the scene: ${e}`);
   }
 }
 
 function init() {
+  notBundled = $('viewer-missing').textContent;
   const drop = $('drop');
   drop.addEventListener('dragover', (e) => { e.preventDefault(); drop.classList.add('over'); });
   drop.addEventListener('dragleave', () => drop.classList.remove('over'));
   drop.addEventListener('drop', (e) => { e.preventDefault(); drop.classList.remove('over'); setFiles(e.dataTransfer.files); });
   $('files').addEventListener('change', (e) => setFiles(e.target.files));
   $('run').addEventListener('click', run);
+  $('process-res').addEventListener('input', () => { resEdited = $('process-res').value !== ''; });
+  $('show-cameras').addEventListener('change', () => { if (viewer) viewer.showCameras($('show-cameras').checked); });
+  $('reset-view').addEventListener('click', () => { if (viewer) viewer.reset(); });
   loadModels();
 }
 
