@@ -1,7 +1,7 @@
-// Package imgio decodes input images and writes depth/disparity maps (PFM, NPY, 8- and 16-bit PNG,
-// colour-mapped PNG). Every writer is atomic: it writes a temporary file in the destination directory and
-// renames it over the destination, removing the temporary file on any error, so a failed write never leaves a
-// truncated output (nor destroys an existing one).
+// Package imgio decodes input images and writes depth/disparity maps (PFM, NPY, 8-bit grey PNG,
+// colour-mapped PNG; the 16-bit PNG is export.EncodeDepthPNG16). Every writer is atomic: it writes a
+// temporary file in the destination directory and renames it over the destination, removing the temporary
+// file on any error, so a failed write never leaves a truncated output (nor destroys an existing one).
 //
 // Maps are row-major float32, top row first, w×h values.
 package imgio
