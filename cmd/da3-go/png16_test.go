@@ -17,7 +17,7 @@ import (
 func png16AgainstNPY(t *testing.T, args ...string) (export.DepthMap, []float32) {
 	t.Helper()
 	out := t.TempDir()
-	code, _, stderr := runCLI(append(append([]string{"depth", "-format", "png16,npy", "-quiet", "-o", out}, args...))...)
+	code, _, stderr := runCLI(append([]string{"depth", "-format", "png16,npy", "-quiet", "-o", out}, args...)...)
 	require.Equal(t, 0, code, stderr)
 	m, err := export.ReadDepthPNG16(filepath.Join(out, "view0_depth_16.png"))
 	require.NoError(t, err)
