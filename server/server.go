@@ -66,7 +66,7 @@ type Options struct {
 	MaxRequestMemory int64
 	// Timeout bounds one request, queue included [2 min].
 	Timeout time.Duration
-	// Logger receives the access log and errors [slog.Default()].
+	// Logger receives the access log and errors; nil discards them.
 	Logger *slog.Logger
 	// Load holds the other model-loading options: the kernel policy, the
 	// precision, narrow convolutions and the device memory budget. Its
@@ -101,7 +101,7 @@ func (o *Options) defaults() {
 		o.Timeout = 2 * time.Minute
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 }
 
