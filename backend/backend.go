@@ -21,6 +21,9 @@ import (
 // matches no device gives an error wrapping ggml.ErrNoDevice.
 var ErrClosed = errors.New("runtime is closed")
 
+// discard drops the messages of a caller that gave no logger.
+var discard = slog.New(slog.DiscardHandler)
+
 // Options configure a Runtime.
 type Options struct {
 	// Device is "auto" (the first GPU, else the CPU), "cpu" or a device name
@@ -31,7 +34,8 @@ type Options struct {
 	// BackendDirs are searched for dynamic ggml backends (libggml-*.so) in
 	// addition to DefaultBackendDirs.
 	BackendDirs []string
-	// Logger receives the device choice and op fallbacks (default slog.Default).
+	// Logger receives the device choice and op fallbacks; nil discards them
+	// (a library prints nothing unless given a logger).
 	Logger *slog.Logger
 	// Kernels, when set, replaces the kernel policy of the graphs (which
 	// fused kernels the layers use; see ggml/kernels): for A/B runs and
@@ -56,8 +60,8 @@ type Options struct {
 //   - SourceLibDir, the ggml/vendor/lib of the checkout this binary was built
 //     from, when known;
 //   - every absolute folder of DA3_BACKEND_PATH (a list); relative entries are
-//     refused with a warning on slog.Default.
-func DefaultBackendDirs() []string { return defaultBackendDirs(slog.Default()) }
+//     refused with a warning on ggml.Logger (silent unless ggml.SetLogger).
+func DefaultBackendDirs() []string { return defaultBackendDirs(ggml.Logger()) }
 
 func defaultBackendDirs(log *slog.Logger) []string {
 	var dirs []string
@@ -205,7 +209,7 @@ func Open(opts Options) (*Runtime, error) {
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.Default()
+		log = discard
 	}
 	// Refused or failing folders are logged; the devices of the others are used.
 	loadOnce.Do(func() { loadBackends(defaultBackendDirs(log), log) })

@@ -207,11 +207,12 @@ func loadedElsewhere(libs []string, loaded map[string]string) (string, bool) {
 // LoadBackends loads the dynamic backends of dirs (each folder once per
 // process) after checking their ggml version, and returns the devices added.
 // Folders must be absolute paths: a relative one is refused (never resolved
-// against the working directory). Each library is logged with its path.
+// against the working directory). Each library is logged with its path, on
+// ggml.Logger (silent unless ggml.SetLogger set one).
 // The error joins the folders refused (*VersionError) and other failures;
 // folders that pass are loaded even when others are refused.
 func LoadBackends(dirs []string) ([]ggml.Device, error) {
-	return loadBackends(dirs, slog.Default())
+	return loadBackends(dirs, ggml.Logger())
 }
 
 // BackendErrors lists every refusal and failure of LoadBackends so far, for

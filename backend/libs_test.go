@@ -274,16 +274,16 @@ func dynamicCPUChild(t *testing.T, dir string) {
 	// ggml keeps devices sorted by score: the scored library comes first.
 	assert.True(t, ggml.CPUDevice() == dyn, "a loaded, scored CPU backend precedes the built-in one")
 
-	// The library's own libggml-base.so logs through slog too: an
-	// allocation it cannot make is reported there, not on stderr.
+	// The library's own libggml-base.so logs through ggml.SetLogger's
+	// logger too: an allocation it cannot make is reported there, not on
+	// stderr.
 	var logs bytes.Buffer
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	old := ggml.SetLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	huge, err := ggml.NewContext(1)
 	require.NoError(t, err)
 	huge.NewTensor(ggml.TypeF32, 1<<24, 1<<24) // 4 PiB
 	_, err = huge.AllocTensors(dyn.BufferType(), ggml.UsageWeights)
-	slog.SetDefault(old)
+	ggml.SetLogger(old)
 	require.ErrorIs(t, err, ggml.ErrOutOfMemory)
 	require.NoError(t, huge.Close())
 	// (alloc_tensor_range's complaint comes from the static copy; these two

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/internal/imgproc"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/nested"
@@ -27,6 +28,9 @@ type scene interface {
 
 // logger keeps the library quiet: warnings and errors only, on stderr.
 var logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+// ggml's warnings and errors (and the backend libraries' messages) go there too.
+func init() { ggml.SetLogger(logger) }
 
 func load(path, metricPath, device string, threads int) (scene, error) {
 	opts := model.Options{Device: device, Threads: threads, Logger: logger}

@@ -19,7 +19,6 @@ static const char *da3go_self_path(void) {
 import "C"
 
 import (
-	"log/slog"
 	"path/filepath"
 
 	"github.com/da3-go/da3-go/backend"
@@ -32,7 +31,7 @@ import (
 func init() {
 	p := C.da3go_self_path()
 	if p == nil {
-		slog.Debug("da3go: dladdr gave no path for the library; backends are looked for next to the executable")
+		logger.Debug("da3go: dladdr gave no path for the library; backends are looked for next to the executable")
 		return
 	}
 	abs, err := filepath.Abs(C.GoString(p))
@@ -40,6 +39,6 @@ func init() {
 		err = backend.SetExecutable(abs)
 	}
 	if err != nil {
-		slog.Debug("da3go: backends are looked for next to the executable", "err", err)
+		logger.Debug("da3go: backends are looked for next to the executable", "err", err)
 	}
 }

@@ -249,7 +249,7 @@ func LoadBackends(dir string) ([]Device, error) {
 }
 
 // forwardLog points the log of the libggml-base.so named (a path, or a
-// soname when already loaded) at slog, as init does for the static copy.
+// soname when already loaded) at the Go side (SetLogger), as init does for the static copy.
 func forwardLog(name string, preload bool) bool {
 	cs := C.CString(name)
 	defer C.free(unsafe.Pointer(cs))

@@ -87,15 +87,27 @@ func TestLoadBackends(t *testing.T) {
 	assert.NotEmpty(t, ggml.Devices())
 
 	// A library that does not exist is an error, and ggml's complaint
-	// reaches slog.
-	var logs bytes.Buffer
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	err = ggml.LoadBackend(filepath.Join(dir, "libggml-nope.so"))
-	slog.SetDefault(old)
+	// reaches the logger of SetLogger; by default it is discarded (slog's
+	// default logger sees nothing either).
+	var dflt, logs bytes.Buffer
+	oldDefault := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&dflt, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	defer slog.SetDefault(oldDefault)
+	assert.Equal(t, slog.DiscardHandler, ggml.Logger().Handler(), "silent by default")
+	require.Error(t, ggml.LoadBackend(filepath.Join(dir, "libggml-nope.so")))
+	assert.Empty(t, dflt.String(), "ggml's log does not go to slog's default")
+
+	old := ggml.SetLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	err = ggml.LoadBackend(filepath.Join(dir, "libggml-nope2.so"))
+	ggml.SetLogger(old)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "libggml-nope.so")
-	assert.Contains(t, logs.String(), "src=ggml", "ggml's log is forwarded to slog")
+	assert.Contains(t, err.Error(), "libggml-nope2.so")
+	assert.Contains(t, logs.String(), "src=ggml", "ggml's log is forwarded to SetLogger's logger")
+	assert.Contains(t, logs.String(), "libggml-nope2.so")
+	assert.Empty(t, dflt.String())
+	ggml.SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
+	ggml.SetLogger(nil)
+	assert.Equal(t, slog.DiscardHandler, ggml.Logger().Handler(), "nil restores the discarding logger")
 }
 
 func TestVersion(t *testing.T) {

@@ -21,7 +21,7 @@
 //   - Tensor memory lives in backend buffers (CPU, CUDA, ...). Data moves in and
 //     out with bulk copies (SetFloat32s, Float32s).
 //
-// ggml's log is forwarded to log/slog.
+// ggml's log is forwarded to the *slog.Logger set with SetLogger, and discarded by default.
 package ggml
 
 //go:generate go run ./internal/gen
@@ -127,8 +127,8 @@ func da3GoLog(level C.int, text *C.char, _ unsafe.Pointer) {
 	default:
 		l = slog.LevelDebug
 	}
-	if slog.Default().Enabled(context.Background(), l) {
-		slog.Log(context.Background(), l, msg, "src", "ggml")
+	if log := Logger(); log.Enabled(context.Background(), l) {
+		log.Log(context.Background(), l, msg, "src", "ggml")
 	}
 }
 

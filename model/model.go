@@ -31,7 +31,9 @@ type Options struct {
 	Threads int
 	// Progress, when set, is called with bytes uploaded so far and the total.
 	Progress func(done, total int64)
-	// Logger receives load and device messages (default slog.Default()).
+	// Logger receives load and device messages; nil discards them (a
+	// library prints nothing unless given a logger). ggml's own C log is
+	// process-global: see ggml.SetLogger.
 	Logger *slog.Logger
 	// Kernels, when set, replaces the kernel policy (which fused kernels the
 	// layers use, see ggml/kernels): for A/B runs and research, e.g.
@@ -123,7 +125,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	rt, err := backend.Open(backend.Options{Device: opts.Device, Threads: opts.Threads, Logger: log, Kernels: opts.Kernels, Precision: opts.Precision, NarrowConvs: opts.NarrowConvs})
 	if err != nil {

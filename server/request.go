@@ -74,7 +74,9 @@ type DepthRequest struct {
 
 	// MapFormats are the encodings of each map: f32 (default: little-endian
 	// float32, row-major, base64), npy, png (colour-mapped 8-bit), png16
-	// (16-bit grey, min-max normalised).
+	// (16-bit grey keeping the values: metric depth in millimetres, other
+	// maps min-max normalised with the mapping back in tEXt chunks; read with
+	// export.DecodeDepthPNG16).
 	MapFormats []string `json:"map_formats,omitempty"`
 	// Colormap of png maps: turbo (default) or gray.
 	Colormap string `json:"colormap,omitempty"`

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
-	"image"
 	"image/png"
 	"math"
 
+	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/imgio"
 )
 
@@ -90,14 +90,13 @@ type Timing struct {
 
 var b64 = base64.StdEncoding
 
-// encodeMap encodes data (w×h) in each format; invert colour-maps low values
-// warm (depth: near = warm).
-func encodeMap(data []float32, w, h int, formats []string, cmap imgio.Colormap, invert bool) (*Map, error) {
+// encodeMap encodes dm in each format; invert colour-maps low values warm
+// (depth: near = warm). png16 keeps the values (export.EncodeDepthPNG16).
+func encodeMap(dm export.DepthMap, formats []string, cmap imgio.Colormap, invert bool) (*Map, error) {
+	data, w, h := dm.Depth, dm.Width, dm.Height
 	m := &Map{Width: w, Height: h}
 	for _, f := range formats {
 		var buf bytes.Buffer
-		var img image.Image
-		var err error
 		switch f {
 		case "f32":
 			m.F32 = b64.EncodeToString(float32Bytes(data))
@@ -108,11 +107,14 @@ func encodeMap(data []float32, w, h int, formats []string, cmap imgio.Colormap, 
 			}
 			m.NPY = b64.EncodeToString(buf.Bytes())
 			continue
-		case "png":
-			img, err = imgio.Colorize(data, w, h, cmap, invert)
 		case "png16":
-			img, err = imgio.Gray16(data, w, h, invert)
+			if err := export.EncodeDepthPNG16(&buf, dm, export.PNG16Options{Invert: invert, Compression: png.BestSpeed}); err != nil {
+				return nil, err
+			}
+			m.PNG16 = b64.EncodeToString(buf.Bytes())
+			continue
 		}
+		img, err := imgio.Colorize(data, w, h, cmap, invert)
 		if err != nil {
 			return nil, err
 		}
@@ -120,11 +122,7 @@ func encodeMap(data []float32, w, h int, formats []string, cmap imgio.Colormap, 
 		if err := enc.Encode(&buf, img); err != nil {
 			return nil, err
 		}
-		if f == "png" {
-			m.PNG = b64.EncodeToString(buf.Bytes())
-		} else {
-			m.PNG16 = b64.EncodeToString(buf.Bytes())
-		}
+		m.PNG = b64.EncodeToString(buf.Bytes())
 	}
 	return m, nil
 }

@@ -32,6 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
 )
@@ -65,7 +66,7 @@ type Options struct {
 	MaxRequestMemory int64
 	// Timeout bounds one request, queue included [2 min].
 	Timeout time.Duration
-	// Logger receives the access log and errors [slog.Default()].
+	// Logger receives the access log and errors; nil discards them.
 	Logger *slog.Logger
 	// Load holds the other model-loading options: the kernel policy, the
 	// precision, narrow convolutions and the device memory budget. Its
@@ -100,7 +101,7 @@ func (o *Options) defaults() {
 		o.Timeout = 2 * time.Minute
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 }
 
@@ -478,17 +479,17 @@ func (s *Server) encode(p *parsed, m ModelInfo, views []view, sc *scene) (*Depth
 		var err error
 		if want.depth && v.Depth != nil {
 			// Colour maps show near as warm: disparity is already larger when nearer.
-			if out.Depth, err = encodeMap(v.Depth, v.Width, v.Height, formats, cmap, v.Unit != "disparity"); err != nil {
+			if out.Depth, err = encodeMap(export.DepthMap{Width: v.Width, Height: v.Height, Depth: v.Depth, Unit: v.Unit}, formats, cmap, v.Unit != "disparity"); err != nil {
 				return nil, internal(err)
 			}
 		}
 		if want.conf && v.Conf != nil {
-			if out.Confidence, err = encodeMap(v.Conf, v.Width, v.Height, formats, cmap, false); err != nil {
+			if out.Confidence, err = encodeMap(export.DepthMap{Width: v.Width, Height: v.Height, Depth: v.Conf}, formats, cmap, false); err != nil {
 				return nil, internal(err)
 			}
 		}
 		if want.sky && v.Sky != nil {
-			if out.Sky, err = encodeMap(v.Sky, v.Width, v.Height, formats, cmap, false); err != nil {
+			if out.Sky, err = encodeMap(export.DepthMap{Width: v.Width, Height: v.Height, Depth: v.Sky}, formats, cmap, false); err != nil {
 				return nil, internal(err)
 			}
 		}

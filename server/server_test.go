@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,15 @@ func TestDepthMultipartTwoViews(t *testing.T) {
 			img, err := png.Decode(bytes.NewReader(b))
 			require.NoError(t, err)
 			assert.Equal(t, image.Rect(0, 0, w.Width, w.Height), img.Bounds())
+		}
+		b16, err := base64.StdEncoding.DecodeString(v.Depth.PNG16)
+		require.NoError(t, err)
+		d16, err := export.DecodeDepthPNG16(bytes.NewReader(b16))
+		require.NoError(t, err)
+		assert.Equal(t, w.Unit.String(), d16.Unit, "png16 says the unit")
+		lo, hi := slices.Min(w.Depth), slices.Max(w.Depth)
+		for j, x := range w.Depth {
+			require.InDelta(t, x, d16.Depth[j], float64(hi-lo)/65535/2+1e-6, "png16 keeps the values (pixel %d)", j)
 		}
 		col, err := imgio.Colorize(w.Depth, w.Width, w.Height, imgio.Turbo, true)
 		require.NoError(t, err)

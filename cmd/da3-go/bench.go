@@ -8,6 +8,7 @@ import (
 	"image"
 	"image/color"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -224,7 +225,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	rep.Model = path
 	update, finish := newBar(-1, "loading", true, mf.quiet, stderr)
-	opts.Progress = update
+	opts.Progress, opts.Logger = update, slog.Default() // the command's log (setupLog)
 	t0 := time.Now()
 	m, err := model.Load(ctx, path, opts)
 	load := time.Since(t0)

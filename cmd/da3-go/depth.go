@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/internal/sysmem"
 	"github.com/da3-go/da3-go/model"
@@ -415,7 +416,11 @@ func (w *mapWriter) write(i int, r *model.Result) error {
 			}
 		}
 		invert := w.invert && o.kind == "depth"
-		if err := writeMap(o.path, o.format, data, mw, mh, w.cmap, invert); err != nil {
+		unit := "" // confidence and sky maps have none
+		if o.kind == "depth" {
+			unit = r.Unit.String()
+		}
+		if err := writeMap(o.path, o.format, export.DepthMap{Width: mw, Height: mh, Depth: data, Unit: unit}, w.cmap, invert); err != nil {
 			return err
 		}
 		if !w.quiet {
@@ -425,12 +430,15 @@ func (w *mapWriter) write(i int, r *model.Result) error {
 	return nil
 }
 
-func writeMap(path, format string, data []float32, w, h int, cmap imgio.Colormap, invert bool) error {
+// writeMap writes m in format; png16 keeps the values (millimetres for metric depth, else the min–max
+// mapping in text chunks: export.EncodeDepthPNG16).
+func writeMap(path, format string, m export.DepthMap, cmap imgio.Colormap, invert bool) error {
+	data, w, h := m.Depth, m.Width, m.Height
 	switch format {
 	case "png":
 		return imgio.WritePNGColor(path, data, w, h, cmap, invert)
 	case "png16":
-		return imgio.WritePNG16(path, data, w, h, invert)
+		return export.WriteDepthPNG16(path, m, export.PNG16Options{Invert: invert})
 	case "pfm":
 		return imgio.WritePFM(path, data, w, h)
 	case "npy":

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"text/tabwriter"
 
 	"github.com/da3-go/da3-go/backend"
@@ -56,6 +57,7 @@ func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if fs.NArg() != 0 {
 		return usageError(fs, stderr, "devices takes no arguments, got %d", fs.NArg())
 	}
+	ggml.SetLogger(slog.Default()) // the backend libraries loaded, at slog's default level
 	devs := listDevices()
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

@@ -219,7 +219,15 @@ func setupLog(stderr io.Writer, verbose, quiet bool) {
 		}
 		return a
 	}})
-	slog.SetDefault(slog.New(h))
+	setLogger(slog.New(h))
+}
+
+// setLogger makes l the command's log: slog's default, which the command
+// passes to the library calls that take a logger, and ggml's (process-global;
+// the library discards it unless set).
+func setLogger(l *slog.Logger) {
+	slog.SetDefault(l)
+	ggml.SetLogger(l)
 }
 
 func isTerminal(w io.Writer) bool {

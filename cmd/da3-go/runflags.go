@@ -153,7 +153,7 @@ func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (scene, error) 
 		update, finish := newBar(0, desc, true, f.quiet, stderr)
 		defer finish()
 		o := opts
-		o.Progress = update
+		o.Progress, o.Logger = update, slog.Default() // the command's log (setupLog)
 		return model.Load(ctx, path, o)
 	}
 	if f.metricModel == "" {

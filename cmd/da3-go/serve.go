@@ -104,7 +104,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	setupServeLog(stderr, *verbose, *quiet)
 
 	opts := server.Options{Device: lo.Device, Threads: lo.Threads, Load: lo, Parallel: *parallel, MaxQueue: *maxQueue,
-		MaxBodyBytes: *maxBody << 20, MaxPixels: *maxPixels, MaxRequestMemory: *maxMem << 20, MaxViews: *maxViews, MaxProcessRes: *maxRes, Timeout: *timeout}
+		MaxBodyBytes: *maxBody << 20, MaxPixels: *maxPixels, MaxRequestMemory: *maxMem << 20, MaxViews: *maxViews, MaxProcessRes: *maxRes, Timeout: *timeout,
+		Logger: slog.Default()} // setupServeLog's
 	for _, m := range models {
 		name, src, ok := strings.Cut(m.model, "=")
 		if !ok {
@@ -151,6 +152,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func setupServeLog(stderr io.Writer, verbose, quiet bool) {
 	setupLog(stderr, verbose, false)
 	if !verbose && !quiet {
-		slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+		setLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	}
 }

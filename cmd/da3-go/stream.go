@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -298,7 +299,7 @@ func runStreamed(ctx context.Context, m scene, frames []stream.Frame, lay layout
 	update, finish := newBar(int64(len(frames)), "windows", false, quiet, stderr)
 	defer finish()
 	r, st, err := stream.Run(ctx, m, frames, stream.Options{Window: lay.window, Overlap: lay.overlap, Run: opt, Dir: dir,
-		Fingerprint: fingerprint, Restart: sf.restart, OnWindow: onWindow,
+		Fingerprint: fingerprint, Restart: sf.restart, OnWindow: onWindow, Logger: slog.Default(),
 		Progress: func(done, total int) {
 			collect() // between windows: the finished window's buffers are garbage (see collect)
 			update(int64(done), int64(total))

@@ -44,16 +44,25 @@ type tooManyPixels string
 func (e tooManyPixels) Error() string        { return string(e) }
 func (e tooManyPixels) Is(target error) bool { return target == ErrTooManyPixels }
 
+// budget is a pixel budget and what raises it (named in the error).
+type budget struct {
+	max   int64
+	raise string
+}
+
+// processBudget is the process's budget (SetMaxPixels), raised by da3-go's -max-image-pixels.
+func processBudget() budget { return budget{MaxPixels(), "-max-image-pixels"} }
+
 // checkBudget checks a declared image size against the sides' limit and the pixel budget.
-func checkBudget(w, h int) error {
+func checkBudget(w, h int, b budget) error {
 	switch {
 	case w <= 0 || h <= 0:
 		return fmt.Errorf("image size %dx%d: empty image", w, h)
 	case w > imgproc.MaxSide || h > imgproc.MaxSide:
 		return tooManyPixels(fmt.Sprintf("image size %dx%d: a side exceeds %d pixels", w, h, imgproc.MaxSide))
 	}
-	if n, budget := int64(w)*int64(h), MaxPixels(); n > budget {
-		return tooManyPixels(fmt.Sprintf("image size %dx%d: %d pixels exceeds the budget of %d (raise it with -max-image-pixels)", w, h, n, budget))
+	if n := int64(w) * int64(h); n > b.max {
+		return tooManyPixels(fmt.Sprintf("image size %dx%d: %d pixels exceeds the budget of %d (raise it with %s)", w, h, n, b.max, b.raise))
 	}
 	return nil
 }
@@ -168,7 +177,7 @@ func checkTIFF(data []byte) error {
 // checkWebP refuses a WebP whose bitstream (VP8 or VP8L chunk) is not the size of the canvas its VP8X
 // chunk declares: golang.org/x/image/webp reports the canvas as the image's size but decodes the
 // bitstream at its own size (up to 16384×16384, a gigabyte), so the canvas alone does not bound it.
-func checkWebP(data []byte) error {
+func checkWebP(data []byte, b budget) error {
 	if len(data) < 12 || string(data[0:4]) != "RIFF" || string(data[8:12]) != "WEBP" {
 		return nil // not WebP: the decoders say what it is
 	}
@@ -202,7 +211,7 @@ func checkWebP(data []byte) error {
 			if canvasW != 0 && (w != canvasW || h != canvasH) {
 				return fmt.Errorf("WebP bitstream of %dx%d in a canvas of %dx%d (VP8X)", w, h, canvasW, canvasH)
 			}
-			return checkBudget(w, h)
+			return checkBudget(w, h, b)
 		}
 		p += 8 + int(n) + int(n&1)
 	}

@@ -1,7 +1,7 @@
-// Package imgio decodes input images and writes depth/disparity maps (PFM, NPY, 8- and 16-bit PNG,
-// colour-mapped PNG). Every writer is atomic: it writes a temporary file in the destination directory and
-// renames it over the destination, removing the temporary file on any error, so a failed write never leaves a
-// truncated output (nor destroys an existing one).
+// Package imgio decodes input images and writes depth/disparity maps (PFM, NPY, 8-bit grey PNG,
+// colour-mapped PNG; the 16-bit PNG is export.EncodeDepthPNG16). Every writer is atomic: it writes a
+// temporary file in the destination directory and renames it over the destination, removing the temporary
+// file on any error, so a failed write never leaves a truncated output (nor destroys an existing one).
 //
 // Maps are row-major float32, top row first, w×h values.
 package imgio
@@ -39,11 +39,21 @@ func Decode(path string) (image.Image, error) {
 // DecodeWithOrientation is Decode that also returns the JPEG's Exif orientation (1 for other formats and
 // for JPEGs without one), to be applied with Orient where wanted.
 func DecodeWithOrientation(path string) (image.Image, Orientation, error) {
+	return decodeFile(path, processBudget())
+}
+
+// DecodeFileWithin is DecodeWithOrientation under the pixel budget maxPixels instead of the process's
+// (MaxPixels); raise says in the error what raises it (a flag, an option).
+func DecodeFileWithin(path string, maxPixels int64, raise string) (image.Image, Orientation, error) {
+	return decodeFile(path, budget{maxPixels, raise})
+}
+
+func decodeFile(path string, b budget) (image.Image, Orientation, error) {
 	data, err := readImageFile(path, 0)
 	if err != nil {
 		return nil, 0, err
 	}
-	return decode(data, path)
+	return decode(data, path, b)
 }
 
 // DecodeHeader reads an image file's header as DecodeWithOrientation checks it, without decoding any
@@ -94,10 +104,16 @@ func readImageFile(path string, limit int64) ([]byte, error) {
 // DecodeBytes decodes an image held in memory exactly as DecodeWithOrientation decodes a file; name labels
 // errors.
 func DecodeBytes(b []byte, name string) (image.Image, Orientation, error) {
+	return DecodeBytesWithin(b, name, MaxPixels(), processBudget().raise)
+}
+
+// DecodeBytesWithin is DecodeBytes under the pixel budget maxPixels instead of the process's
+// (MaxPixels); raise says in the error what raises it.
+func DecodeBytesWithin(b []byte, name string, maxPixels int64, raise string) (image.Image, Orientation, error) {
 	if len(b) == 0 {
 		return nil, 0, fmt.Errorf("image %s: empty", name)
 	}
-	return decode(b, name)
+	return decode(b, name, budget{maxPixels, raise})
 }
 
 // Header is what an image's header says.
@@ -115,10 +131,10 @@ func DecodeHeaderBytes(b []byte, name string) (hd Header, err error) {
 			hd, err = Header{}, fmt.Errorf("decode image header %s: corrupt data (decoder panic: %v)", name, r)
 		}
 	}()
-	return header(b, name)
+	return header(b, name, processBudget())
 }
 
-func header(data []byte, name string) (Header, error) {
+func header(data []byte, name string, b budget) (Header, error) {
 	hd := Header{Orientation: OrientNormal}
 	if bytes.HasPrefix(data, []byte{0xff, 0xd8}) {
 		h, err := jpeg.DecodeHeaderBytes(data)
@@ -139,7 +155,7 @@ func header(data []byte, name string) (Header, error) {
 			cfg, err = tiff.DecodeConfig(bytes.NewReader(data))
 			format = "tiff"
 		} else {
-			if err := checkWebP(data); err != nil {
+			if err := checkWebP(data, b); err != nil {
 				return Header{}, fmt.Errorf("decode image header %s (webp): %w", name, err)
 			}
 			cfg, format, err = image.DecodeConfig(bytes.NewReader(data))
@@ -152,20 +168,20 @@ func header(data []byte, name string) (Header, error) {
 		}
 		hd.Width, hd.Height, hd.Format = cfg.Width, cfg.Height, format
 	}
-	if err := checkBudget(hd.Width, hd.Height); err != nil {
+	if err := checkBudget(hd.Width, hd.Height, b); err != nil {
 		return Header{}, fmt.Errorf("image %s (%s): %w", name, hd.Format, err)
 	}
 	return hd, nil
 }
 
-func decode(data []byte, name string) (img image.Image, o Orientation, err error) {
+func decode(data []byte, name string, b budget) (img image.Image, o Orientation, err error) {
 	// Some decoders have panicked on hostile input in the past: never let that escape.
 	defer func() {
 		if r := recover(); r != nil {
 			img, o, err = nil, 0, fmt.Errorf("decode image %s: corrupt data (decoder panic: %v)", name, r)
 		}
 	}()
-	hd, err := header(data, name)
+	hd, err := header(data, name, b)
 	if err != nil {
 		return nil, 0, err
 	}

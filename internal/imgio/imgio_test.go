@@ -177,14 +177,6 @@ func TestWritePNGGray(t *testing.T) {
 	assert.Equal(t, []uint8{255, 255}, testutil.ReadPNG(t, filepath.Join(dir, "c.png")).(*image.Gray).Pix, "constant map: t = 0, inverted")
 }
 
-func TestWritePNG16(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "d16.png")
-	require.NoError(t, WritePNG16(path, []float32{-1, 0, 1, float32(math.NaN())}, 2, 2, false))
-	img := testutil.ReadPNG(t, path).(*image.Gray16)
-	got := []uint16{img.Gray16At(0, 0).Y, img.Gray16At(1, 0).Y, img.Gray16At(0, 1).Y, img.Gray16At(1, 1).Y}
-	assert.Equal(t, []uint16{0, 32768, 65535, 0}, got, "NaN maps to 0")
-}
-
 func TestColorize(t *testing.T) {
 	data := []float32{0, 5, 10}
 	img, err := Colorize(data, 3, 1, Turbo, false)
@@ -257,7 +249,6 @@ func TestWriteAtomic(t *testing.T) {
 	assert.Error(t, WritePFM(filepath.Join(dir, "missing", "x.pfm"), sampleMap(), 3, 2))
 	bad := filepath.Join(dir, "bad.png")
 	assert.Error(t, WritePNGGray(bad, sampleMap(), 2, 2, false))
-	assert.Error(t, WritePNG16(bad, sampleMap(), 0, 6, false))
 	assert.Error(t, WritePNGColor(bad, sampleMap(), 7, 1, Turbo, false))
 	assert.NoFileExists(t, bad)
 }

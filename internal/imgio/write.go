@@ -223,29 +223,6 @@ func WritePNGGray(path string, data []float32, w, h int, invert bool) error {
 	return writePNG(path, img)
 }
 
-// WritePNG16 writes a 16-bit grey PNG of Gray16(data, w, h, invert).
-func WritePNG16(path string, data []float32, w, h int, invert bool) error {
-	img, err := Gray16(data, w, h, invert)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return writePNG(path, img)
-}
-
-// Gray16 maps data to a 16-bit grey image: pixel = clamp(int(65535·t + 0.5)) with t from
-// Normalize(data, invert).
-func Gray16(data []float32, w, h int, invert bool) (*image.Gray16, error) {
-	if err := checkMap(data, w, h); err != nil {
-		return nil, err
-	}
-	img := image.NewGray16(image.Rect(0, 0, w, h))
-	n := newNormalizer(data, invert)
-	for i, v := range data {
-		binary.BigEndian.PutUint16(img.Pix[2*i:], uint16(quantize(n.at(v), 65535)))
-	}
-	return img, nil
-}
-
 // WritePNGColor writes an 8-bit RGB PNG of Colorize(data, w, h, cmap, invert).
 func WritePNGColor(path string, data []float32, w, h int, cmap Colormap, invert bool) error {
 	if err := checkMap(data, w, h); err != nil {

@@ -94,7 +94,7 @@ type Options struct {
 	OnWindow func(w Window, views []model.Result) error
 	// Progress, when set, is called with the frames finished so far and the total.
 	Progress func(done, total int)
-	// Logger receives a line per window (default slog.Default()).
+	// Logger receives a line per window; nil discards them.
 	Logger *slog.Logger
 }
 
@@ -132,7 +132,7 @@ func Run(ctx context.Context, scene Scene, frames []Frame, opt Options) (*Recons
 	st.Windows = len(plan)
 	log := opt.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	if opt.Dir == "" {
 		return nil, st, errors.New("stream: no directory for the windows' results")
