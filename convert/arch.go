@@ -148,7 +148,7 @@ func deriveViT(sh shapeMap, h vitHints, table map[int]stdViT, defInit float32) (
 	case v.C > 0 && v.C%64 == 0:
 		v.Heads = v.C / 64 // DINOv2 head dim
 	case v.C > 0:
-		return v, fmt.Errorf("cannot infer the number of heads for embed dim %d (not a multiple of 64): set Heads", v.C)
+		return v, fmt.Errorf("cannot infer the number of attention heads for embed dim %d (not a multiple of 64): give the number of heads (-heads)", v.C)
 	}
 	if v.Heads > 0 && v.C%v.Heads != 0 {
 		return v, fmt.Errorf("embed dim %d is not divisible by %d heads", v.C, v.Heads)
@@ -160,7 +160,7 @@ func deriveViT(sh shapeMap, h vitHints, table map[int]stdViT, defInit float32) (
 	default:
 		std, ok := table[v.C]
 		if !ok || std.depth != v.Depth {
-			return v, fmt.Errorf("cannot infer out_layers for embed dim %d with %d blocks (not a standard configuration): set OutLayers", v.C, v.Depth)
+			return v, fmt.Errorf("cannot infer the four backbone layers the head reads for embed dim %d with %d blocks (not a standard configuration): give them (-out-layers)", v.C, v.Depth)
 		}
 		v.OutLayers = slices.Clone(std.outLayers)
 	}

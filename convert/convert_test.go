@@ -420,7 +420,7 @@ func TestConvertDA3AnyView(t *testing.T) {
 		writeSafetensors(t, filepath.Join(bare, "model.safetensors"), src)
 		err := Convert(context.Background(), bare, filepath.Join(bare, "x.gguf"), Options{})
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), "OutLayers")
+		assert.Contains(t, err.Error(), "give them (-out-layers)")
 		out := filepath.Join(bare, "y.gguf")
 		require.NoError(t, Convert(context.Background(), bare, out, Options{OutLayers: []int{0, 1, 2, 3}}))
 		f := openGGUF(t, out)

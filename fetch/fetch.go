@@ -157,7 +157,7 @@ func Resolve(ctx context.Context, nameOrPath string, opts Options) (string, erro
 	if s := reg.suggest(nameOrPath, 5); len(s) > 0 {
 		hint = "; did you mean " + strings.Join(s, ", ") + "?"
 	}
-	return "", fmt.Errorf("%w %q: no such file and no published model of that name%s (Names lists them)",
+	return "", fmt.Errorf("%w %q: no such file and no published model of that name%s",
 		ErrUnknownModel, nameOrPath, hint)
 }
 

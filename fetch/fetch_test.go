@@ -424,7 +424,7 @@ func TestResolvePathsAndUnknownNames(t *testing.T) {
 		{"typo", "da2-smal", "did you mean da2-small"},
 		{"swapped", "da3-lrage", "da3-large"},
 		{"prefix", "da2-metric-indoor", "da2-metric-indoor-small"},
-		{"nothing close", "zzzzzzzzzzzz", "(Names lists them)"},
+		{"nothing close", "zzzzzzzzzzzz", "no such file and no published model of that name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := fetch.Resolve(testCtx(t), tc.input, o)
@@ -432,6 +432,7 @@ func TestResolvePathsAndUnknownNames(t *testing.T) {
 			assert.ErrorIs(t, err, fetch.ErrUnknownModel)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.NotContains(t, err.Error(), "da3-go", "library errors do not name the command")
+			assert.NotContains(t, err.Error(), "Names", "nor a Go identifier")
 		})
 	}
 	_, err = fetch.Resolve(testCtx(t), "zzzzzzzzzzzz", o)

@@ -397,7 +397,7 @@ func (b *Backend) Compute(g *Context) error {
 		return fmt.Errorf("ggml: compute: %w context", ErrClosed)
 	}
 	if g.gf == nil {
-		return errors.New("ggml: compute: context has no graph (call Expand)")
+		return errors.New("ggml: compute: the context has no graph (expand one first)")
 	}
 	if err := b.checkGraph(g); err != nil {
 		return err
@@ -492,7 +492,7 @@ func (g *Context) AllocTensors(bt BufferType, usage BufferUsage) (*Buffer, error
 		return nil, ErrClosed
 	}
 	if bt.t == nil {
-		return nil, errors.New("ggml: AllocTensors: zero BufferType")
+		return nil, errors.New("ggml: allocating tensors: no buffer type given")
 	}
 	if g.tensors == 0 {
 		return &Buffer{}, nil
@@ -561,10 +561,10 @@ func (b *Buffer) Close() error {
 // and unchanged until the buffer is closed. Place tensors in it with Place.
 func NewCPUBufferFromMemory(ptr unsafe.Pointer, size int) (*Buffer, error) {
 	if ptr == nil || size <= 0 {
-		return nil, errors.New("ggml: NewCPUBufferFromMemory: empty memory")
+		return nil, errors.New("ggml: CPU buffer over caller memory: empty memory")
 	}
 	if uintptr(ptr)%32 != 0 {
-		return nil, fmt.Errorf("ggml: NewCPUBufferFromMemory: address %#x is not 32-byte aligned", uintptr(ptr))
+		return nil, fmt.Errorf("ggml: CPU buffer over caller memory: address %#x is not 32-byte aligned", uintptr(ptr))
 	}
 	b := C.ggml_backend_cpu_buffer_from_ptr(ptr, C.size_t(size))
 	if b == nil {
@@ -582,18 +582,18 @@ func (b *Buffer) Place(t *Tensor, offset int) error {
 		return ErrClosed
 	}
 	if t == nil || t.p == nil {
-		return errors.New("ggml: Place: nil tensor")
+		return errors.New("ggml: placing a tensor in a buffer: nil tensor")
 	}
 	if t.p.data != nil || t.p.buffer != nil {
-		return fmt.Errorf("ggml: Place: tensor %q is already allocated", t.Name())
+		return fmt.Errorf("ggml: placing tensor %q in a buffer: it is already allocated", t.Name())
 	}
 	size := int(C.ggml_backend_buffer_get_alloc_size(b.b, t.p))
 	if offset < 0 || offset+size > int(C.ggml_backend_buffer_get_size(b.b)) {
-		return fmt.Errorf("ggml: Place: tensor %q (%d bytes at %d) is outside the %d-byte buffer", t.Name(), size, offset, b.Size())
+		return fmt.Errorf("ggml: placing tensor %q in a buffer: %d bytes at %d are outside the %d-byte buffer", t.Name(), size, offset, b.Size())
 	}
 	addr := unsafe.Add(C.ggml_backend_buffer_get_base(b.b), offset)
 	if uintptr(addr)%4 != 0 {
-		return fmt.Errorf("ggml: Place: tensor %q data at %p is misaligned", t.Name(), addr)
+		return fmt.Errorf("ggml: placing tensor %q in a buffer: its data at %p is misaligned", t.Name(), addr)
 	}
 	if st := C.ggml_backend_tensor_alloc(b.b, t.p, addr); st != C.GGML_STATUS_SUCCESS {
 		return &StatusError{Op: "tensor_alloc", Status: int(st)}

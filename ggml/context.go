@@ -29,7 +29,7 @@ type Context struct {
 // Memory is sized with ggml_tensor_overhead and ggml_graph_overhead_custom.
 func NewContext(maxNodes int) (*Context, error) {
 	if maxNodes <= 0 {
-		return nil, fmt.Errorf("ggml: NewContext(%d): node budget must be positive", maxNodes)
+		return nil, fmt.Errorf("ggml: graph context of %d nodes: the node budget must be positive", maxNodes)
 	}
 	graphSize := 2*maxNodes + 8192
 	size := C.size_t(maxNodes)*C.ggml_tensor_overhead() + C.ggml_graph_overhead_custom(C.size_t(graphSize), false) + 1024
@@ -37,12 +37,12 @@ func NewContext(maxNodes int) (*Context, error) {
 	// allocated (and its failure reported) here.
 	mem := C.malloc(size)
 	if mem == nil {
-		return nil, fmt.Errorf("ggml: NewContext(%d): %.1f MiB: %w", maxNodes, float64(size)/(1<<20), ErrOutOfMemory)
+		return nil, fmt.Errorf("ggml: graph context of %d nodes (%.1f MiB): %w", maxNodes, float64(size)/(1<<20), ErrOutOfMemory)
 	}
 	c := C.ggml_init(C.struct_ggml_init_params{mem_size: size, mem_buffer: mem, no_alloc: true})
 	if c == nil {
 		C.free(mem)
-		return nil, fmt.Errorf("ggml: NewContext(%d): %w", maxNodes, ErrOutOfMemory)
+		return nil, fmt.Errorf("ggml: graph context of %d nodes: %w", maxNodes, ErrOutOfMemory)
 	}
 	return &Context{c: c, mem: mem, maxTensors: maxNodes, graphSize: graphSize}, nil
 }

@@ -77,22 +77,22 @@ const maxSchedBackends = 16
 // graphSize < 1); larger graphs are refused with an error.
 func NewScheduler(backends []*Backend, graphSize int) (*Scheduler, error) {
 	if len(backends) == 0 {
-		return nil, errors.New("ggml: NewScheduler: no backends")
+		return nil, errors.New("ggml: scheduler: no backends")
 	}
 	if len(backends) > maxSchedBackends {
-		return nil, fmt.Errorf("ggml: NewScheduler: %d backends, at most %d", len(backends), maxSchedBackends)
+		return nil, fmt.Errorf("ggml: scheduler: %d backends, at most %d", len(backends), maxSchedBackends)
 	}
 	cb := (*[1 << 10]C.ggml_backend_t)(C.malloc(C.size_t(len(backends)) * C.size_t(unsafe.Sizeof(C.ggml_backend_t(nil)))))
 	for i, b := range backends {
 		if b == nil || b.b == nil {
 			C.free(unsafe.Pointer(cb))
-			return nil, fmt.Errorf("ggml: NewScheduler: backend %d: %w", i, ErrClosed)
+			return nil, fmt.Errorf("ggml: scheduler: backend %d: %w", i, ErrClosed)
 		}
 		cb[i] = b.b
 	}
 	if backends[len(backends)-1].Device().Type() != DeviceCPU {
 		C.free(unsafe.Pointer(cb))
-		return nil, errors.New("ggml: NewScheduler: the last backend must be the CPU")
+		return nil, errors.New("ggml: scheduler: the last backend must be the CPU")
 	}
 	if graphSize < 1 {
 		graphSize = 2048
@@ -101,7 +101,7 @@ func NewScheduler(backends []*Backend, graphSize int) (*Scheduler, error) {
 	// aborts later), so they are tried first.
 	if need := SchedulerBytes(graphSize, len(backends)); !CanAllocate(need) {
 		C.free(unsafe.Pointer(cb))
-		return nil, fmt.Errorf("ggml: NewScheduler: %.0f MiB of scheduler tables: %w", float64(need)/(1<<20), ErrOutOfMemory)
+		return nil, fmt.Errorf("ggml: scheduler: %.0f MiB of scheduler tables: %w", float64(need)/(1<<20), ErrOutOfMemory)
 	}
 	s := C.ggml_backend_sched_new(&cb[0], nil, C.int(len(backends)), C.size_t(graphSize), false, true)
 	if s == nil {
@@ -137,7 +137,7 @@ func (s *Scheduler) ok(g *Context) error {
 		return fmt.Errorf("ggml: scheduler: %w context", ErrClosed)
 	}
 	if g.gf == nil {
-		return errors.New("ggml: scheduler: context has no graph (call Expand)")
+		return errors.New("ggml: scheduler: the context has no graph (expand one first)")
 	}
 	// ggml asserts that the graph's nodes and leaves fit the hash set sized
 	// from graphSize.

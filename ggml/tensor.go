@@ -201,7 +201,7 @@ func (t *Tensor) checkIO(n int) error {
 		return fmt.Errorf("ggml: tensor %q: %w", t.Name(), errNoBuffer)
 	}
 	if !t.IsContiguous() {
-		return fmt.Errorf("ggml: tensor %q is not contiguous: copy it with Cont first", t.Name())
+		return fmt.Errorf("ggml: tensor %q is not contiguous: make a contiguous copy first", t.Name())
 	}
 	if n != t.Bytes() {
 		return fmt.Errorf("ggml: tensor %q %v holds %d bytes, got %d", t.Name(), t.Shape(), t.Bytes(), n)

@@ -340,7 +340,7 @@ func TestWriteValidation(t *testing.T) {
 		{"five dims", nil, []loader.WriterTensor{f32("t", 1, 1, 1, 1, 1)}, 0, `tensor "t": 5 dimensions, ggml allows at most 4`},
 		{"bad block", nil, []loader.WriterTensor{{Name: "q", Type: loader.TypeQ8_0, Shape: []uint64{48}, Data: badData(0)}}, 0, `tensor "q": q8_0 row of 48 elements is not a multiple of the block size 32`},
 		{"unknown type", nil, []loader.WriterTensor{{Name: "u", Type: 4, Shape: []uint64{1}, Data: badData(0)}}, 0, `tensor "u": unknown tensor type 4`},
-		{"nil data", nil, []loader.WriterTensor{{Name: "n", Type: loader.TypeF32, Shape: []uint64{1}}}, 0, `tensor "n": nil Data`},
+		{"nil data", nil, []loader.WriterTensor{{Name: "n", Type: loader.TypeF32, Shape: []uint64{1}}}, 0, `tensor "n": no data`},
 		{"short data", nil, []loader.WriterTensor{{Name: "s", Type: loader.TypeF32, Shape: []uint64{4}, Data: badData(15)}}, 0, `tensor "s": data wrote 15 bytes, want 16`},
 		{"long data", nil, []loader.WriterTensor{{Name: "l", Type: loader.TypeF32, Shape: []uint64{4}, Data: badData(17)}}, 0, `tensor "l": data writes more than the 16 bytes`},
 		{"failing data", nil, []loader.WriterTensor{{Name: "f", Type: loader.TypeF32, Shape: []uint64{1}, Data: failData{}}}, 0, `tensor "f": source unreadable`},

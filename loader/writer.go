@@ -213,7 +213,7 @@ func layout(tensors []WriterTensor, alignment uint64) (sizes, offsets []uint64, 
 			return nil, nil, fmt.Errorf("tensor %q: %w", t.Name, err)
 		}
 		if t.Data == nil {
-			return nil, nil, fmt.Errorf("tensor %q: nil Data", t.Name)
+			return nil, nil, fmt.Errorf("tensor %q: no data", t.Name)
 		}
 		padded := alignUp(size, alignment)
 		if padded < size || off > math.MaxInt64-padded {

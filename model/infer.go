@@ -304,7 +304,7 @@ func (m *Model) Depth(ctx context.Context, img Image, opt RunOptions) (*Result, 
 // DepthAndPose runs one image and fails if the model has no camera head.
 func (m *Model) DepthAndPose(ctx context.Context, img Image, opt RunOptions) (*Result, error) {
 	if !m.cfg.HasCamera {
-		return nil, fmt.Errorf("%w: model %q (%s) has no camera head; use a DA3 any-view model (small, base, large, giant)", ErrNoCamera, m.cfg.Name, m.cfg.Arch)
+		return nil, fmt.Errorf("%w: %s has no camera head; use a DA3 any-view model (small, base, large, giant)", ErrNoCamera, m.describe())
 	}
 	return m.Depth(ctx, img, opt)
 }
@@ -558,7 +558,7 @@ func (m *Model) checkIntrinsics(k *Intrinsics) (err error) {
 		return nil
 	}
 	if m.depthUnit() != FocalNormalised {
-		return fmt.Errorf("model %q (%s) does not use camera intrinsics: only the DA3 metric model (metric-large) converts its output to metres with them", m.cfg.Name, m.cfg.Arch)
+		return fmt.Errorf("%s does not use camera intrinsics: only the DA3 metric model (metric-large) converts its output to metres with them", m.describe())
 	}
 	for _, v := range []float64{k.Fx, k.Fy} {
 		if !(v > 0) || math.IsInf(v, 0) {

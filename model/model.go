@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"log/slog"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -74,6 +75,7 @@ var ErrClosed = errors.New("model is closed")
 // flight.
 type Model struct {
 	cfg  Config
+	path string // the file, named in errors
 	rt   *backend.Runtime
 	w    *backend.Weights
 	vit  *vit.Model
@@ -136,7 +138,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 			rt.Close()
 		}
 	}()
-	m = &Model{cfg: cfg, rt: rt, log: log, done: make(chan struct{})}
+	m = &Model{cfg: cfg, path: path, rt: rt, log: log, done: make(chan struct{})}
 	if !rt.IsCPU() {
 		m.deviceBudget = max(opts.MaxDeviceMemory, 0)
 	}
@@ -267,6 +269,12 @@ func auxTensor(name string) bool {
 
 // Config is the loaded model's configuration.
 func (m *Model) Config() Config { return m.cfg }
+
+// describe names the model in errors: its file (the base name, so that a
+// service does not tell its clients its directories) and architecture.
+func (m *Model) describe() string {
+	return fmt.Sprintf("model %s (%s)", filepath.Base(m.path), m.cfg.Arch)
+}
 
 // Device is the name of the device the model runs on.
 func (m *Model) Device() string { return m.rt.Device().Name() }

@@ -50,16 +50,16 @@ func (m *Model) checkExtras(n int, opt RunOptions) (err error) {
 	defer func() { err = invalid(err) }()
 	anyView := m.cfg.Arch == DA3 && !m.cfg.NestedMetric
 	if opt.RayPose && (!anyView || !m.cfg.Head.Aux) {
-		return fmt.Errorf("%w: model %q (%s) cannot estimate poses from rays; RunOptions.RayPose needs a DA3 any-view file converted with the auxiliary ray head (convert.Options.WithAux)", ErrNoRayHead, m.cfg.Name, m.cfg.Arch)
+		return fmt.Errorf("%w: %s cannot estimate poses from rays: ray pose needs a DA3 any-view file converted with the auxiliary ray head", ErrNoRayHead, m.describe())
 	}
 	if opt.Gaussians && m.gsHead == nil {
-		return fmt.Errorf("%w: model %q (%s) cannot predict 3D Gaussians; they need DA3-GIANT (or the any-view file of the nested model)", ErrNoGaussianHead, m.cfg.Name, m.cfg.Arch)
+		return fmt.Errorf("%w: %s cannot predict 3D Gaussians; they need DA3-GIANT (or the any-view file of the nested model)", ErrNoGaussianHead, m.describe())
 	}
 	if opt.Extrinsics == nil && opt.ViewIntrinsics == nil {
 		return nil
 	}
 	if !anyView || m.camEnc == nil {
-		return fmt.Errorf("%w: model %q (%s) cannot take given cameras; they need a DA3 any-view file converted by this version of the converter (package convert; older files and the C++ engine's drop the cam_enc tensors: re-convert)", ErrNoCameraEncoder, m.cfg.Name, m.cfg.Arch)
+		return fmt.Errorf("%w: %s cannot take given cameras; they need a DA3 any-view file converted by this version of the converter (older files and the C++ engine's lack the camera encoder: re-convert)", ErrNoCameraEncoder, m.describe())
 	}
 	if len(opt.Extrinsics) != n || len(opt.ViewIntrinsics) != n {
 		return fmt.Errorf("given cameras: %d extrinsics and %d intrinsics for %d images (one of each per image)", len(opt.Extrinsics), len(opt.ViewIntrinsics), n)

@@ -39,7 +39,9 @@ func TestPoseOptionErrors(t *testing.T) {
 	o.RayPose = true
 	_, err := plain.MultiView(ctx, []model.Image{img}, o)
 	require.ErrorIs(t, err, model.ErrNoRayHead)
-	assert.Contains(t, err.Error(), "convert.Options.WithAux")
+	assert.Contains(t, err.Error(), "converted with the auxiliary ray head")
+	assert.Contains(t, err.Error(), "model model.gguf (depthanything3)", "names the file")
+	assert.NotContains(t, err.Error(), "Options")
 	_, err = mono.MultiView(ctx, []model.Image{img}, o)
 	require.ErrorIs(t, err, model.ErrNoRayHead)
 

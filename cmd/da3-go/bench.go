@@ -98,12 +98,12 @@ type benchReport struct {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(commands["bench"], stderr)
+	fs := newFlags(commands["bench"], stdout, stderr)
 	var mf modelFlags // -model, -device, -threads, -kernels, -precision, -process-res, … as depth and pose take them
 	mf.register(fs)
 	imageArg := fs.String("image", "", "input image(s), comma-separated (default: a synthetic image of -size)")
 	sizeArg := fs.String("size", "640x427", "size WxH of the synthetic image used without -image (640x427 processes at 504x336 for DA3)")
-	pixelsArg := fs.String("pixels", "", "preprocessed input: a float32 .npy of shape (3,H,W), (S,3,H,W) or (1,S,3,H,W); times the network only (Model.Forward)")
+	pixelsArg := fs.String("pixels", "", "preprocessed input: a float32 .npy of shape (3,H,W), (S,3,H,W) or (1,S,3,H,W); times the network only (its forward pass, without pre- and post-processing)")
 	views := fs.Int("views", 0, "views per run (multi-view timing); default: the number of images, else 1")
 	independent := fs.Bool("independent", false, "run the views as independent images, batched as one graph without cross-view attention (throughput: images/s)")
 	repeat := fs.Int("repeat", 5, "timed runs after the first (warm-up) run")

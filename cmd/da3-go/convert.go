@@ -24,7 +24,7 @@ func init() {
 // runConvert converts SRC to OUT.gguf. A nested DA3 checkpoint yields
 // OUT-anyview.gguf and OUT-metric.gguf.
 func runConvert(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(commands["convert"], stderr)
+	fs := newFlags(commands["convert"], stdout, stderr)
 	typ := fs.String("type", "f32", "storage type of weight matrices and convolution kernels: f32 or f16 (norms, biases, tokens stay f32)")
 	name := fs.String("name", "", "model name for general.name and checkpoint_name (default: the checkpoint's directory or file name)")
 	heads := fs.Int("heads", 0, "attention heads (default: inferred; needed for non-standard embed dims)")

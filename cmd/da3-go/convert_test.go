@@ -87,7 +87,7 @@ func TestConvertFixture(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), []string{"convert", src, filepath.Join(t.TempDir(), "x.gguf")}, &stdout, &stderr)
 		assert.Equal(t, exitFailure, code)
-		assert.Contains(t, stderr.String(), "Heads")
+		assert.Contains(t, stderr.String(), "give the number of heads (-heads)")
 	})
 }
 

@@ -45,7 +45,7 @@ type depthFlags struct {
 }
 
 func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(commands["depth"], stderr)
+	fs := newFlags(commands["depth"], stdout, stderr)
 	var f depthFlags
 	f.modelFlags.register(fs)
 	f.inputFlags.register(fs)
@@ -123,7 +123,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// image is decoded or the model loaded.
 	plan, formats, err := outputPlan(f.out, inputs, kinds, formats, formatSet)
 	if err != nil {
-		return usageError(fs, stderr, "%v", err)
+		return argError(fs, stderr, err)
 	}
 	// Headers first: a bad image fails before any model work.
 	sizes := make([]imgio.Header, len(in.paths))
@@ -140,23 +140,23 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg := m.Config()
 	_, isNested := m.(nested.Scene)
 	if f.conf && cfg.Arch != model.DA3 {
-		return fail(stderr, fmt.Errorf("-conf: model %q (%s) has no confidence output", cfg.Name, cfg.Arch))
+		return fail(stderr, fmt.Errorf("-conf: model %s (%s) has no confidence output", f.model, cfg.Arch))
 	}
 	if f.sky && cfg.Arch != model.DA3Mono && !isNested {
-		return fail(stderr, fmt.Errorf("-sky: model %q (%s) has no sky output", cfg.Name, cfg.Arch))
+		return fail(stderr, fmt.Errorf("-sky: model %s (%s) has no sky output", f.model, cfg.Arch))
 	}
 	focalNormalised := cfg.Arch == model.DA3Mono && cfg.Metric && !isNested
 	switch {
 	case opt.Intrinsics != nil && isNested:
 		return fail(stderr, errors.New("-intrinsics: the nested model takes its focal length from its any-view half's predicted cameras; drop -intrinsics"))
 	case opt.Intrinsics != nil && !focalNormalised:
-		return fail(stderr, fmt.Errorf("-intrinsics: model %q (%s) does not use them; only the DA3 metric model (metric-large) turns its output into metres with the focal length", cfg.Name, cfg.Arch))
+		return fail(stderr, fmt.Errorf("-intrinsics: model %s (%s) does not use them; only the DA3 metric model (metric-large) turns its output into metres with the focal length", f.model, cfg.Arch))
 	case f.metric && focalNormalised && opt.Intrinsics == nil:
-		return fail(stderr, fmt.Errorf("-metric: %w: model %q predicts focal-normalised depth (metres = focal · depth / 300); pass -intrinsics fx,fy,cx,cy in pixels of the input images", model.ErrNeedsFocal, cfg.Name))
+		return fail(stderr, fmt.Errorf("-metric: %w: model %s predicts focal-normalised depth (metres = focal · depth / 300); pass -intrinsics fx,fy,cx,cy in pixels of the input images", model.ErrNeedsFocal, f.model))
 	case f.metric && !isNested && !focalNormalised && !(cfg.Arch == model.DA2 && cfg.Metric):
-		return fail(stderr, fmt.Errorf("-metric: model %q (%s) predicts relative depth, not metres; use a metric model: da2-metric-indoor-*/outdoor-*, da3-metric-large with -intrinsics, or the nested pair (-model da3-nested-anyview -metric-model da3-nested-metric)", cfg.Name, cfg.Arch))
+		return fail(stderr, fmt.Errorf("-metric: model %s (%s) predicts relative depth, not metres; use a metric model: da2-metric-indoor-*/outdoor-*, da3-metric-large with -intrinsics, or the nested pair (-model da3-nested-anyview -metric-model da3-nested-metric)", f.model, cfg.Arch))
 	case focalNormalised && opt.Intrinsics == nil:
-		fmt.Fprintf(stderr, "da3-go: note: %q predicts focal-normalised depth, NOT metres (metres = focal · depth / 300, focal in pixels of the processed image); pass -intrinsics fx,fy,cx,cy to get metres\n", cfg.Name)
+		fmt.Fprintf(stderr, "da3-go: note: %s predicts focal-normalised depth, NOT metres (metres = focal · depth / 300, focal in pixels of the processed image); pass -intrinsics fx,fy,cx,cy to get metres\n", f.model)
 	}
 	w := &mapWriter{plan: plan, cmap: cmap, invert: !(cfg.Arch == model.DA2 && !cfg.Metric), original: !f.processedSize,
 		quiet: f.quiet, stdout: stdout, stderr: stderr, inputs: inputs}

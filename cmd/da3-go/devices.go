@@ -49,7 +49,7 @@ func listDevices() []deviceInfo {
 }
 
 func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(commands["devices"], stderr)
+	fs := newFlags(commands["devices"], stdout, stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code

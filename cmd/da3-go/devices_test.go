@@ -63,7 +63,8 @@ func TestDevicesUsage(t *testing.T) {
 	assert.Equal(t, exitUsage, run(context.Background(), []string{"devices", "-bogus"}, &stdout, &stderr))
 	stderr.Reset()
 	assert.Equal(t, exitOK, run(context.Background(), []string{"devices", "-h"}, &stdout, &stderr))
-	assert.Contains(t, stderr.String(), "da3-go devices [-json]")
+	assert.Contains(t, stdout.String(), "da3-go devices [-json]")
+	assert.Empty(t, stderr.String())
 }
 
 func TestStartupChecks(t *testing.T) {

@@ -67,7 +67,7 @@ type infoTensor struct {
 }
 
 func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(commands["info"], stderr)
+	fs := newFlags(commands["info"], stdout, stderr)
 	asJSON := fs.Bool("json", false, "print JSON with complete arrays and every tensor")
 	listTensors := fs.Bool("tensors", false, "also list every tensor (name, type, shape, bytes, offset)")
 	if code, ok := parseFlags(fs, args); !ok {

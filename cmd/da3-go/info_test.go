@@ -218,9 +218,9 @@ func TestInfoErrors(t *testing.T) {
 		{"truncated", []string{"info", truncated}, exitFailure, []string{"da3-go: open ", "file truncated"}},
 		{"version 4", []string{"info", v4}, exitFailure, []string{"unsupported GGUF version: 4"}},
 		{"directory", []string{"info", dir}, exitFailure, []string{"not a regular file"}},
-		{"no file", []string{"info"}, exitUsage, []string{"want one GGUF file, got 0 arguments", "usage: da3-go info"}},
+		{"no file", []string{"info"}, exitUsage, []string{"want one GGUF file, got 0 arguments", "Run 'da3-go help info' for usage."}},
 		{"two files", []string{"info", "a.gguf", "b.gguf"}, exitUsage, []string{"got 2 arguments"}},
-		{"unknown flag", []string{"info", "-bogus", "a.gguf"}, exitUsage, []string{"flag provided but not defined: -bogus"}},
+		{"unknown flag", []string{"info", "-bogus", "a.gguf"}, exitUsage, []string{"da3-go info: unknown flag -bogus\n"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,9 +237,9 @@ func TestInfoErrors(t *testing.T) {
 func TestInfoHelp(t *testing.T) {
 	code, out, errOut := runCmd(t, "info", "-h")
 	assert.Equal(t, exitOK, code)
-	assert.Empty(t, out)
-	assert.Contains(t, errOut, "usage: da3-go info [-json] [-tensors] FILE.gguf")
-	assert.Contains(t, errOut, "-json")
+	assert.Empty(t, errOut)
+	assert.Contains(t, out, "usage: da3-go info [-json] [-tensors] FILE.gguf")
+	assert.Contains(t, out, "-json")
 
 	code, out, _ = runCmd(t, "help")
 	assert.Equal(t, exitOK, code)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -54,7 +53,7 @@ func interrupts(cancel context.CancelFunc, stderr io.Writer) {
 	}()
 }
 
-// Exit codes.
+// Exit codes, as doc.go and exitStatusHelp document them.
 const (
 	exitOK          = 0
 	exitFailure     = 1
@@ -91,8 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if c, ok := commands[args[1]]; ok {
 				return c.run(ctx, []string{"-h"}, stdout, stderr)
 			}
-			fmt.Fprintf(stderr, "da3-go: unknown command %q\n", args[1])
-			return exitUsage
+			return unknownCommand(stderr, "da3-go help", args[1])
 		}
 		usage(stdout)
 		return exitOK
@@ -101,11 +99,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	c, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(stderr, "da3-go: unknown command %q\n\n", name)
-		usage(stderr)
-		return exitUsage
+		return unknownCommand(stderr, "da3-go", name)
 	}
 	return c.run(ctx, args[1:], stdout, stderr)
+}
+
+// unknownCommand reports a command name that is not one, with the near
+// misses; it returns exitUsage.
+func unknownCommand(stderr io.Writer, prefix, name string) int {
+	names := []string{"help"}
+	for n := range commands {
+		names = append(names, n)
+	}
+	fmt.Fprintf(stderr, "%s: unknown command %q%s\n", prefix, name, didYouMean(name, names, ""))
+	fmt.Fprintln(stderr, "Run 'da3-go help' for usage.")
+	return exitUsage
 }
 
 func usage(w io.Writer) {
@@ -117,62 +125,10 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "\t%-10s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "\t%-12s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'da3-go help <command>' for a command's flags.")
-}
-
-// newFlags makes a subcommand's flag set, writing usage to stderr.
-func newFlags(c command, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: %s\n\n%s\n\nFlags:\n", c.usage, c.summary)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parseFlags parses args; ok is false when the caller should return code.
-// Flags may come before, between or after the positional arguments
-// ("depth photo.jpg -model M"), in every command; "--" ends the flags.
-// fs.Args() are then the positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	pos, code, ok := parseInterspersed(fs, args)
-	if !ok {
-		return code, false
-	}
-	_ = fs.Parse(append([]string{"--"}, pos...)) // sets fs.Args() and parses nothing
-	return 0, true
-}
-
-// parseInterspersed parses flags placed before, between or after the
-// positional arguments and returns the positional ones.
-func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, code int, ok bool) {
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, exitOK, false
-			}
-			return nil, exitUsage, false
-		}
-		rest := fs.Args()
-		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
-			return append(pos, rest...), 0, true
-		}
-		if len(rest) == 0 {
-			return pos, 0, true
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
-// usageError prints a usage problem and the command's usage; it returns exitUsage.
-func usageError(fs *flag.FlagSet, stderr io.Writer, format string, args ...any) int {
-	fmt.Fprintf(stderr, "da3-go %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
-	fs.Usage()
-	return exitUsage
+	fmt.Fprintf(w, "\n%s\n", exitStatusHelp)
 }
 
 // fail prints err and returns the exit code for it.

@@ -40,7 +40,7 @@ type modelEntry struct {
 }
 
 func runModels(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(commands["models"], stderr)
+	fs := newFlags(commands["models"], stdout, stderr)
 	asJSON := fs.Bool("json", false, "print JSON (with aliases, SHA-256 and cache paths)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -118,7 +118,7 @@ func resolveModel(ctx context.Context, nameOrPath string, quiet bool, stderr io.
 	var ne *fetch.NetworkError
 	switch {
 	case errors.Is(err, fetch.ErrUnknownModel):
-		err = fmt.Errorf("%w; run 'da3-go models' for the list", err)
+		err = fmt.Errorf("%w ('da3-go models' lists them)", err)
 	case errors.As(err, &ne):
 		err = fmt.Errorf("%w; pass -model /path/to/file.gguf", err)
 	}

@@ -114,7 +114,8 @@ func TestModelsUsage(t *testing.T) {
 
 	stderr.Reset()
 	assert.Equal(t, exitOK, run(modelsCtx(t), []string{"help", "models"}, &stdout, &stderr))
-	assert.Contains(t, stderr.String(), "usage: da3-go models [-json]")
+	assert.Contains(t, stdout.String(), "usage: da3-go models [-json]")
+	assert.Empty(t, stderr.String())
 }
 
 // fakeRegistry serves one small model from a test server through the

@@ -44,7 +44,7 @@ type PoseOutput struct {
 }
 
 func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(commands["pose"], stderr)
+	fs := newFlags(commands["pose"], stdout, stderr)
 	var f modelFlags
 	var inf inputFlags
 	f.register(fs)
@@ -70,7 +70,7 @@ func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *out != "-" {
 		// Checked, and its directory made, before anything runs.
 		if err := checkOverwrite([][]mapOutput{{{path: *out}}}, in.paths); err != nil {
-			return usageError(fs, stderr, "-o: %v", err)
+			return argError(fs, stderr, fmt.Errorf("-o: %w", err))
 		}
 		if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
 			return fail(stderr, fmt.Errorf("-o: %w", err))
@@ -83,7 +83,7 @@ func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer m.Close()
 	f.given.apply(&opt)
 	if !m.Config().HasCamera {
-		return fail(stderr, fmt.Errorf("%w: %q is a %s model; pose needs a DA3 any-view model (da3-small, -base, -large, -giant)", model.ErrNoCamera, m.Config().Name, m.Config().Arch))
+		return fail(stderr, fmt.Errorf("%w: %s is a %s model; pose needs a DA3 any-view model (da3-small, -base, -large, -giant)", model.ErrNoCamera, f.model, m.Config().Arch))
 	}
 	bar := newSceneBar(viewCount(len(imgs)), f.quiet, stderr)
 	opt.Progress = bar.tell

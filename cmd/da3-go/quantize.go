@@ -25,7 +25,7 @@ func init() {
 
 // runQuantize quantizes IN to OUT, or prints the plan with -dry-run.
 func runQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(commands["quantize"], stderr)
+	fs := newFlags(commands["quantize"], stdout, stderr)
 	typName := fs.String("type", "q8_0", "type of the weight matrices: "+typeList())
 	convName := fs.String("conv", "f32", "type of the convolution kernels: f32 or f16")
 	pure := fs.Bool("pure", false, "give every weight matrix the requested type (by default the first quarter of the blocks get q8_0, or f16 for -type q8_0)")

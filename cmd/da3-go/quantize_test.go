@@ -150,14 +150,16 @@ func TestQuantizeUsageErrors(t *testing.T) {
 		{"dry-run no arg", []string{"-dry-run"}, "want IN.gguf (and optionally OUT.gguf), got 0 arguments"},
 		{"dry-run check", []string{"-dry-run", "-check", "x.png", in}, "-check needs a real run"},
 		{"negative threads", []string{"-threads", "-1", in, out}, "-threads -1"},
-		{"unknown flag", []string{"-bogus", in, out}, "flag provided but not defined: -bogus"},
+		{"unknown flag", []string{"-bogus", in, out}, "da3-go quantize: unknown flag -bogus\n"},
+		{"near miss", []string{"-tpye", "q8_0", in, out}, "da3-go quantize: unknown flag -tpye; did you mean -type?\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCmd(t, append([]string{"quantize"}, tc.args...)...)
 			assert.Equal(t, exitUsage, code)
 			assert.Empty(t, stdout)
 			assert.Contains(t, stderr, tc.want)
-			assert.Contains(t, stderr, "usage: da3-go quantize")
+			assert.Equal(t, "Run 'da3-go help quantize' for usage.\n", lastLine(stderr), "one line and the pointer to the help, not the flag list")
+			assert.NotContains(t, stderr, "usage: da3-go quantize")
 		})
 	}
 	_, err := os.Stat(out)
@@ -187,9 +189,9 @@ func TestQuantizeFailures(t *testing.T) {
 func TestQuantizeHelp(t *testing.T) {
 	code, stdout, stderr := runCmd(t, "help", "quantize")
 	assert.Equal(t, exitOK, code)
-	assert.Empty(t, stdout)
-	assert.Contains(t, stderr, "usage: da3-go quantize [-type T] [-conv f32|f16] [-pure] [-dry-run] [-check IMAGE] IN.gguf OUT.gguf")
-	assert.Contains(t, stderr, "f32, f16, bf16, q8_0, q6_k, q5_1, q5_k, q5_0, q4_1, q4_k, q4_0")
+	assert.Empty(t, stderr)
+	assert.Contains(t, stdout, "usage: da3-go quantize [-type T] [-conv f32|f16] [-pure] [-dry-run] [-check IMAGE] IN.gguf OUT.gguf")
+	assert.Contains(t, stdout, "f32, f16, bf16, q8_0, q6_k, q5_1, q5_k, q5_0, q4_1, q4_k, q4_0")
 }
 
 func TestParseInterspersed(t *testing.T) {
@@ -204,7 +206,7 @@ func TestParseInterspersed(t *testing.T) {
 		{[]string{"a", "b", "-type=f16"}, []string{"a", "b"}, "f16"},
 		{[]string{"a", "--", "-type", "b"}, []string{"a", "-type", "b"}, "q8_0"},
 	} {
-		fs := newFlags(command{name: "x"}, &bytes.Buffer{})
+		fs := newFlags(command{name: "x"}, &bytes.Buffer{}, &bytes.Buffer{})
 		typ := fs.String("type", "q8_0", "")
 		pos, _, ok := parseInterspersed(fs, tc.args)
 		require.True(t, ok, tc.args)

@@ -143,7 +143,7 @@ func (f *reconstructFlags) colmapOptions() export.Options {
 }
 
 func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(commands["reconstruct"], stderr)
+	fs := newFlags(commands["reconstruct"], stdout, stderr)
 	var f reconstructFlags
 	f.register(fs)
 	if code, ok := parseFlags(fs, args); !ok {
@@ -194,16 +194,16 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 	cfg := m.Config()
 	switch {
 	case k != nil && cfg.HasCamera:
-		return fail(stderr, fmt.Errorf("-intrinsics: model %q predicts its own cameras; -intrinsics is for models without a camera head", cfg.Name))
+		return fail(stderr, fmt.Errorf("-intrinsics: model %s predicts its own cameras; -intrinsics is for models without a camera head", f.model))
 	case k != nil && cfg.Arch == model.DA3Mono && cfg.Metric:
 		opt.Intrinsics = k // focal-normalised output: metres with the focal length
 	case k == nil && cfg.Arch == model.DA3Mono && cfg.Metric && !f.quiet:
-		fmt.Fprintf(stderr, "da3-go: note: %q predicts focal-normalised depth, NOT metres; pass -intrinsics fx,fy,cx,cy to get metres\n", cfg.Name)
+		fmt.Fprintf(stderr, "da3-go: note: %s predicts focal-normalised depth, NOT metres; pass -intrinsics fx,fy,cx,cy to get metres\n", f.model)
 	}
 	for _, fm := range formats {
 		if needsCamera(fm) && !cfg.HasCamera && k == nil {
-			return fail(stderr, fmt.Errorf("-format %s: %w: %q is a %s model; 3D outputs need a DA3 any-view or nested model (da3-small, -base, -large, -giant), or -intrinsics fx,fy,cx,cy",
-				fm, model.ErrNoCamera, cfg.Name, cfg.Arch))
+			return fail(stderr, fmt.Errorf("-format %s: %w: %s is a %s model; 3D outputs need a DA3 any-view or nested model (da3-small, -base, -large, -giant), or -intrinsics fx,fy,cx,cy",
+				fm, model.ErrNoCamera, f.model, cfg.Arch))
 		}
 	}
 	w := sceneWriter{f: &f, formats: formats, stdout: stdout, intrinsics: k}
@@ -241,7 +241,7 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 		return exitOK
 	}
 	if !f.independent && len(imgs) > 1 {
-		return fail(stderr, fmt.Errorf("%q is a %s model, which runs each image alone: use -independent to write one scene per image", cfg.Name, cfg.Arch))
+		return fail(stderr, fmt.Errorf("%s is a %s model, which runs each image alone: use -independent to write one scene per image", f.model, cfg.Arch))
 	}
 	bar := newItemBar(len(imgs), "reconstruct", f.quiet, stderr)
 	defer bar.finish()

@@ -85,7 +85,7 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 		func(s string) error {
 			n, err := strconv.ParseInt(s, 10, 64)
 			if err != nil || n <= 0 {
-				return fmt.Errorf("want a positive number of pixels, got %q", s)
+				return errors.New("want a positive number of pixels")
 			}
 			imgio.SetMaxPixels(n)
 			return nil

@@ -58,7 +58,7 @@ func (f metricFlag) Set(s string) error {
 var newServer = server.New
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(commands["serve"], stderr)
+	fs := newFlags(commands["serve"], stdout, stderr)
 	var models modelList
 	fs.Var(&models, "model", "model GGUF file or published name, or NAME=FILE to choose the name requests use (repeatable; the first is the default)")
 	fs.Var(metricFlag{&models}, "metric-model", "metric half of a nested model (DA3NESTED-GIANT-LARGE: depth in metres), paired with the -model before it")

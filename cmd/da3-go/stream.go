@@ -175,8 +175,7 @@ func (f *streamFlags) windows(n int, estimated bool, bestChunk func(int) (int, e
 func (f *streamFlags) layoutFor(fs *flag.FlagSet, m scene, n int, asScene bool, size image.Point, opt *model.RunOptions) (layout, error) {
 	if !asScene || n < 2 {
 		if f.stream {
-			cfg := m.Config()
-			return layout{}, fmt.Errorf("-stream needs several images run as one scene by a DA3 any-view or nested model (%q is a %s model)", cfg.Name, cfg.Arch)
+			return layout{}, fmt.Errorf("-stream needs several images run as one scene by a DA3 any-view or nested model (%s is a %s model)", fs.Lookup("model").Value, m.Config().Arch)
 		}
 		return layout{chunk: opt.ChunkSize}, nil
 	}

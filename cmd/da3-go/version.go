@@ -20,7 +20,7 @@ func init() {
 }
 
 func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(commands["version"], stderr)
+	fs := newFlags(commands["version"], stdout, stderr)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
