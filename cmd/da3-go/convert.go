@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/da3-go/da3-go/convert"
+	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/loader"
 )
 
@@ -66,9 +67,25 @@ func runConvert(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 	src, dst := fs.Arg(0), fs.Arg(1)
+	// The output is checked, and its directory made, before the checkpoint
+	// is read; a nested checkpoint's two files once its family is known.
+	var made madeDirs
+	defer made.removeEmpty()
+	if err := made.prepare(filepath.Dir(dst)); err != nil {
+		return fail(stderr, err)
+	}
+	if err := atomicfile.Check(dst, src); err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
 	fam, err := convert.Inspect(src)
 	if err != nil {
 		return fail(stderr, err)
+	}
+	outs := convert.OutputPaths(fam, dst)
+	for _, p := range outs {
+		if err := atomicfile.Check(p, src); err != nil {
+			return usageError(fs, stderr, "%v", err)
+		}
 	}
 	// Depth Anything V2's metric checkpoints hold the same tensors as the
 	// relative ones (only the head's last activation differs), so their file
@@ -85,7 +102,7 @@ func runConvert(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(stderr, err)
 	}
 	if !*quiet {
-		for _, p := range convert.OutputPaths(fam, dst) {
+		for _, p := range outs {
 			fmt.Fprintf(stdout, "wrote %s (%v)\n", p, fam)
 		}
 	}

@@ -9,10 +9,12 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/internal/sysmem"
 	"github.com/da3-go/da3-go/model"
@@ -42,9 +44,10 @@ type depthFlags struct {
 	intrinsics    string
 	metric        bool
 	gaussians     string
+	overwrite     bool
 }
 
-func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
 	fs := newFlags(commands["depth"], stdout, stderr)
 	var f depthFlags
 	f.modelFlags.register(fs)
@@ -59,6 +62,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&f.processedSize, "processed-size", false, "write maps at the network's processed size instead of the image size")
 	fs.StringVar(&f.intrinsics, "intrinsics", "", "fx,fy,cx,cy of the camera of the input images, in their pixels: the DA3 metric model (metric-large) then gives depth in metres")
 	fs.StringVar(&f.gaussians, "gaussians", "", "also write the scene's 3D Gaussians (DA3-GIANT) to this gs_ply file, as the official gs_ply export")
+	fs.BoolVar(&f.overwrite, "overwrite", false, "with -o DIR: replace files at the output paths that no earlier run into DIR wrote (refused without it)")
 	fs.BoolVar(&f.metric, "metric", false, "require depth in metres: fail before running unless the model gives metres (DA2 metric models, the DA3 metric model with -intrinsics, the nested pair)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -125,6 +129,37 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return argError(fs, stderr, err)
 	}
+	var set *outputSet
+	var made madeDirs
+	defer func() {
+		if code == exitOK {
+			if err := set.commit(); err != nil {
+				code = fail(stderr, err)
+			}
+		}
+		made.removeEmpty()
+	}()
+	for _, d := range f.outputDirs(plan) {
+		if err := made.prepare(d); err != nil {
+			return fail(stderr, err)
+		}
+	}
+	if err := checkOverwrite(plan, inputs); err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	if f.gaussians != "" {
+		if err := atomicfile.Check(f.gaussians, in.paths...); err != nil {
+			return usageError(fs, stderr, "-gaussians: %v", err)
+		}
+	}
+	if f.out != "" && !outputIsFile(f.out) {
+		if set, err = depthOutputSet(f.out, plan, inputs, f.overwrite); err != nil {
+			return usageError(fs, stderr, "%v", err)
+		}
+		if !f.quiet {
+			set.stderr = stderr
+		}
+	}
 	// Headers first: a bad image fails before any model work.
 	sizes := make([]imgio.Header, len(in.paths))
 	for i, p := range in.paths {
@@ -158,7 +193,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case focalNormalised && opt.Intrinsics == nil:
 		fmt.Fprintf(stderr, "da3-go: note: %s predicts focal-normalised depth, NOT metres (metres = focal · depth / 300, focal in pixels of the processed image); pass -intrinsics fx,fy,cx,cy to get metres\n", f.model)
 	}
-	w := &mapWriter{plan: plan, cmap: cmap, invert: !(cfg.Arch == model.DA2 && !cfg.Metric), original: !f.processedSize,
+	w := &mapWriter{plan: plan, set: set, cmap: cmap, invert: !(cfg.Arch == model.DA2 && !cfg.Metric), original: !f.processedSize,
 		quiet: f.quiet, stdout: stdout, stderr: stderr, inputs: inputs}
 	orient := f.exifRotate.set && f.exifRotate.value || !f.exifRotate.set && exifRotateByDefault(cfg.Arch)
 
@@ -384,9 +419,31 @@ func noteCropped(stderr io.Writer, inputs []string, results []model.Result, proc
 	}
 }
 
+// outputDirs are the directories depth writes into: the maps', -gaussians'
+// and -stream-dir.
+func (f *depthFlags) outputDirs(plan [][]mapOutput) []string {
+	var dirs []string
+	add := func(d string) {
+		if !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	for _, p := range mapPaths(plan) {
+		add(filepath.Dir(p))
+	}
+	if f.gaussians != "" {
+		add(filepath.Dir(f.gaussians))
+	}
+	if f.streamFlags.dir != "" {
+		add(f.streamFlags.dir)
+	}
+	return dirs
+}
+
 // mapWriter writes each result's planned maps.
 type mapWriter struct {
 	plan          [][]mapOutput
+	set           *outputSet // of -o DIR, nil otherwise
 	inputs        []string
 	cmap          imgio.Colormap
 	invert, quiet bool
@@ -398,6 +455,9 @@ type mapWriter struct {
 
 func (w *mapWriter) write(i int, r *model.Result) error {
 	warnNonFinite(w.stderr, w.inputs[i], r)
+	if err := w.set.begin(); err != nil {
+		return err
+	}
 	// The plan lists a map's formats together: each map is resized once.
 	var kind string
 	var data []float32

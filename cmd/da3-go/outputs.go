@@ -19,8 +19,8 @@ type mapOutput struct {
 var formatExt = map[string]string{"png": ".png", "png16": "_16.png", "pfm": ".pfm", "npy": ".npy"}
 
 // outputPlan names every output of a depth run before anything runs, so
-// that a bad -o fails at once, no output overwrites an input or another
-// output, and the directories exist before the first result.
+// that a bad -o fails at once and no output overwrites another
+// (checkOverwrite then checks each path once its directory is made).
 //
 // -o is a file when it has a map extension (.png, .pfm, .npy) and is not a
 // directory; then exactly one map is written and its format follows the
@@ -30,16 +30,10 @@ var formatExt = map[string]string{"png": ".png", "png16": "_16.png", "pfm": ".pf
 // name, their paths relative to the images' common directory are kept under
 // the -o directory (cam0/frame.jpg → out/cam0/frame_depth.png).
 func outputPlan(out string, inputs, kinds, formats []string, formatSet bool) (plan [][]mapOutput, fmts []string, err error) {
-	fileMode := false
-	if out != "" && !strings.HasSuffix(out, "/") && !strings.HasSuffix(out, string(filepath.Separator)) {
-		if fi, err := os.Stat(out); err != nil || !fi.IsDir() {
-			fileMode = filepath.Ext(out) != ""
-			if fileMode && err == nil && !fi.Mode().IsRegular() {
-				return nil, nil, fmt.Errorf("-o %s is not a regular file or a directory", out)
-			}
+	if outputIsFile(out) {
+		if fi, err := os.Stat(out); err == nil && !fi.Mode().IsRegular() {
+			return nil, nil, fmt.Errorf("-o %s is not a regular file or a directory", out)
 		}
-	}
-	if fileMode {
 		if n := len(inputs) * len(kinds) * len(formats); n != 1 {
 			return nil, nil, fmt.Errorf("-o %s names one file, but %d outputs are written (%d image(s), %s, formats %s): give a directory (-o DIR/)",
 				out, n, len(inputs), strings.Join(kinds, " and "), strings.Join(formats, ","))
@@ -71,17 +65,51 @@ func outputPlan(out string, inputs, kinds, formats []string, formatSet bool) (pl
 			return nil, nil, fmt.Errorf("two images would write %s (inputs with the same name in one directory, or given twice): rename one, or run them separately", dup)
 		}
 	}
-	if err := checkOverwrite(plan, inputs); err != nil {
-		return nil, nil, err
+	return plan, formats, nil
+}
+
+// outputIsFile reports whether depth's -o names the one output file: it
+// has an extension, does not end with a separator and is not a directory.
+func outputIsFile(out string) bool {
+	if out == "" || strings.HasSuffix(out, "/") || strings.HasSuffix(out, string(filepath.Separator)) {
+		return false
 	}
+	fi, err := os.Stat(out)
+	return (err != nil || !fi.IsDir()) && filepath.Ext(out) != ""
+}
+
+// mapPaths are the paths of a plan, in order.
+func mapPaths(plan [][]mapOutput) []string {
+	var paths []string
 	for _, outs := range plan {
 		for _, o := range outs {
-			if err := os.MkdirAll(filepath.Dir(o.path), 0o755); err != nil {
-				return nil, nil, fmt.Errorf("output directory: %w", err)
+			paths = append(paths, o.path)
+		}
+	}
+	return paths
+}
+
+// depthOutputSet is the output set of depth -o DIR: the maps of an image
+// this run writes replace every map of that image the previous run into
+// DIR wrote (whatever its kind and format), and the maps of other images
+// stay.
+func depthOutputSet(dir string, plan [][]mapOutput, inputs []string, overwrite bool) (*outputSet, error) {
+	mine := map[string]bool{}
+	for i, outs := range plan {
+		if len(outs) == 0 {
+			continue
+		}
+		d := filepath.Dir(outs[0].path)
+		base := strings.TrimSuffix(filepath.Base(inputs[i]), filepath.Ext(inputs[i]))
+		for _, k := range []string{"depth", "conf", "sky"} {
+			for _, ext := range formatExt {
+				if rel, err := filepath.Rel(dir, filepath.Join(d, base+"_"+k+ext)); err == nil {
+					mine[rel] = true
+				}
 			}
 		}
 	}
-	return plan, formats, nil
+	return planOutputSet(dir, mapPaths(plan), inputs, func(rel string) bool { return mine[rel] }, overwrite)
 }
 
 // namedOutputs names the outputs <dir>/<base>_<kind><ending>, with dir the

@@ -100,11 +100,12 @@ func TestOutputNames(t *testing.T) {
 		code, _, stderr := runCLI("depth", "-model", m, "-process-res", "84", "-o", out, img)
 		require.Equal(t, 0, code, stderr)
 		assert.FileExists(t, filepath.Join(out, "photo_depth.png"))
-		// A model that fails to load leaves the directory made, and no output.
-		out2 := filepath.Join(t.TempDir(), "again") + "/"
+		// A model that fails to load leaves nothing: not the directory made
+		// for it either.
+		out2 := filepath.Join(t.TempDir(), "again", "deeper") + "/"
 		code, _, _ = runCLI("depth", "-model", filepath.Join(dir, "missing.gguf"), "-o", out2, img)
 		assert.Equal(t, exitFailure, code)
-		assert.DirExists(t, out2)
+		assert.NoDirExists(t, filepath.Dir(filepath.Dir(out2)))
 	})
 }
 
@@ -153,8 +154,13 @@ func TestIndependentStreams(t *testing.T) {
 	assert.FileExists(t, first)
 	entries, err := os.ReadDir(out)
 	require.NoError(t, err)
-	assert.Less(t, len(entries), len(imgs), "stopped before the end")
+	assert.Less(t, len(entries), len(imgs)+1, "stopped before the end")
+	assert.Equal(t, len(imgs), strings.Count(readFile(t, filepath.Join(out, manifestName)), "_depth.png\n"),
+		"the interrupted run lists every planned map, so that the next run replaces them")
 	for _, en := range entries {
+		if en.Name() == manifestName {
+			continue
+		}
 		assert.False(t, strings.HasPrefix(en.Name(), "."), "temporary file %s left", en.Name())
 		assert.Contains(t, o.String(), "wrote "+filepath.Join(out, en.Name()))
 	}

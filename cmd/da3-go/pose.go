@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/da3-go/da3-go/internal/imgio"
@@ -67,13 +66,15 @@ func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer in.cleanup()
 	inputs := in.names
+	var made madeDirs
+	defer made.removeEmpty()
 	if *out != "-" {
 		// Checked, and its directory made, before anything runs.
+		if err := made.prepare(filepath.Dir(*out)); err != nil {
+			return fail(stderr, fmt.Errorf("-o: %w", err))
+		}
 		if err := checkOverwrite([][]mapOutput{{{path: *out}}}, in.paths); err != nil {
 			return argError(fs, stderr, fmt.Errorf("-o: %w", err))
-		}
-		if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
-			return fail(stderr, fmt.Errorf("-o: %w", err))
 		}
 	}
 	imgs, m, code := f.open(ctx, fs, in.paths, stderr)

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"image"
 	"io"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/quantize"
 )
@@ -61,6 +63,16 @@ func runQuantize(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return usageError(fs, stderr, "want IN.gguf (and optionally OUT.gguf), got %d arguments", len(pos))
 	case !*dryRun && len(pos) != 2:
 		return usageError(fs, stderr, "want IN.gguf and OUT.gguf, got %d arguments", len(pos))
+	}
+	var made madeDirs
+	defer made.removeEmpty()
+	if !*dryRun { // OUT is checked, and its directory made, before the work
+		if err := made.prepare(filepath.Dir(pos[1])); err != nil {
+			return fail(stderr, err)
+		}
+		if err := atomicfile.CheckDest(pos[1]); err != nil {
+			return fail(stderr, err)
+		}
 	}
 	var img image.Image
 	if *check != "" { // before the work, so that a bad image fails fast

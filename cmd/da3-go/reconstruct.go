@@ -59,6 +59,7 @@ type reconstructFlags struct {
 	keepSky                      bool
 	filterBlackBG, filterWhiteBG bool
 	intrinsics                   string
+	overwrite                    bool
 }
 
 func (f *reconstructFlags) register(fs *flag.FlagSet) {
@@ -83,6 +84,7 @@ func (f *reconstructFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.keepSky, "keep-sky", false, "keep sky pixels (sky map ≥ 0.3) in point clouds")
 	fs.BoolVar(&f.filterBlackBG, "filter-black-bg", false, "drop near-black pixels (all channels < 16)")
 	fs.BoolVar(&f.filterWhiteBG, "filter-white-bg", false, "drop near-white pixels (all channels ≥ 240)")
+	fs.BoolVar(&f.overwrite, "overwrite", false, "replace files at the output paths that no earlier run into -o wrote (refused without it)")
 	fs.StringVar(&f.intrinsics, "intrinsics", "", "fx,fy,cx,cy of the input images' camera, in their pixels, for models without a camera head: "+
 		"the camera placed at the world origin for 3D outputs (and metres from the DA3 metric model)")
 }
@@ -142,7 +144,7 @@ func (f *reconstructFlags) colmapOptions() export.Options {
 	return o
 }
 
-func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
 	fs := newFlags(commands["reconstruct"], stdout, stderr)
 	var f reconstructFlags
 	f.register(fs)
@@ -175,11 +177,46 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	defer in.cleanup()
 	names := imageNames(in.names)
-	if err := prepareOutputDir(f.out); err != nil {
+	// Every output is named and checked, the previous run's outputs looked
+	// at, and the directories made before the model loads.
+	var set *outputSet
+	var made madeDirs
+	defer func() {
+		if code == exitOK {
+			if err := set.commit(); err != nil {
+				code = fail(stderr, err)
+			}
+		}
+		made.removeEmpty()
+	}()
+	if err := made.prepare(f.out); err != nil {
 		return fail(stderr, err)
 	}
-	if err := f.checkSceneOutputs(formats, in.paths, names); err != nil {
+	paths := f.scenePaths(formats, names)
+	for _, p := range paths {
+		if err := atomicfile.Check(p, in.paths...); err != nil {
+			return fail(stderr, err)
+		}
+	}
+	if set, err = planOutputSet(f.out, paths, in.paths, func(string) bool { return true }, f.overwrite); err != nil {
 		return fail(stderr, err)
+	}
+	if !f.quiet {
+		set.stderr = stderr
+	}
+	var dirs []string
+	if f.streamFlags.dir != "" {
+		dirs = append(dirs, f.streamFlags.dir)
+	}
+	for _, p := range paths {
+		if d := filepath.Dir(p); d != filepath.Clean(f.out) && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	for _, d := range dirs {
+		if err := made.prepare(d); err != nil {
+			return fail(stderr, err)
+		}
 	}
 	size, err := checkImages(in.paths)
 	if err != nil {
@@ -206,7 +243,7 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 				fm, model.ErrNoCamera, f.model, cfg.Arch))
 		}
 	}
-	w := sceneWriter{f: &f, formats: formats, stdout: stdout, intrinsics: k}
+	w := sceneWriter{f: &f, set: set, formats: formats, stdout: stdout, intrinsics: k}
 	asScene := !f.independent && cfg.Arch == model.DA3
 	lay, err := f.streamFlags.layoutFor(fs, m, len(in.paths), asScene, size, &opt)
 	if err != nil {
@@ -255,9 +292,6 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 		dir := f.out
 		if f.independent {
 			dir = filepath.Join(f.out, strings.TrimSuffix(names[i], filepath.Ext(names[i])))
-			if err := prepareOutputDir(dir); err != nil {
-				return fail(stderr, err)
-			}
 		}
 		if err := w.writeResults(dir, []model.Result{*r}, names[i:i+1]); err != nil {
 			return fail(stderr, err)
@@ -283,10 +317,10 @@ func imageNames(paths []string) []string {
 	return names
 }
 
-// checkSceneOutputs applies the output rules (atomicfile.Check: not an input, only a regular file
-// replaced, a name that fits) to every file the scene outputs will write, before the model runs.
-func (f *reconstructFlags) checkSceneOutputs(formats, inputs, names []string) error {
-	dirs, views := []string{f.out}, len(inputs)
+// scenePaths are the files the scene outputs will write, in the order they are written.
+func (f *reconstructFlags) scenePaths(formats, names []string) []string {
+	var paths []string
+	dirs, views := []string{f.out}, len(names)
 	if f.independent {
 		dirs, views = nil, 1
 		for _, n := range names {
@@ -294,7 +328,6 @@ func (f *reconstructFlags) checkSceneOutputs(formats, inputs, names []string) er
 		}
 	}
 	for _, dir := range dirs {
-		var paths []string
 		for _, fm := range formats {
 			switch fm {
 			case "glb", "ply":
@@ -314,31 +347,13 @@ func (f *reconstructFlags) checkSceneOutputs(formats, inputs, names []string) er
 				}
 			}
 		}
-		for _, p := range paths {
-			if err := atomicfile.Check(p, inputs...); err != nil {
-				return err
-			}
-		}
 	}
-	return nil
-}
-
-// prepareOutputDir creates dir and checks that files can be created in it, so that an unwritable output
-// fails before the model runs.
-func prepareOutputDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("output directory: %w", err)
-	}
-	probe, err := os.CreateTemp(dir, ".da3-go-probe-*")
-	if err != nil {
-		return fmt.Errorf("output directory %s is not writable: %w", dir, errors.Unwrap(err))
-	}
-	probe.Close()
-	return os.Remove(probe.Name())
+	return paths
 }
 
 type sceneWriter struct {
 	f          *reconstructFlags
+	set        *outputSet
 	formats    []string
 	stdout     io.Writer
 	intrinsics *model.Intrinsics // camera of results without one (-intrinsics)
@@ -425,6 +440,9 @@ func (w *sceneWriter) writeResults(dir string, res []model.Result, names []strin
 
 // write writes the formats of one scene into dir.
 func (w *sceneWriter) write(dir string, s sceneSource) error {
+	if err := w.set.begin(); err != nil {
+		return err
+	}
 	f := w.f
 	cloud := func(o export.Options) (*export.PointCloud, error) {
 		if s.sampled {

@@ -126,6 +126,31 @@ func Check(path string, inputs ...string) error {
 	return CheckNotInput(path, inputs...)
 }
 
+// Probe checks that a file can be created in the directory dir, by
+// creating and removing a temporary file there: permission bits do not
+// tell (root writes through them, a read-only mount refuses whatever they
+// say). The probe is named like the temporary files, so one a killed
+// process left is removed by RemoveStale.
+func Probe(dir string) error {
+	f, err := os.CreateTemp(dir, TempPrefix+strconv.Itoa(os.Getpid())+"-*")
+	if err != nil {
+		return fmt.Errorf("output directory %s is not writable: %w", dir, unwrapPath(err))
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+// unwrapPath is the cause of a *fs.PathError (its path, a random temporary
+// name, says nothing), else err.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
 // Write writes path through a temporary file in the same directory that is
 // renamed into place once write and the file's Close succeeded; on error
 // path is untouched and the temporary file removed. write's output is

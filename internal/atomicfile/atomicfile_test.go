@@ -143,3 +143,27 @@ func TestFailedWriteLeavesNothing(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	assert.Len(t, entries, 1)
 }
+
+// TestProbe: a writable directory passes and keeps nothing of the probe; a
+// directory nothing can be created in fails, whoever runs the test (/proc
+// refuses root too, a path under a regular file is never a directory), and
+// as a user a directory without write permission fails as well.
+func TestProbe(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, atomicfile.Probe(dir))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "the probe is removed")
+
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	assert.ErrorContains(t, atomicfile.Probe(file), "output directory "+file+" is not writable")
+	if fi, err := os.Stat("/proc/self"); err == nil && fi.IsDir() {
+		assert.ErrorContains(t, atomicfile.Probe("/proc"), "is not writable")
+	}
+	if os.Geteuid() != 0 {
+		ro := filepath.Join(dir, "ro")
+		require.NoError(t, os.Mkdir(ro, 0o555))
+		assert.ErrorContains(t, atomicfile.Probe(ro), "is not writable")
+	}
+}
