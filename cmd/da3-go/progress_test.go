@@ -58,8 +58,9 @@ func TestBarsOnlyOnATerminal(t *testing.T) {
 	assert.Equal(t, io.Discard, barWriter(true, &w), "-quiet wins")
 }
 
-// TestRunsShowProgress: a scene (reconstruct) and images one by one (depth
-// -independent) draw their bars; without a terminal nothing is drawn.
+// TestRunsShowProgress: a scene (reconstruct, and its exports) and images
+// one by one (depth -independent) draw their bars; without a terminal
+// nothing is drawn.
 func TestRunsShowProgress(t *testing.T) {
 	m := tinyDA3(t)
 	views := []string{fixtureImage(t, "da3-tiny/two/images/view0.png"), fixtureImage(t, "da3-tiny/two/images/view1.png")}
@@ -67,6 +68,7 @@ func TestRunsShowProgress(t *testing.T) {
 	code, _, stderr := runCLI(append([]string{"reconstruct", "-model", m, "-process-res", "56", "-format", "npz", "-o", filepath.Join(t.TempDir(), "s")}, views...)...)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stderr, "2 views: network")
+	assert.Contains(t, stderr, "writing", "the exports have a bar too")
 	code, _, stderr = runCLI(append([]string{"depth", "-model", m, "-process-res", "56", "-independent", "-o", t.TempDir()}, views...)...)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stderr, "depth ")

@@ -243,7 +243,7 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 				fm, model.ErrNoCamera, f.model, cfg.Arch))
 		}
 	}
-	w := sceneWriter{f: &f, set: set, formats: formats, stdout: stdout, intrinsics: k}
+	w := sceneWriter{f: &f, set: set, formats: formats, stdout: stdout, stderr: stderr, intrinsics: k}
 	asScene := !f.independent && cfg.Arch == model.DA3
 	lay, err := f.streamFlags.layoutFor(fs, m, len(in.paths), asScene, size, &opt)
 	if err != nil {
@@ -356,6 +356,7 @@ type sceneWriter struct {
 	set        *outputSet
 	formats    []string
 	stdout     io.Writer
+	stderr     io.Writer // for the progress bar
 	intrinsics *model.Intrinsics // camera of results without one (-intrinsics)
 }
 
@@ -444,6 +445,18 @@ func (w *sceneWriter) write(dir string, s sceneSource) error {
 		return err
 	}
 	f := w.f
+	// A bar over the formats; the files written are printed once it is
+	// gone, so that the two never share a line of the terminal.
+	bar := newItemBar(len(w.formats), "writing", f.quiet, w.stderr)
+	var wrote []string
+	defer func() {
+		bar.finish()
+		if !f.quiet {
+			for _, p := range wrote {
+				fmt.Fprintf(w.stdout, "wrote %s\n", p)
+			}
+		}
+	}()
 	cloud := func(o export.Options) (*export.PointCloud, error) {
 		if s.sampled {
 			return export.NewPointCloudFrom(s.views, o, f.maxPoints, f.seed)
@@ -451,7 +464,8 @@ func (w *sceneWriter) write(dir string, s sceneSource) error {
 		return export.NewPointCloud(s.cams, o)
 	}
 	var pc *export.PointCloud // GLB and PLY share it
-	for _, fm := range w.formats {
+	for i, fm := range w.formats {
+		bar.cover(i, 1)
 		var paths []string
 		switch fm {
 		case "glb", "ply":
@@ -520,11 +534,7 @@ func (w *sceneWriter) write(dir string, s sceneSource) error {
 				paths = append(paths, path)
 			}
 		}
-		if !f.quiet {
-			for _, p := range paths {
-				fmt.Fprintf(w.stdout, "wrote %s\n", p)
-			}
-		}
+		wrote = append(wrote, paths...)
 	}
 	return nil
 }
