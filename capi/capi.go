@@ -118,7 +118,7 @@ func lookup(h C.da3go_model) (scene, error) {
 	defer handles.Unlock()
 	s, ok := handles.m[uint64(h)]
 	if !ok {
-		return nil, fmt.Errorf("invalid model handle %d (freed, or never returned by da3go_load)", uint64(h))
+		return scene{}, fmt.Errorf("invalid model handle %d (freed, or never returned by da3go_load)", uint64(h))
 	}
 	return s, nil
 }
@@ -242,7 +242,7 @@ func da3go_depth_rgb(h C.da3go_model, rgb *C.uchar, w, ht C.int, opt *C.da3go_op
 func prepare(h C.da3go_model, opt *C.da3go_options, n int) (scene, runOptions, error) {
 	s, err := lookup(h)
 	if err != nil {
-		return nil, runOptions{}, err
+		return scene{}, runOptions{}, err
 	}
 	o, err := options(opt, n)
 	return s, o, err

@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/internal/imgproc"
 	"github.com/da3-go/da3-go/model"
-	"github.com/da3-go/da3-go/model/nested"
 )
 
 // runOptions are one call's options.
@@ -18,13 +18,8 @@ type runOptions struct {
 	independent bool
 }
 
-// scene is a loaded model or nested pair.
-type scene interface {
-	run(imgs []image.Image, o runOptions) ([]model.Result, error)
-	config() model.Config
-	nested() bool
-	Close() error
-}
+// scene is a loaded model or nested pair, run as the C calls ask.
+type scene struct{ da3.Runner }
 
 // logger keeps the library quiet: warnings and errors only, on stderr.
 var logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -34,55 +29,27 @@ func init() { ggml.SetLogger(logger) }
 
 func load(path, metricPath, device string, threads int) (scene, error) {
 	opts := model.Options{Device: device, Threads: threads, Logger: logger}
-	if metricPath == "" {
-		m, err := model.Load(context.Background(), path, opts)
-		if err != nil {
-			return nil, err
-		}
-		return single{m}, nil
-	}
-	n, err := nested.Load(context.Background(), path, metricPath, opts)
+	r, err := da3.Open(context.Background(), da3.Spec{Path: path, MetricPath: metricPath}, opts)
 	if err != nil {
-		return nil, err
+		return scene{}, err
 	}
-	return pair{nested.Scene{Model: n}}, nil
+	return scene{r}, nil
 }
 
-type single struct{ *model.Model }
-
-func (s single) config() model.Config { return s.Config() }
-func (s single) nested() bool         { return false }
-
-func (s single) run(imgs []image.Image, o runOptions) ([]model.Result, error) {
+// run runs the images as views of one scene, or each alone.
+func (s scene) run(imgs []image.Image, o runOptions) ([]model.Result, error) {
 	if !o.independent {
 		return s.MultiView(context.Background(), imgs, o.opt)
 	}
-	return oneByOne(imgs, o.opt, s.Depth)
-}
-
-// oneByOne runs each image alone.
-func oneByOne(imgs []image.Image, opt model.RunOptions, depth func(context.Context, model.Image, model.RunOptions) (*model.Result, error)) ([]model.Result, error) {
 	out := make([]model.Result, 0, len(imgs))
 	for _, im := range imgs {
-		r, err := depth(context.Background(), im, opt)
+		r, err := s.Depth(context.Background(), im, o.opt)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, *r)
 	}
 	return out, nil
-}
-
-type pair struct{ nested.Scene }
-
-func (p pair) config() model.Config { return p.AnyView().Config() }
-func (p pair) nested() bool         { return true }
-
-func (p pair) run(imgs []image.Image, o runOptions) ([]model.Result, error) {
-	if !o.independent {
-		return p.MultiView(context.Background(), imgs, o.opt)
-	}
-	return oneByOne(imgs, o.opt, p.Depth)
 }
 
 // modelInfo is da3go_info_json's document.
@@ -100,9 +67,9 @@ type modelInfo struct {
 }
 
 func info(s scene) modelInfo {
-	c := s.config()
-	return modelInfo{Name: c.Name, Arch: c.Arch.String(), Nested: s.nested(), Metric: s.nested() || c.Metric,
-		Camera: c.HasCamera, Confidence: c.Arch == model.DA3, MultiView: c.Arch == model.DA3,
+	c, caps := s.Config(), s.Capabilities()
+	return modelInfo{Name: c.Name, Arch: c.Arch.String(), Nested: caps.Nested, Metric: caps.Unit == model.Metres || caps.NeedsIntrinsics,
+		Camera: caps.Camera, Confidence: caps.Confidence, MultiView: caps.MultiView,
 		PatchSize: c.ViT.PatchSize, ProcessRes: c.ResizeTarget, ABI: abiVersion}
 }
 

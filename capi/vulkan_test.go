@@ -18,6 +18,7 @@ import (
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/internal/testutil"
+	"github.com/da3-go/da3-go/model"
 )
 
 // vulkanChild marks the child process of TestVulkanDevice.
@@ -146,7 +147,7 @@ func vulkanDevice(t *testing.T) {
 		if dev != "cpu" {
 			s, err := lookup(h)
 			require.NoError(t, err)
-			m := s.(single).Model
+			m := s.Runner.(*model.Model)
 			require.Equal(t, dev, m.Device())
 			st := m.Stats()
 			assert.Empty(t, st.Fallbacks, "ops that fell back to the CPU")

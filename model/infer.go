@@ -538,17 +538,7 @@ func (r *Result) originalSize() (w, h int, ok bool) {
 }
 
 // depthUnit is the unit of the model's raw depth output.
-func (m *Model) depthUnit() DepthUnit {
-	switch {
-	case m.cfg.Arch == DA2 && m.cfg.Metric:
-		return Metres
-	case m.cfg.Arch == DA2:
-		return Disparity
-	case m.cfg.Arch == DA3Mono && m.cfg.Metric:
-		return FocalNormalised
-	}
-	return Relative
-}
+func (m *Model) depthUnit() DepthUnit { return m.cfg.Capabilities().Unit }
 
 // checkIntrinsics refuses intrinsics that the model does not use or that
 // are not a camera.

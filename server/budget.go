@@ -5,18 +5,11 @@ import (
 	"strings"
 
 	"github.com/da3-go/da3-go/internal/sysmem"
-	"github.com/da3-go/da3-go/model"
 )
 
 // bigRequest is the estimate above which the server hands the request's
 // memory back to the system once the response is written.
 const bigRequest = 256 << 20
-
-// estimator is implemented by runners that estimate a run's memory before
-// running it (*model.Model).
-type estimator interface {
-	EstimateMemory(opt model.RunOptions, views, w, h int) (model.MemoryEstimate, error)
-}
 
 // formatBytes is what one map costs per pixel in each format: the encoded
 // bytes or the image encoded, their base64 text, and that text again in the
@@ -63,13 +56,11 @@ func (s *Server) estimate(in *instance, p *parsed, m ModelInfo) (budget, error) 
 	proc := big
 	// An image the model cannot take is left to the run, which names the
 	// problem; its estimate is then the other parts.
-	if est, ok := in.r.(estimator); ok {
-		if e, err := est.EstimateMemory(opt, b.views, big.X, big.Y); err == nil {
-			proc = image.Pt(e.Width, e.Height)
-			b.model = e.Compute + e.Host + e.Scratch
-			// The maps are counted below at the size they come out at.
-			b.model -= e.Maps
-		}
+	if e, err := in.r.EstimateMemory(opt, b.views, big.X, big.Y); err == nil {
+		proc = image.Pt(e.Width, e.Height)
+		b.model = e.Compute + e.Host + e.Scratch
+		// The maps are counted below at the size they come out at.
+		b.model -= e.Maps
 	}
 	b.out = big
 	if o.processedSize {

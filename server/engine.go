@@ -12,10 +12,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/gs"
-	"github.com/da3-go/da3-go/model/nested"
 )
 
 // ModelSpec names one model to serve.
@@ -101,36 +101,18 @@ type output struct {
 	gaussians []byte
 }
 
-// runner is one model or a nested pair.
-type runner interface {
-	Config() model.Config
-	Depth(ctx context.Context, img model.Image, opt model.RunOptions) (*model.Result, error)
-	MultiView(ctx context.Context, imgs []model.Image, opt model.RunOptions) ([]model.Result, error)
-	Close() error
-}
-
 // instance is one loaded copy of a model; a pool holds one per concurrent
 // run.
 type instance struct {
-	r       runner
-	nested  bool
-	weights uint64
-	device  string
+	r da3.Runner
 }
 
 func loadInstance(ctx context.Context, spec ModelSpec, opts model.Options) (*instance, error) {
-	if spec.MetricPath == "" {
-		m, err := model.Load(ctx, spec.Path, opts)
-		if err != nil {
-			return nil, err
-		}
-		return &instance{r: m, weights: m.WeightBytes(), device: m.Device()}, nil
-	}
-	n, err := nested.Load(ctx, spec.Path, spec.MetricPath, opts)
+	r, err := da3.Open(ctx, da3.Spec{Path: spec.Path, MetricPath: spec.MetricPath}, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &instance{r: nested.Scene{Model: n}, nested: true, weights: n.AnyView().WeightBytes() + n.Metric().WeightBytes(), device: n.AnyView().Device()}, nil
+	return &instance{r: r}, nil
 }
 
 func (in *instance) close() error { return in.r.Close() }
@@ -146,25 +128,17 @@ func (in *instance) info(spec ModelSpec) ModelInfo {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(spec.Path), filepath.Ext(spec.Path))
 	}
-	unit := model.Relative // as model.Result.Unit says for each kind of model
-	switch {
-	case in.nested, cfg.Arch == model.DA2 && cfg.Metric:
-		unit = model.Metres
-	case cfg.Arch == model.DA2:
-		unit = model.Disparity
-	case cfg.Arch == model.DA3Mono && cfg.Metric:
-		unit = model.FocalNormalised
-	}
+	caps := in.r.Capabilities()
 	file := filepath.Base(spec.Path)
-	if in.nested {
+	if caps.Nested {
 		file += "+" + filepath.Base(spec.MetricPath)
 	}
 	return ModelInfo{
-		Name: name, File: file, Arch: cfg.Arch.String(), Nested: in.nested, Metric: in.nested || cfg.Metric,
-		Unit: unit.String(), Intrinsics: unit == model.FocalNormalised,
-		Camera: cfg.HasCamera, Confidence: cfg.Arch == model.DA3, Sky: cfg.Arch == model.DA3Mono || in.nested,
-		MultiView: cfg.Arch == model.DA3, WeightBytes: in.weights, Device: in.device, ExifRotate: cfg.Arch == model.DA2,
-		RayPose: cfg.Arch == model.DA3 && cfg.Head.Aux, Gaussians: cfg.GS != nil, ProcessRes: cfg.ResizeTarget,
+		Name: name, File: file, Arch: cfg.Arch.String(), Nested: caps.Nested, Metric: caps.Unit == model.Metres || caps.NeedsIntrinsics,
+		Unit: caps.Unit.String(), Intrinsics: caps.NeedsIntrinsics,
+		Camera: caps.Camera, Confidence: caps.Confidence, Sky: caps.Sky,
+		MultiView: caps.MultiView, WeightBytes: in.r.WeightBytes(), Device: in.r.Device(), ExifRotate: caps.ExifRotate,
+		RayPose: caps.RayPose, Gaussians: caps.Gaussians, ProcessRes: cfg.ResizeTarget,
 	}
 }
 

@@ -2,7 +2,9 @@ package tests
 
 import (
 	"bytes"
+	"errors"
 	"image/png"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,11 +64,17 @@ func TestSIGTERMLiveness(t *testing.T) {
 	assert.Contains(t, eb.String(), "da3-go: stopping")
 	assert.Contains(t, eb.String(), "da3-go: interrupted")
 
+	// A run stopped before its first map removes the directory it made.
 	entries, err := os.ReadDir(out)
-	require.NoError(t, err)
+	if !errors.Is(err, fs.ErrNotExist) {
+		require.NoError(t, err)
+	}
 	assert.Less(t, len(entries), 2*len(imgs), "the run was stopped before its end")
 	for _, e := range entries {
 		p := filepath.Join(out, e.Name())
+		if e.Name() == ".da3-go-outputs" {
+			continue // the list of the run's outputs, not a temporary file
+		}
 		require.False(t, strings.HasPrefix(e.Name(), "."), "temporary file %s left", e.Name())
 		switch filepath.Ext(e.Name()) {
 		case ".png":

@@ -13,12 +13,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/internal/sysmem"
 	"github.com/da3-go/da3-go/model"
-	"github.com/da3-go/da3-go/model/nested"
 	"github.com/da3-go/da3-go/model/stream"
 )
 
@@ -172,32 +172,31 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) (cod
 		return code
 	}
 	defer m.Close()
-	cfg := m.Config()
-	_, isNested := m.(nested.Scene)
-	if f.conf && cfg.Arch != model.DA3 {
+	cfg, caps := m.Config(), m.Capabilities()
+	if f.conf && !caps.Confidence {
 		return fail(stderr, fmt.Errorf("-conf: model %s (%s) has no confidence output", f.model, cfg.Arch))
 	}
-	if f.sky && cfg.Arch != model.DA3Mono && !isNested {
+	if f.sky && !caps.Sky {
 		return fail(stderr, fmt.Errorf("-sky: model %s (%s) has no sky output", f.model, cfg.Arch))
 	}
-	focalNormalised := cfg.Arch == model.DA3Mono && cfg.Metric && !isNested
+	focalNormalised := caps.NeedsIntrinsics
 	switch {
-	case opt.Intrinsics != nil && isNested:
+	case opt.Intrinsics != nil && caps.Nested:
 		return fail(stderr, errors.New("-intrinsics: the nested model takes its focal length from its any-view half's predicted cameras; drop -intrinsics"))
 	case opt.Intrinsics != nil && !focalNormalised:
 		return fail(stderr, fmt.Errorf("-intrinsics: model %s (%s) does not use them; only the DA3 metric model (metric-large) turns its output into metres with the focal length", f.model, cfg.Arch))
 	case f.metric && focalNormalised && opt.Intrinsics == nil:
 		return fail(stderr, fmt.Errorf("-metric: %w: model %s predicts focal-normalised depth (metres = focal · depth / 300); pass -intrinsics fx,fy,cx,cy in pixels of the input images", model.ErrNeedsFocal, f.model))
-	case f.metric && !isNested && !focalNormalised && !(cfg.Arch == model.DA2 && cfg.Metric):
+	case f.metric && caps.Unit != model.Metres && !focalNormalised:
 		return fail(stderr, fmt.Errorf("-metric: model %s (%s) predicts relative depth, not metres; use a metric model: da2-metric-indoor-*/outdoor-*, da3-metric-large with -intrinsics, or the nested pair (-model da3-nested-anyview -metric-model da3-nested-metric)", f.model, cfg.Arch))
 	case focalNormalised && opt.Intrinsics == nil:
 		fmt.Fprintf(stderr, "da3-go: note: %s predicts focal-normalised depth, NOT metres (metres = focal · depth / 300, focal in pixels of the processed image); pass -intrinsics fx,fy,cx,cy to get metres\n", f.model)
 	}
-	w := &mapWriter{plan: plan, set: set, cmap: cmap, invert: !(cfg.Arch == model.DA2 && !cfg.Metric), original: !f.processedSize,
+	w := &mapWriter{plan: plan, set: set, cmap: cmap, invert: caps.Unit != model.Disparity, original: !f.processedSize,
 		quiet: f.quiet, stdout: stdout, stderr: stderr, inputs: inputs}
-	orient := f.exifRotate.set && f.exifRotate.value || !f.exifRotate.set && exifRotateByDefault(cfg.Arch)
+	orient := f.exifRotate.set && f.exifRotate.value || !f.exifRotate.set && caps.ExifRotate
 
-	asScene := (cfg.Arch == model.DA3 || isNested) && !f.independent
+	asScene := caps.MultiView && !f.independent
 	size := image.Pt(sizes[0].Width, sizes[0].Height)
 	lay, err := f.streamFlags.layoutFor(fs, m, len(inputs), asScene, size, &opt)
 	if err != nil {
@@ -206,7 +205,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) (cod
 	// Images decoded and run at once: the scene's, a batch's, or none here
 	// for streamed windows (their memory is the layout's).
 	batch := 1
-	if _, ok := m.(*model.Model); ok {
+	if !caps.Nested { // the nested pair runs images one by one
 		batch = opt.ChunkSize
 		if batch < 1 {
 			batch = 8
@@ -310,9 +309,9 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) (cod
 		bar.cover(start, end-start)
 		var err error
 		var results []model.Result
-		if mm, ok := m.(*model.Model); ok && len(group) > 1 {
+		if len(group) > 1 {
 			// Same-size images run as batches (no cross-view attention).
-			results, err = mm.Independent(ctx, group, opt)
+			results, err = m.Independent(ctx, group, opt)
 		} else {
 			var r *model.Result
 			if r, err = m.Depth(ctx, group[0], opt); err == nil {
@@ -337,7 +336,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) (cod
 
 // depthStreamed runs the frames in windows and writes each frame's maps as its window finishes: depth in
 // the run's one scale.
-func (f *depthFlags) depthStreamed(ctx context.Context, m scene, in *inputs, lay layout, opt model.RunOptions, stderr io.Writer,
+func (f *depthFlags) depthStreamed(ctx context.Context, m da3.Runner, in *inputs, lay layout, opt model.RunOptions, stderr io.Writer,
 	write func(i int, r *model.Result) error) error {
 	switch {
 	case f.gaussians != "":
@@ -353,7 +352,7 @@ func (f *depthFlags) depthStreamed(ctx context.Context, m scene, in *inputs, lay
 		out = filepath.Dir(in.names[0])
 	}
 	cfg := m.Config()
-	rec, err := runStreamed(ctx, m, f.modelFlags.frames(in.paths, imageNames(in.names), cfg.Arch), lay, &f.streamFlags,
+	rec, err := runStreamed(ctx, m, f.modelFlags.frames(in.paths, imageNames(in.names), f.rotates(m.Capabilities())), lay, &f.streamFlags,
 		f.streamDir(out), f.fingerprint(cfg), opt, f.quiet, stderr,
 		func(win stream.Window, views []model.Result) error {
 			for i := win.OwnStart; i < win.OwnEnd; i++ {

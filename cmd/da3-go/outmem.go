@@ -5,10 +5,10 @@ import (
 	"image"
 	"strings"
 
+	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/internal/sysmem"
 	"github.com/da3-go/da3-go/model"
-	"github.com/da3-go/da3-go/model/nested"
 )
 
 // formatPixelBytes is what writing one map holds per pixel in each format
@@ -36,7 +36,7 @@ func (d depthMemory) total() int64 { return d.decode + d.run + d.mapB + d.format
 // estimateDepthMemory estimates depth's peak memory for the largest of the
 // images (sizes), views of which are decoded and run at once (0: the run
 // is accounted elsewhere, as for streamed windows; the decoding too).
-func estimateDepthMemory(m scene, opt model.RunOptions, names []string, sizes []imgio.Header, views int, formats []string, processedSize bool) depthMemory {
+func estimateDepthMemory(m da3.Runner, opt model.RunOptions, names []string, sizes []imgio.Header, views int, formats []string, processedSize bool) depthMemory {
 	var d depthMemory
 	big := 0
 	for i, s := range sizes {
@@ -48,21 +48,10 @@ func estimateDepthMemory(m scene, opt model.RunOptions, names []string, sizes []
 	d.name, d.size, d.views = names[big], image.Pt(s.Width, s.Height), views
 	px := int64(d.size.X) * int64(d.size.Y)
 	d.decode = int64(views) * 4 * px
-	var models []*model.Model
-	switch mm := m.(type) {
-	case *model.Model:
-		models = []*model.Model{mm}
-	case nested.Scene:
-		models = []*model.Model{mm.AnyView(), mm.Metric()}
-	}
 	o := opt
 	o.ProcessedSize = true // the maps are counted here, at their output size
 	d.out, d.processedSize = d.size, d.size
-	for _, mm := range models {
-		e, err := mm.EstimateMemory(o, max(views, 1), d.size.X, d.size.Y)
-		if err != nil {
-			continue // the run names the problem
-		}
+	if e, err := m.EstimateMemory(o, max(views, 1), d.size.X, d.size.Y); err == nil { // else the run names the problem
 		if views > 0 {
 			d.run += e.Compute + e.Host + e.Scratch
 		}

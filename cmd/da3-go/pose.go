@@ -83,7 +83,7 @@ func runPose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer m.Close()
 	f.given.apply(&opt)
-	if !m.Config().HasCamera {
+	if !m.Capabilities().Camera {
 		return fail(stderr, fmt.Errorf("%w: %s is a %s model; pose needs a DA3 any-view model (da3-small, -base, -large, -giant)", model.ErrNoCamera, f.model, m.Config().Arch))
 	}
 	bar := newSceneBar(viewCount(len(imgs)), f.quiet, stderr)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/model"
@@ -228,23 +229,23 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	defer m.Close()
 	opt.Gaussians = slices.Contains(formats, "gs_ply")
-	cfg := m.Config()
+	cfg, caps := m.Config(), m.Capabilities()
 	switch {
-	case k != nil && cfg.HasCamera:
+	case k != nil && caps.Camera:
 		return fail(stderr, fmt.Errorf("-intrinsics: model %s predicts its own cameras; -intrinsics is for models without a camera head", f.model))
-	case k != nil && cfg.Arch == model.DA3Mono && cfg.Metric:
+	case k != nil && caps.NeedsIntrinsics:
 		opt.Intrinsics = k // focal-normalised output: metres with the focal length
-	case k == nil && cfg.Arch == model.DA3Mono && cfg.Metric && !f.quiet:
+	case k == nil && caps.NeedsIntrinsics && !f.quiet:
 		fmt.Fprintf(stderr, "da3-go: note: %s predicts focal-normalised depth, NOT metres; pass -intrinsics fx,fy,cx,cy to get metres\n", f.model)
 	}
 	for _, fm := range formats {
-		if needsCamera(fm) && !cfg.HasCamera && k == nil {
+		if needsCamera(fm) && !caps.Camera && k == nil {
 			return fail(stderr, fmt.Errorf("-format %s: %w: %s is a %s model; 3D outputs need a DA3 any-view or nested model (da3-small, -base, -large, -giant), or -intrinsics fx,fy,cx,cy",
 				fm, model.ErrNoCamera, f.model, cfg.Arch))
 		}
 	}
 	w := sceneWriter{f: &f, set: set, formats: formats, stdout: stdout, stderr: stderr, intrinsics: k}
-	asScene := !f.independent && cfg.Arch == model.DA3
+	asScene := !f.independent && caps.MultiView
 	lay, err := f.streamFlags.layoutFor(fs, m, len(in.paths), asScene, size, &opt)
 	if err != nil {
 		return fail(stderr, err)
@@ -356,7 +357,7 @@ type sceneWriter struct {
 	set        *outputSet
 	formats    []string
 	stdout     io.Writer
-	stderr     io.Writer // for the progress bar
+	stderr     io.Writer         // for the progress bar
 	intrinsics *model.Intrinsics // camera of results without one (-intrinsics)
 }
 
@@ -373,7 +374,7 @@ func pinholeCamera(r *model.Result, k *model.Intrinsics) (*model.Camera, error) 
 }
 
 // reconstructStreamed runs the frames in windows and writes the merged scene.
-func (f *reconstructFlags) reconstructStreamed(ctx context.Context, m scene, w *sceneWriter, paths, names []string, lay layout,
+func (f *reconstructFlags) reconstructStreamed(ctx context.Context, m da3.Runner, w *sceneWriter, paths, names []string, lay layout,
 	opt model.RunOptions, stderr io.Writer) error {
 	if msg := f.streamUnsupported(w.formats); msg != "" {
 		return errors.New(msg)
@@ -382,7 +383,7 @@ func (f *reconstructFlags) reconstructStreamed(ctx context.Context, m scene, w *
 		fmt.Fprintf(stderr, "da3-go: %s\n", lay.describe(len(paths)))
 	}
 	cfg := m.Config()
-	rec, err := runStreamed(ctx, m, f.modelFlags.frames(paths, names, cfg.Arch), lay, &f.streamFlags,
+	rec, err := runStreamed(ctx, m, f.modelFlags.frames(paths, names, f.rotates(m.Capabilities())), lay, &f.streamFlags,
 		f.streamDir(f.out), f.fingerprint(cfg), opt, f.quiet, stderr, nil)
 	if err != nil {
 		return err

@@ -12,10 +12,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
-	"github.com/da3-go/da3-go/model/nested"
 )
 
 // modelFlags are the flags shared by the commands that run a model.
@@ -128,16 +128,9 @@ func (f *modelFlags) runOptions() (model.RunOptions, error) {
 		RayPose: f.rayPose, RaySeed: f.raySeed, MaxMemory: maxMem}, nil
 }
 
-// scene is what depth and pose run: one model, or the nested pair.
-type scene interface {
-	Config() model.Config
-	Depth(ctx context.Context, img model.Image, opt model.RunOptions) (*model.Result, error)
-	MultiView(ctx context.Context, imgs []model.Image, opt model.RunOptions) ([]model.Result, error)
-	Close() error
-}
-
-// load resolves and loads the model (or the nested pair) with progress bars.
-func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (scene, error) {
+// load resolves the model's files (downloading published names) and opens
+// the model, or the nested pair, with a progress bar.
+func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (da3.Runner, error) {
 	if strings.TrimSpace(f.model) == "" {
 		return nil, errUsage("-model is required")
 	}
@@ -145,43 +138,19 @@ func (f *modelFlags) load(ctx context.Context, stderr io.Writer) (scene, error) 
 	if err != nil {
 		return nil, err
 	}
-	load := func(name, desc string) (*model.Model, error) {
-		path, err := resolveModel(ctx, name, f.quiet, stderr)
-		if err != nil {
-			return nil, err
-		}
-		update, finish := newBar(0, desc, true, f.quiet, stderr)
-		defer finish()
-		o := opts
-		o.Progress, o.Logger = update, slog.Default() // the command's log (setupLog)
-		return model.Load(ctx, path, o)
-	}
-	if f.metricModel == "" {
-		m, err := load(f.model, "loading")
-		if err != nil {
-			return nil, err
-		}
-		return m, nil
-	}
-	a, err := load(f.model, "loading any-view")
-	if err != nil {
-		return nil, fmt.Errorf("-model (nested any-view half): %w", err)
-	}
-	m, err := load(f.metricModel, "loading metric")
-	if err != nil {
-		a.Close()
-		return nil, fmt.Errorf("-metric-model: %w", err)
-	}
-	n, err := nested.New(a, m)
-	if err != nil {
-		a.Close()
-		m.Close()
+	var spec da3.Spec
+	if spec.Path, err = resolveModel(ctx, f.model, f.quiet, stderr); err != nil {
 		return nil, err
 	}
-	log := slog.Default()
-	return nested.Scene{Model: n, Aligned: func(a nested.Alignment) {
-		log.Info("nested metric alignment", "scale", a.Scale, "fit_pixels", a.Pixels, "nonsky_pixels", a.NonSky, "sky_depth_m", a.SkyDepth)
-	}}, nil
+	if f.metricModel != "" {
+		if spec.MetricPath, err = resolveModel(ctx, f.metricModel, f.quiet, stderr); err != nil {
+			return nil, fmt.Errorf("-metric-model: %w", err)
+		}
+	}
+	update, finish := newBar(0, "loading", true, f.quiet, stderr)
+	defer finish()
+	opts.Progress, opts.Logger = update, slog.Default()
+	return da3.Open(ctx, spec, opts)
 }
 
 // options are the model.Options of the flags (device, threads, kernels,
@@ -262,7 +231,7 @@ func errUsage(msg string) error { return usageErr(msg) }
 // open decodes every input image first (a bad image fails before any model
 // work), then loads the model and applies the Exif orientation as -exif-rotate
 // says. On failure m is nil and code is the exit code.
-func (f *modelFlags) open(ctx context.Context, fs *flag.FlagSet, inputs []string, stderr io.Writer) (imgs []image.Image, m scene, code int) {
+func (f *modelFlags) open(ctx context.Context, fs *flag.FlagSet, inputs []string, stderr io.Writer) (imgs []image.Image, m da3.Runner, code int) {
 	imgs, orient, err := decodeAll(inputs)
 	if err != nil {
 		return nil, nil, fail(stderr, err)
@@ -278,7 +247,7 @@ func (f *modelFlags) open(ctx context.Context, fs *flag.FlagSet, inputs []string
 }
 
 // loadModel loads the model; on failure m is nil and code is the exit code.
-func (f *modelFlags) loadModel(ctx context.Context, fs *flag.FlagSet, stderr io.Writer) (m scene, code int) {
+func (f *modelFlags) loadModel(ctx context.Context, fs *flag.FlagSet, stderr io.Writer) (m da3.Runner, code int) {
 	m, err := f.load(ctx, stderr)
 	if err != nil {
 		var ue usageErr
@@ -292,7 +261,7 @@ func (f *modelFlags) loadModel(ctx context.Context, fs *flag.FlagSet, stderr io.
 
 // decode decodes every input image for the loaded model m (see open), for commands that load the model
 // before they decide how to read the images (checkImages has read their headers).
-func (f *modelFlags) decode(inputs []string, m scene, stderr io.Writer) ([]image.Image, error) {
+func (f *modelFlags) decode(inputs []string, m da3.Runner, stderr io.Writer) ([]image.Image, error) {
 	imgs, orient, err := decodeAll(inputs)
 	if err != nil {
 		return nil, err
@@ -314,8 +283,8 @@ func decodeAll(inputs []string) ([]image.Image, []imgio.Orientation, error) {
 }
 
 // prepare turns the images by their Exif orientation as -exif-rotate says and reads -cameras.
-func (f *modelFlags) prepare(imgs []image.Image, orient []imgio.Orientation, inputs []string, m scene, stderr io.Writer) error {
-	if f.exifRotate.set && f.exifRotate.value || !f.exifRotate.set && exifRotateByDefault(m.Config().Arch) {
+func (f *modelFlags) prepare(imgs []image.Image, orient []imgio.Orientation, inputs []string, m da3.Runner, stderr io.Writer) error {
+	if f.rotates(m.Capabilities()) {
 		for i := range imgs {
 			imgs[i] = imgio.Orient(imgs[i], orient[i])
 		}
@@ -338,10 +307,15 @@ func warnNonFinite(stderr io.Writer, input string, r *model.Result) {
 	}
 }
 
-// exifRotateByDefault reports whether the reference pipeline of a model family applies the Exif
-// orientation: Depth Anything V2 reads images with cv2.imread, which does; Depth Anything 3's
-// InputProcessor reads them with PIL's Image.open, which does not.
-func exifRotateByDefault(a model.Arch) bool { return a == model.DA2 }
+// rotates reports whether the inputs are turned by their Exif orientation:
+// as -exif-rotate says, else as the model's reference pipeline does
+// (Capabilities.ExifRotate).
+func (f *modelFlags) rotates(caps model.Capabilities) bool {
+	if f.exifRotate.set {
+		return f.exifRotate.value
+	}
+	return caps.ExifRotate
+}
 
 // parseBytes reads a size such as 4G, 1.5GiB, 512M, 800MB or a byte count
 // (binary units; "" is 0).

@@ -12,10 +12,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/internal/sysmem"
 	"github.com/da3-go/da3-go/model"
-	"github.com/da3-go/da3-go/model/nested"
 	"github.com/da3-go/da3-go/model/stream"
 )
 
@@ -172,7 +172,7 @@ func (f *streamFlags) windows(n int, estimated bool, bestChunk func(int) (int, e
 // layoutFor chooses how a command runs its n inputs (asScene: several images of one scene for a DA3
 // any-view or nested model) and sets the head chunk size on opt. -stream on inputs that are not one
 // scene is an error.
-func (f *streamFlags) layoutFor(fs *flag.FlagSet, m scene, n int, asScene bool, size image.Point, opt *model.RunOptions) (layout, error) {
+func (f *streamFlags) layoutFor(fs *flag.FlagSet, m da3.Runner, n int, asScene bool, size image.Point, opt *model.RunOptions) (layout, error) {
 	if !asScene || n < 2 {
 		if f.stream {
 			return layout{}, fmt.Errorf("-stream needs several images run as one scene by a DA3 any-view or nested model (%s is a %s model)", fs.Lookup("model").Value, m.Config().Arch)
@@ -184,8 +184,8 @@ func (f *streamFlags) layoutFor(fs *flag.FlagSet, m scene, n int, asScene bool, 
 		return lay, err
 	}
 	opt.ChunkSize = lay.chunk
-	if mm, ok := m.(*model.Model); ok && !lay.stream {
-		if e, err := mm.EstimateMemory(*opt, n, size.X, size.Y); err == nil {
+	if !lay.stream {
+		if e, err := m.EstimateMemory(*opt, n, size.X, size.Y); err == nil {
 			lay.why = fmt.Sprintf("%s: about %s, head chunks of %d", lay.why, sysmem.Bytes(uint64(e.Total())), lay.chunk)
 		}
 	}
@@ -202,25 +202,11 @@ func (l layout) describe(n int) string {
 // (Model.CheckMemory: its estimate against the memory left and -max-memory) for views images of w×h
 // pixels with head chunks of chunk views; both branches of the nested pair must fit. nil for a scene
 // that cannot be checked.
-func memoryFit(m scene, opt model.RunOptions, w, h int) fitFunc {
-	var models []*model.Model
-	switch s := m.(type) {
-	case *model.Model:
-		models = []*model.Model{s}
-	case nested.Scene:
-		models = []*model.Model{s.AnyView(), s.Metric()}
-	default:
-		return nil
-	}
+func memoryFit(m da3.Runner, opt model.RunOptions, w, h int) fitFunc {
 	return func(views, chunk int) error {
 		o := opt
 		o.ChunkSize = chunk
-		for _, mm := range models {
-			if err := mm.CheckMemory(o, views, w, h); err != nil {
-				return err
-			}
-		}
-		return nil
+		return m.CheckMemory(o, views, w, h)
 	}
 }
 
@@ -242,8 +228,7 @@ func checkImages(paths []string) (image.Point, error) {
 
 // frames are the inputs as stream frames, decoded (and turned by their Exif orientation as -exif-rotate
 // says) when their window runs.
-func (f *modelFlags) frames(paths, names []string, arch model.Arch) []stream.Frame {
-	rotate := f.exifRotate.set && f.exifRotate.value || !f.exifRotate.set && exifRotateByDefault(arch)
+func (f *modelFlags) frames(paths, names []string, rotate bool) []stream.Frame {
 	out := stream.Files(paths, names)
 	for i := range out {
 		p := paths[i]
@@ -292,7 +277,7 @@ func fileIdentity(path string) string {
 
 // runStreamed runs the frames in windows; onWindow gets each window's views (in the run's frame) as it
 // finishes (or is read back when resuming).
-func runStreamed(ctx context.Context, m scene, frames []stream.Frame, lay layout, sf *streamFlags, dir, fingerprint string,
+func runStreamed(ctx context.Context, m da3.Runner, frames []stream.Frame, lay layout, sf *streamFlags, dir, fingerprint string,
 	opt model.RunOptions, quiet bool, stderr io.Writer, onWindow func(w stream.Window, views []model.Result) error) (*stream.Reconstruction, error) {
 	opt.ChunkSize = lay.chunk
 	update, finish := newBar(int64(len(frames)), "windows", false, quiet, stderr)

@@ -154,6 +154,61 @@ func (s Scene) Depth(ctx context.Context, img model.Image, opt model.RunOptions)
 	return &rs[0], nil
 }
 
+// Independent runs each image as a scene of its own, one after another.
+func (s Scene) Independent(ctx context.Context, imgs []model.Image, opt model.RunOptions) ([]model.Result, error) {
+	out := make([]model.Result, 0, len(imgs))
+	for _, im := range imgs {
+		r, err := s.Depth(ctx, im, opt)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *r)
+	}
+	return out, nil
+}
+
+// Capabilities are the any-view branch's, with depth and camera
+// translations in metres and the metric branch's sky.
+func (s Scene) Capabilities() model.Capabilities {
+	c := s.anyView.Capabilities()
+	c.Unit, c.NeedsIntrinsics, c.Sky, c.Nested = model.Metres, false, true, true
+	return c
+}
+
+// EstimateMemory is the pair's: both branches' estimates for the request,
+// added (an upper bound: the branches run one after the other, the metric
+// one a view at a time).
+func (s Scene) EstimateMemory(opt model.RunOptions, views, w, h int) (model.MemoryEstimate, error) {
+	e, err := s.anyView.EstimateMemory(opt, views, w, h)
+	if err != nil {
+		return e, err
+	}
+	m, err := s.metric.EstimateMemory(opt, views, w, h)
+	if err != nil {
+		return e, err
+	}
+	e.Weights += m.Weights
+	e.Compute += m.Compute
+	e.DeviceCompute += m.DeviceCompute
+	e.Host += m.Host
+	e.Scratch += m.Scratch
+	return e, nil
+}
+
+// CheckMemory refuses a run that either branch could not hold.
+func (s Scene) CheckMemory(opt model.RunOptions, views, w, h int) error {
+	if err := s.anyView.CheckMemory(opt, views, w, h); err != nil {
+		return err
+	}
+	return s.metric.CheckMemory(opt, views, w, h)
+}
+
+// WeightBytes are both branches' weights.
+func (s Scene) WeightBytes() uint64 { return s.anyView.WeightBytes() + s.metric.WeightBytes() }
+
+// Device is the device the branches run on.
+func (s Scene) Device() string { return s.anyView.Device() }
+
 // Forward runs already preprocessed input (see model.Model.Forward); maps
 // are returned at the processed size.
 func (m *Model) Forward(ctx context.Context, px model.Pixels, opt model.RunOptions) (*Output, error) {
