@@ -56,7 +56,7 @@ func TestCABI(t *testing.T) {
 	require.NoError(t, convert.Convert(context.Background(), "../tests/fixtures/da3-tiny", gguf, convert.Options{}))
 	img0 := "../tests/fixtures/da3-tiny/two/images/view0.png"
 	img1 := "../tests/fixtures/da3-tiny/two/images/view1.png"
-	m, err := model.Load(context.Background(), gguf, model.Options{Device: "cpu", Threads: 1})
+	m, err := model.Load(context.Background(), gguf, model.Options{Options: backend.Options{Device: "cpu", Threads: 1}})
 	require.NoError(t, err)
 	defer m.Close()
 	var imgs []image.Image

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/internal/imgproc"
@@ -28,7 +29,7 @@ var logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level:
 func init() { ggml.SetLogger(logger) }
 
 func load(path, metricPath, device string, threads int) (scene, error) {
-	opts := model.Options{Device: device, Threads: threads, Logger: logger}
+	opts := model.Options{Options: backend.Options{Device: device, Threads: threads, Logger: logger}}
 	r, err := da3.Open(context.Background(), da3.Spec{Path: path, MetricPath: metricPath}, opts)
 	if err != nil {
 		return scene{}, err

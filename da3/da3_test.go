@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/model"
@@ -59,7 +60,7 @@ func TestOpenAnswersCapabilities(t *testing.T) {
 	}
 	for name, spec := range specs(t) {
 		t.Run(name, func(t *testing.T) {
-			r, err := da3.Open(context.Background(), spec, model.Options{Device: "cpu", Threads: 1})
+			r, err := da3.Open(context.Background(), spec, model.Options{Options: backend.Options{Device: "cpu", Threads: 1}})
 			require.NoError(t, err)
 			defer r.Close()
 			caps := r.Capabilities()
@@ -94,7 +95,7 @@ func TestOpenAnswersCapabilities(t *testing.T) {
 // model inside a non-nil interface).
 func TestOpenFails(t *testing.T) {
 	for _, spec := range []da3.Spec{{}, {Path: "no-such.gguf"}, {Path: "no-such.gguf", MetricPath: "no-such-metric.gguf"}} {
-		r, err := da3.Open(context.Background(), spec, model.Options{Device: "cpu"})
+		r, err := da3.Open(context.Background(), spec, model.Options{Options: backend.Options{Device: "cpu"}})
 		assert.Error(t, err)
 		assert.Nil(t, r)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -14,7 +15,7 @@ import (
 // during preprocessing), with context.Canceled, which is not an input error;
 // a bad input is one, and the model runs normally afterwards.
 func TestCancelledRun(t *testing.T) {
-	m, err := model.Load(context.Background(), tinyModel(), model.Options{Device: "cpu", Threads: 1})
+	m, err := model.Load(context.Background(), tinyModel(), model.Options{Options: backend.Options{Device: "cpu", Threads: 1}})
 	require.NoError(t, err)
 	defer m.Close()
 	imgs := []model.Image{photo(64, 48), photo(64, 48)}

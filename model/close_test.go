@@ -21,7 +21,7 @@ import (
 // faulted in the scheduler before).
 func TestCloseDuringRuns(t *testing.T) {
 	ctx := context.Background()
-	m, err := model.Load(ctx, tinyModel(), model.Options{Device: "cpu", Threads: 2})
+	m, err := model.Load(ctx, tinyModel(), model.Options{Options: backend.Options{Device: "cpu", Threads: 2}})
 	require.NoError(t, err)
 	img := photo(64, 48)
 	const workers, calls = 4, 6
@@ -74,7 +74,7 @@ func TestCloseDuringRuns(t *testing.T) {
 // completes normally.
 func TestCloseWaitsForRun(t *testing.T) {
 	ctx := context.Background()
-	m, err := model.Load(ctx, tinyModel(), model.Options{Device: "cpu", Threads: 1})
+	m, err := model.Load(ctx, tinyModel(), model.Options{Options: backend.Options{Device: "cpu", Threads: 1}})
 	require.NoError(t, err)
 	started, release := make(chan struct{}), make(chan struct{})
 	type result struct {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/model"
 )
@@ -14,7 +15,7 @@ import (
 // PointCloud turns one result into a coloured point cloud in its camera's world frame.
 func ExampleResult_PointCloud() {
 	ctx := context.Background()
-	m, err := model.Load(ctx, tinyModel(), model.Options{Device: "cpu"})
+	m, err := model.Load(ctx, tinyModel(), model.Options{Options: backend.Options{Device: "cpu"}})
 	if err != nil {
 		panic(err)
 	}
@@ -37,7 +38,7 @@ func ExampleResult_PointCloud() {
 // and a COLMAP model.
 func ExampleViews() {
 	ctx := context.Background()
-	m, err := model.Load(ctx, tinyModel(), model.Options{Device: "cpu"})
+	m, err := model.Load(ctx, tinyModel(), model.Options{Options: backend.Options{Device: "cpu"}})
 	if err != nil {
 		panic(err)
 	}

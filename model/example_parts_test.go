@@ -22,7 +22,7 @@ func (noAttention) Forward(g *ggml.Context, x *ggml.Tensor, p *vit.Pass) *ggml.T
 // block, then run the whole model with one block's attention removed.
 func ExampleModel_Run() {
 	ctx := context.Background()
-	m, err := model.Load(ctx, tinyModel(), model.Options{Device: "cpu"})
+	m, err := model.Load(ctx, tinyModel(), model.Options{Options: backend.Options{Device: "cpu"}})
 	if err != nil {
 		panic(err)
 	}

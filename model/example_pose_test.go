@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/gs"
@@ -28,7 +29,7 @@ func tinyFixture(name string, opts convert.Options) string {
 // plays torch.manual_seed's part: the same seed gives the same poses.
 func ExampleRunOptions_rayPose() {
 	ctx := context.Background()
-	m, err := model.Load(ctx, tinyFixture("da3-tiny-pose", convert.Options{WithAux: true}), model.Options{Device: "cpu"})
+	m, err := model.Load(ctx, tinyFixture("da3-tiny-pose", convert.Options{WithAux: true}), model.Options{Options: backend.Options{Device: "cpu"}})
 	if err != nil {
 		panic(err)
 	}
@@ -51,7 +52,7 @@ func ExampleRunOptions_rayPose() {
 // robot's, COLMAP's): the results are in their frame and scale.
 func ExampleRunOptions_extrinsics() {
 	ctx := context.Background()
-	m, err := model.Load(ctx, tinyFixture("da3-tiny-pose", convert.Options{}), model.Options{Device: "cpu"})
+	m, err := model.Load(ctx, tinyFixture("da3-tiny-pose", convert.Options{}), model.Options{Options: backend.Options{Device: "cpu"}})
 	if err != nil {
 		panic(err)
 	}
@@ -78,7 +79,7 @@ func ExampleRunOptions_extrinsics() {
 // gs.WritePLY writes them as the official gs_ply file.
 func ExampleRunOptions_gaussians() {
 	ctx := context.Background()
-	m, err := model.Load(ctx, tinyFixture("da3-tiny-gs", convert.Options{}), model.Options{Device: "cpu"})
+	m, err := model.Load(ctx, tinyFixture("da3-tiny-gs", convert.Options{}), model.Options{Options: backend.Options{Device: "cpu"}})
 	if err != nil {
 		panic(err)
 	}

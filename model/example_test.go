@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/model"
 )
@@ -35,7 +36,7 @@ func photo(w, h int) image.Image {
 // Depth estimates depth, confidence and the camera of one image.
 func ExampleModel_Depth() {
 	ctx := context.Background()
-	m, err := model.Load(ctx, tinyModel(), model.Options{Device: "cpu"})
+	m, err := model.Load(ctx, tinyModel(), model.Options{Options: backend.Options{Device: "cpu"}})
 	if err != nil {
 		panic(err)
 	}
@@ -58,7 +59,7 @@ func ExampleModel_Depth() {
 // mono models return model.ErrNoCamera.
 func ExampleModel_DepthAndPose() {
 	ctx := context.Background()
-	m, err := model.Load(ctx, tinyModel(), model.Options{Device: "cpu"})
+	m, err := model.Load(ctx, tinyModel(), model.Options{Options: backend.Options{Device: "cpu"}})
 	if err != nil {
 		panic(err)
 	}
@@ -77,7 +78,7 @@ func ExampleModel_DepthAndPose() {
 // world frame, and views of different sizes are centre-cropped to the smallest.
 func ExampleModel_MultiView() {
 	ctx := context.Background()
-	m, err := model.Load(ctx, tinyModel(), model.Options{Device: "cpu"})
+	m, err := model.Load(ctx, tinyModel(), model.Options{Options: backend.Options{Device: "cpu"}})
 	if err != nil {
 		panic(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -40,7 +41,7 @@ func TestLoadLogsOnlyToItsLogger(t *testing.T) {
 	defer slog.SetDefault(prev)
 
 	stderr := captureStderr(t, func() {
-		m, err := model.Load(ctx, path, model.Options{Device: "cpu", Threads: 1})
+		m, err := model.Load(ctx, path, model.Options{Options: backend.Options{Device: "cpu", Threads: 1}})
 		require.NoError(t, err)
 		_, err = m.Depth(ctx, photo(40, 30), model.RunOptions{ProcessRes: 28})
 		require.NoError(t, err)
@@ -50,7 +51,7 @@ func TestLoadLogsOnlyToItsLogger(t *testing.T) {
 	assert.Empty(t, dflt.String(), "nothing on slog's default logger")
 
 	var logs bytes.Buffer
-	m, err := model.Load(ctx, path, model.Options{Device: "cpu", Threads: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	m, err := model.Load(ctx, path, model.Options{Options: backend.Options{Device: "cpu", Threads: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 	require.NoError(t, err)
 	require.NoError(t, m.Close())
 	assert.Contains(t, logs.String(), "level=INFO msg=device name=CPU")

@@ -25,33 +25,11 @@ import (
 
 // Options configure Load.
 type Options struct {
-	// Device: "auto" (default: the first GPU, else the CPU), "cpu" or a device
-	// name such as "CUDA0".
-	Device string
-	// Threads for the CPU backend; 0 = all cores.
-	Threads int
+	// Options choose the device and the runtime: device, threads, backend
+	// folders, logger, kernel policy and precision (see backend.Options).
+	backend.Options
 	// Progress, when set, is called with bytes uploaded so far and the total.
 	Progress func(done, total int64)
-	// Logger receives load and device messages; nil discards them (a
-	// library prints nothing unless given a logger). ggml's own C log is
-	// process-global: see ggml.SetLogger.
-	Logger *slog.Logger
-	// Kernels, when set, replaces the kernel policy (which fused kernels the
-	// layers use, see ggml/kernels): for A/B runs and research, e.g.
-	// &kernels.Policy{} for ggml's own ops only. Default: the fastest for
-	// the device.
-	Kernels *kernels.Policy
-	// Precision of the CPU products (default f32): kernels.PrecisionBF16
-	// rounds the operands of the linear layers and the attention to bfloat16
-	// (AVX512_BF16 CPUs); kernels.PrecisionInt8 multiplies q8_0 weight
-	// matrices in int8 with activations quantized per row in blocks of 32,
-	// the other products as bf16 (AVX512_VNNI CPUs). The convolutions stay
-	// f32 unless NarrowConvs. Load fails where the CPU lacks the
-	// instructions.
-	Precision kernels.Precision
-	// NarrowConvs computes the convolutions in bf16 too (Precision bf16 or
-	// int8 only): a few per cent faster, less accurate (kernels.Policy).
-	NarrowConvs bool
 	// MaxDeviceMemory, when positive, is the device memory (bytes) the model
 	// may use on a GPU, weights and compute buffers together, below what
 	// the device has free: Load refuses weights that exceed it, runs are
@@ -129,7 +107,9 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rt, err := backend.Open(backend.Options{Device: opts.Device, Threads: opts.Threads, Logger: log, Kernels: opts.Kernels, Precision: opts.Precision, NarrowConvs: opts.NarrowConvs})
+	bo := opts.Options
+	bo.Logger = log
+	rt, err := backend.Open(bo)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ import (
 // against the model's own run.
 func TestPartsFusedAndSeparate(t *testing.T) {
 	ctx := context.Background()
-	m, err := model.Load(ctx, tinyModel(), model.Options{Device: "cpu", Threads: 1})
+	m, err := model.Load(ctx, tinyModel(), model.Options{Options: backend.Options{Device: "cpu", Threads: 1}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 	require.NotNil(t, m.Camera())

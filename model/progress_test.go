@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -35,7 +36,7 @@ func (l *progressLog) tell(p model.Progress) {
 // beyond it, batches of independent images), each ending with Done ==
 // Total > 0.
 func TestRunProgress(t *testing.T) {
-	m, err := model.Load(context.Background(), tinyModel(), model.Options{Device: "cpu", Threads: 1})
+	m, err := model.Load(context.Background(), tinyModel(), model.Options{Options: backend.Options{Device: "cpu", Threads: 1}})
 	require.NoError(t, err)
 	defer m.Close()
 	three := []model.Image{photo(64, 48), photo(64, 48), photo(64, 48)}

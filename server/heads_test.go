@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/gs"
@@ -35,7 +36,7 @@ func TestHeads(t *testing.T) {
 		b64s = append(b64s, enc64(readFile(t, f)))
 	}
 	lib := func(path string, opt model.RunOptions) []model.Result {
-		m, err := model.Load(context.Background(), path, model.Options{Device: "cpu", Threads: 1, Logger: quietLog})
+		m, err := model.Load(context.Background(), path, model.Options{Options: backend.Options{Device: "cpu", Threads: 1, Logger: quietLog}})
 		require.NoError(t, err)
 		defer m.Close()
 		res, err := m.MultiView(context.Background(), imgs, opt)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/nested"
@@ -20,7 +21,7 @@ func TestMetricUnits(t *testing.T) {
 	const img = "../tests/fixtures/da3-tiny-mono/one/images/view0.png"
 	im, err := imgio.Decode(img)
 	require.NoError(t, err)
-	m, err := model.Load(context.Background(), metric, model.Options{Device: "cpu", Threads: 1, Logger: quietLog})
+	m, err := model.Load(context.Background(), metric, model.Options{Options: backend.Options{Device: "cpu", Threads: 1, Logger: quietLog}})
 	require.NoError(t, err)
 	defer m.Close()
 
@@ -52,7 +53,7 @@ func TestMetricUnits(t *testing.T) {
 	r = decodeResponse(t, body)
 	assert.Equal(t, "metres", r.Unit)
 	assert.True(t, r.IsMetric)
-	n, err := nested.Load(context.Background(), pair[0], pair[1], model.Options{Device: "cpu", Threads: 1, Logger: quietLog})
+	n, err := nested.Load(context.Background(), pair[0], pair[1], model.Options{Options: backend.Options{Device: "cpu", Threads: 1, Logger: quietLog}})
 	require.NoError(t, err)
 	defer n.Close()
 	var imgs []image.Image

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
@@ -28,7 +29,7 @@ import (
 // libraryRun runs the library directly on the same files, for comparison.
 func libraryRun(t *testing.T, path string, files []string, opt model.RunOptions) []model.Result {
 	t.Helper()
-	m, err := model.Load(context.Background(), path, model.Options{Device: "cpu", Threads: 1, Logger: quietLog})
+	m, err := model.Load(context.Background(), path, model.Options{Options: backend.Options{Device: "cpu", Threads: 1, Logger: quietLog}})
 	require.NoError(t, err)
 	defer m.Close()
 	var imgs []image.Image

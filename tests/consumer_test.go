@@ -105,7 +105,8 @@ func TestExternalConsumer(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "the module has no generated ggml/vendor")
 
 	gguf := convertFixture(t, fixture(t, "da3-tiny"), convert.Options{})
-	cmd := exec.Command(filepath.Join(dir, "consumer"), gguf)
+	photo := filepath.Join(fixture(t, "da3-tiny"), "one", "images", "view0.png")
+	cmd := exec.Command(filepath.Join(dir, "consumer"), gguf, photo)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 
@@ -123,8 +124,9 @@ func TestExternalConsumer(t *testing.T) {
 	for _, d := range res.Depth {
 		s += float64(d)
 	}
-	want := fmt.Sprintf("depth 64x48 mean %.5f camera true\n", s/float64(len(res.Depth)))
+	want := fmt.Sprintf("depth 64x48 mean %.5f camera true unit relative\n", s/float64(len(res.Depth)))
 	assert.Equal(t, want, lastLine(string(out)))
+	assert.Contains(t, string(out), "photo (", "the public image decoder read the photo")
 }
 
 // moduleFiles lists the checkout's files as `git ls-files` sees them:

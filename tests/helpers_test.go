@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/internal/testutil"
 	"github.com/da3-go/da3-go/model"
@@ -86,7 +87,7 @@ func convertFixture(t *testing.T, src string, opts convert.Options) string {
 
 func loadModel(t *testing.T, path string) *model.Model {
 	t.Helper()
-	m, err := model.Load(context.Background(), path, model.Options{Device: "cpu"})
+	m, err := model.Load(context.Background(), path, model.Options{Options: backend.Options{Device: "cpu"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 	return m

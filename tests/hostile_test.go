@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -65,7 +66,7 @@ func runHostile(path string) (o hostileOutcome) {
 		}
 	}()
 	ctx := context.Background()
-	m, err := model.Load(ctx, path, model.Options{Device: "cpu", Threads: 1})
+	m, err := model.Load(ctx, path, model.Options{Options: backend.Options{Device: "cpu", Threads: 1}})
 	if err != nil {
 		o.loadErr = err
 		return o

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/model"
@@ -51,7 +52,7 @@ func TestEstimateManyViewsDA3Small(t *testing.T) {
 // streams it) instead of failing to plan it, and a window still fits.
 func TestEstimateManyViewsScoresPath(t *testing.T) {
 	path := da3SmallShaped(t, false)
-	m, err := model.Load(t.Context(), path, model.Options{Device: "cpu", Kernels: &kernels.Policy{}})
+	m, err := model.Load(t.Context(), path, model.Options{Options: backend.Options{Device: "cpu", Kernels: &kernels.Policy{}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 	opt := model.RunOptions{ChunkSize: 8}

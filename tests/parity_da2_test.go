@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/model"
@@ -44,7 +45,7 @@ func TestParityDA2(t *testing.T) {
 				calls := kernels.WindowCalls()
 				t.Cleanup(func() { assert.Greater(t, kernels.WindowCalls(), calls, "the head ran in strips") })
 			}
-			m, err := model.Load(context.Background(), convertFixture(t, dir+"/"+tc.src, opts), model.Options{Device: "cpu", Kernels: policy})
+			m, err := model.Load(context.Background(), convertFixture(t, dir+"/"+tc.src, opts), model.Options{Options: backend.Options{Device: "cpu", Kernels: policy}})
 			require.NoError(t, err)
 			t.Cleanup(func() { m.Close() })
 			require.Equal(t, model.DA2, m.Config().Arch)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/model"
@@ -65,7 +66,7 @@ func stripsPolicy() *kernels.Policy {
 // the default).
 func parityDA3(t *testing.T, name string, p *kernels.Policy) {
 	dir := fixture(t, name)
-	opts := model.Options{Device: "cpu", Kernels: p}
+	opts := model.Options{Options: backend.Options{Device: "cpu", Kernels: p}}
 	m, err := model.Load(context.Background(), convertFixture(t, dir, convert.Options{}), opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })

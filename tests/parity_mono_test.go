@@ -31,7 +31,7 @@ func TestParityDA3Mono(t *testing.T) {
 // parityDA3Mono runs TestParityDA3Mono with the kernel policy p (nil: the default).
 func parityDA3Mono(t *testing.T, p *kernels.Policy) {
 	dir := fixture(t, "da3-tiny-mono")
-	m, err := model.Load(context.Background(), convertFixture(t, dir, convert.Options{}), model.Options{Device: "cpu", Kernels: p})
+	m, err := model.Load(context.Background(), convertFixture(t, dir, convert.Options{}), model.Options{Options: backend.Options{Device: "cpu", Kernels: p}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 	require.Equal(t, model.DA3Mono, m.Config().Arch)

@@ -32,7 +32,7 @@ func parityNested(t *testing.T, name string) {
 	ctx := context.Background()
 	dir := fixture(t, name)
 	paths := convert.OutputPaths(convert.FamilyDA3Nested, convertFixture(t, dir, convert.Options{}))
-	nm, err := nested.Load(ctx, paths[0], paths[1], model.Options{Device: "cpu"})
+	nm, err := nested.Load(ctx, paths[0], paths[1], model.Options{Options: backend.Options{Device: "cpu"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { nm.Close() })
 	ents, err := os.ReadDir(dir)

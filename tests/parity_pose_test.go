@@ -274,7 +274,7 @@ func paritySimRange(t *testing.T, dir string) {
 		t.Skip("case sim-four not generated")
 	}
 	ref := refTensors(t, filepath.Join(dir, "sim-four", "ref.safetensors"))
-	m, err := model.Load(context.Background(), convertFixture(t, dir, convert.Options{}), model.Options{Device: "cpu"})
+	m, err := model.Load(context.Background(), convertFixture(t, dir, convert.Options{}), model.Options{Options: backend.Options{Device: "cpu"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 	in := ref["input"]

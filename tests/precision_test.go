@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/imgio"
@@ -27,7 +28,7 @@ const (
 // runPrecision loads path with precision p, runs it on img and closes it.
 func runPrecision(t *testing.T, path string, p kernels.Precision, img model.Image, opts model.RunOptions) *model.Result {
 	t.Helper()
-	m, err := model.Load(context.Background(), path, model.Options{Device: "cpu", Precision: p})
+	m, err := model.Load(context.Background(), path, model.Options{Options: backend.Options{Device: "cpu", Precision: p}})
 	require.NoError(t, err, "load %s in %s", path, p)
 	defer m.Close()
 	require.Equal(t, p, m.Kernels().Precision)
@@ -55,7 +56,7 @@ func TestPrecisionAccuracy(t *testing.T) {
 				t.Run(tc.prec.String(), func(t *testing.T) {
 					if !kernels.PrecisionRuns(v, tc.prec) {
 						// The precision is refused, not silently run in f32.
-						_, err := model.Load(context.Background(), f32, model.Options{Device: "cpu", Precision: tc.prec})
+						_, err := model.Load(context.Background(), f32, model.Options{Options: backend.Options{Device: "cpu", Precision: tc.prec}})
 						require.ErrorIs(t, err, kernels.ErrPrecision)
 						t.Skipf("%s needs AVX-512 with %s (kernels %s, CPU features %v)", tc.prec,
 							map[kernels.Precision]string{kernels.PrecisionBF16: "AVX512_BF16", kernels.PrecisionInt8: "AVX512_VNNI"}[tc.prec],
@@ -83,7 +84,7 @@ func TestPrecisionAccuracy(t *testing.T) {
 func TestNarrowConvs(t *testing.T) {
 	fx := quantFixtures()[0]
 	f32 := fx.gguf(t)
-	_, err := model.Load(context.Background(), f32, model.Options{Device: "cpu", NarrowConvs: true})
+	_, err := model.Load(context.Background(), f32, model.Options{Options: backend.Options{Device: "cpu", NarrowConvs: true}})
 	require.ErrorIs(t, err, kernels.ErrPrecision, "narrow convolutions in f32")
 	if !kernels.PrecisionRuns(kernels.DefaultVariant(), kernels.PrecisionBF16) {
 		t.Skipf("bf16 needs AVX-512 with AVX512_BF16 (CPU features %v)", kernels.CPUFeatures())
@@ -92,7 +93,7 @@ func TestNarrowConvs(t *testing.T) {
 	require.NoError(t, err)
 	ref := runPrecision(t, f32, kernels.PrecisionF32, img, fx.opts)
 	wide := runPrecision(t, f32, kernels.PrecisionBF16, img, fx.opts)
-	m, err := model.Load(context.Background(), f32, model.Options{Device: "cpu", Precision: kernels.PrecisionBF16, NarrowConvs: true})
+	m, err := model.Load(context.Background(), f32, model.Options{Options: backend.Options{Device: "cpu", Precision: kernels.PrecisionBF16, NarrowConvs: true}})
 	require.NoError(t, err)
 	defer m.Close()
 	require.True(t, m.Kernels().NarrowConvs)

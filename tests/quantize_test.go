@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/internal/imgio"
@@ -94,7 +95,7 @@ func convertDA2Tiny(t *testing.T) string {
 // runFile loads a model file, runs it on img and closes it.
 func runFile(t *testing.T, path string, img model.Image, opts model.RunOptions) *model.Result {
 	t.Helper()
-	m, err := model.Load(context.Background(), path, model.Options{Device: "cpu"})
+	m, err := model.Load(context.Background(), path, model.Options{Options: backend.Options{Device: "cpu"}})
 	require.NoError(t, err, "load %s", path)
 	defer m.Close()
 	r, err := m.Depth(context.Background(), img, opts)

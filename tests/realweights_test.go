@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/nested"
@@ -216,7 +217,7 @@ func TestRealWeightsMetres(t *testing.T) {
 		if len(pair) != 2 {
 			t.Skip("DA3_TEST_MODEL_NESTED not set to ANYVIEW.gguf,METRIC.gguf: no real weights available (no pretrained Depth Anything weights can be obtained here)")
 		}
-		n, err := nested.Load(ctx, pair[0], pair[1], model.Options{Device: os.Getenv("DA3_TEST_DEVICE")})
+		n, err := nested.Load(ctx, pair[0], pair[1], model.Options{Options: backend.Options{Device: os.Getenv("DA3_TEST_DEVICE")}})
 		require.NoError(t, err)
 		t.Cleanup(func() { n.Close() })
 		run(t, "nested", func(img image.Image, _ sample) (*model.Result, error) { return n.Depth(ctx, img, model.RunOptions{}) })

@@ -28,6 +28,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
@@ -190,7 +191,7 @@ func TestServeEndToEnd(t *testing.T) {
 	s := startServe(t, "-model", "tiny="+gguf, "-threads", "1", "-quiet")
 	views := []string{dir + "/four/images/view0.png", dir + "/four/images/view1.png", dir + "/four/images/view2.png", dir + "/four/images/view3.png"}
 
-	m, err := model.Load(context.Background(), gguf, model.Options{Device: "cpu", Threads: 1})
+	m, err := model.Load(context.Background(), gguf, model.Options{Options: backend.Options{Device: "cpu", Threads: 1}})
 	require.NoError(t, err)
 	defer m.Close()
 	var imgs []image.Image

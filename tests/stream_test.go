@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/stream"
@@ -55,7 +56,7 @@ func streamFrames(n, w, h int) ([]stream.Frame, []model.Image) {
 
 func loadTinyDA3(t *testing.T) *model.Model {
 	t.Helper()
-	m, err := model.Load(context.Background(), convertFixture(t, fixture(t, "da3-tiny"), convert.Options{}), model.Options{Device: "cpu", Threads: 1})
+	m, err := model.Load(context.Background(), convertFixture(t, fixture(t, "da3-tiny"), convert.Options{}), model.Options{Options: backend.Options{Device: "cpu", Threads: 1}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 	return m

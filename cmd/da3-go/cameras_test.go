@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
@@ -34,7 +35,7 @@ func TestRayPoseCLI(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	doc := poseDoc(t, stdout)
 
-	m, err := model.Load(context.Background(), aux, model.Options{Device: "cpu"})
+	m, err := model.Load(context.Background(), aux, model.Options{Options: backend.Options{Device: "cpu"}})
 	require.NoError(t, err)
 	defer m.Close()
 	var ims []model.Image

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/model"
 )
@@ -324,7 +325,7 @@ func TestChooseLayout(t *testing.T) {
 // refuses with the figures; without -chunk-size a smaller head chunk lets larger windows fit.
 func TestStreamChosenFromMemory(t *testing.T) {
 	path := tinyDA3(t)
-	m, err := model.Load(context.Background(), path, model.Options{Device: "cpu", Threads: 1})
+	m, err := model.Load(context.Background(), path, model.Options{Options: backend.Options{Device: "cpu", Threads: 1}})
 	require.NoError(t, err)
 	opt := model.RunOptions{ProcessRes: 56, ProcessedSize: true, ChunkSize: 8}
 	total := func(views int) int64 {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/nested"
@@ -23,7 +24,7 @@ func ExampleModel_MultiView() {
 		panic(err)
 	}
 	halves := convert.OutputPaths(convert.FamilyDA3Nested, dst) // dst-anyview.gguf, dst-metric.gguf
-	m, err := nested.Load(ctx, halves[0], halves[1], model.Options{Device: "cpu"})
+	m, err := nested.Load(ctx, halves[0], halves[1], model.Options{Options: backend.Options{Device: "cpu"}})
 	if err != nil {
 		panic(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/model"
 )
@@ -36,7 +37,7 @@ func TestDeviceMemory(t *testing.T) {
 	assert.Equal(t, uint64(e.DeviceCompute), dm.Compute, "the device compute buffer is the planned one")
 	t.Logf("weights %d B, compute %d B (planned %d B), device %d/%d MiB free", dm.Weights, dm.Compute, e.DeviceCompute, dm.Free>>20, dm.Total>>20)
 
-	_, err = model.Load(ctx, path, model.Options{Device: device, Logger: quiet, MaxDeviceMemory: int64(dm.Weights) / 2})
+	_, err = model.Load(ctx, path, model.Options{Options: backend.Options{Device: device, Logger: quiet}, MaxDeviceMemory: int64(dm.Weights) / 2})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, model.ErrNotEnoughMemory)
 	assert.Contains(t, err.Error(), "-max-device-memory")
@@ -48,7 +49,7 @@ func TestDeviceMemory(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, e1.DeviceCompute, e.DeviceCompute, "chunking the head lowers the device compute buffer")
 	budget := int64(dm.Weights) + (e1.DeviceCompute+e.DeviceCompute)/2
-	small, err := model.Load(ctx, path, model.Options{Device: device, Logger: quiet, MaxDeviceMemory: budget})
+	small, err := model.Load(ctx, path, model.Options{Options: backend.Options{Device: device, Logger: quiet}, MaxDeviceMemory: budget})
 	require.NoError(t, err)
 	t.Cleanup(func() { small.Close() })
 	got, err := small.MultiView(ctx, imgs, opt)
@@ -56,7 +57,7 @@ func TestDeviceMemory(t *testing.T) {
 	assert.LessOrEqual(t, int64(small.DeviceMemory().Compute), budget-int64(dm.Weights))
 	compare(t, ref, got, relF32, "depth", "conf")
 
-	tiny, err := model.Load(ctx, path, model.Options{Device: device, Logger: quiet, MaxDeviceMemory: int64(dm.Weights) + 1<<10})
+	tiny, err := model.Load(ctx, path, model.Options{Options: backend.Options{Device: device, Logger: quiet}, MaxDeviceMemory: int64(dm.Weights) + 1<<10})
 	require.NoError(t, err)
 	t.Cleanup(func() { tiny.Close() })
 	_, err = tiny.MultiView(ctx, imgs, opt)

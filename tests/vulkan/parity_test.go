@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/camera"
@@ -117,7 +118,7 @@ func TestParityNested(t *testing.T) {
 	paths := convert.OutputPaths(convert.FamilyDA3Nested, gguf(t, "da3-tiny-nested", convert.Options{}))
 	require.Len(t, paths, 2)
 	load := func(dev string) *nested.Model {
-		m, err := nested.Load(context.Background(), paths[0], paths[1], model.Options{Device: dev, Threads: 2, Logger: quiet})
+		m, err := nested.Load(context.Background(), paths[0], paths[1], model.Options{Options: backend.Options{Device: dev, Threads: 2, Logger: quiet}})
 		require.NoError(t, err)
 		t.Cleanup(func() { m.Close() })
 		return m

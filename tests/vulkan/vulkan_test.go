@@ -180,7 +180,7 @@ func da2Options(t *testing.T, name string) convert.Options {
 // load loads path on dev; the model is closed when t ends.
 func load(t *testing.T, path, dev string) *model.Model {
 	t.Helper()
-	m, err := model.Load(context.Background(), path, model.Options{Device: dev, Threads: 2, Logger: quiet})
+	m, err := model.Load(context.Background(), path, model.Options{Options: backend.Options{Device: dev, Threads: 2, Logger: quiet}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 	return m
