@@ -29,10 +29,6 @@ import (
 const (
 	// DefaultBaseURL is where the published files are downloaded from.
 	DefaultBaseURL = "https://huggingface.co/mudler/depth-anything.cpp-gguf/resolve/main"
-	// EnvBaseURL overrides DefaultBaseURL.
-	EnvBaseURL = "DA3_MODEL_BASE_URL"
-	// EnvCacheDir overrides the default cache directory.
-	EnvCacheDir = "DA3_CACHE_DIR"
 
 	defaultStallTimeout = 60 * time.Second
 	defaultMaxAttempts  = 5
@@ -40,11 +36,9 @@ const (
 
 // Options configure Resolve. The zero value is ready to use.
 type Options struct {
-	// CacheDir holds downloaded models; default $DA3_CACHE_DIR, else
-	// os.UserCacheDir()/da3-go/models.
+	// CacheDir holds downloaded models; default DefaultCacheDir.
 	CacheDir string
-	// BaseURL is the URL prefix of the files; default $DA3_MODEL_BASE_URL,
-	// else DefaultBaseURL.
+	// BaseURL is the URL prefix of the files; default DefaultBaseURL.
 	BaseURL string
 	// Progress, when set, is called as bytes arrive with the bytes of the
 	// file present so far and its total size (-1 when the server does not say).
@@ -93,14 +87,11 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("download %s: server answered %s for %s", e.File, e.Status, e.URL)
 }
 
-// DefaultCacheDir is $DA3_CACHE_DIR, else os.UserCacheDir()/da3-go/models.
+// DefaultCacheDir is os.UserCacheDir()/da3-go/models.
 func DefaultCacheDir() (string, error) {
-	if d := os.Getenv(EnvCacheDir); d != "" {
-		return d, nil
-	}
 	d, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("model cache directory (set %s): %w", EnvCacheDir, err)
+		return "", fmt.Errorf("model cache directory (give one): %w", err)
 	}
 	return filepath.Join(d, "da3-go", "models"), nil
 }
@@ -116,9 +107,6 @@ func CacheDir(opts Options) (string, error) {
 func (o Options) baseURL() string {
 	if o.BaseURL != "" {
 		return o.BaseURL
-	}
-	if u := os.Getenv(EnvBaseURL); u != "" {
-		return u
 	}
 	return DefaultBaseURL
 }
@@ -288,7 +276,7 @@ func (r retryable) Unwrap() error { return r.err }
 func (d *download) run(ctx context.Context) error {
 	u, err := url.Parse(strings.TrimRight(d.opts.baseURL(), "/") + "/" + url.PathEscape(d.m.File))
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return fmt.Errorf("download %s: bad base URL %q (set %s to an http(s) URL)", d.m.File, d.opts.baseURL(), EnvBaseURL)
+		return fmt.Errorf("download %s: bad base URL %q (want an http(s) URL)", d.m.File, d.opts.baseURL())
 	}
 	d.url, d.host = u.String(), u.Host
 	attempts := d.opts.MaxAttempts

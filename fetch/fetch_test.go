@@ -170,14 +170,14 @@ func TestResolveDownloadsVerifiesAndReuses(t *testing.T) {
 	assert.Len(t, srv.requests(), 1)
 }
 
-func TestResolveEnvironment(t *testing.T) {
+// TestResolveOptions: the cache directory and the base URL come from the
+// options (a trailing slash on the URL is fine).
+func TestResolveOptions(t *testing.T) {
 	m, payload := fakeModel(t, 1000)
 	srv := newServer(t, serve(payload))
 	cache := t.TempDir()
-	t.Setenv(fetch.EnvBaseURL, srv.URL+"/")
-	t.Setenv(fetch.EnvCacheDir, cache)
 
-	path, err := fetch.Resolve(testCtx(t), "fake-small", fetch.Options{Registry: []fetch.Model{m}})
+	path, err := fetch.Resolve(testCtx(t), "fake-small", fetch.Options{Registry: []fetch.Model{m}, BaseURL: srv.URL + "/", CacheDir: cache})
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(cache, fakeFile), path)
 	assert.Len(t, srv.requests(), 1)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 
 	"github.com/da3-go/da3-go/fetch"
@@ -23,9 +24,18 @@ func init() {
 // modelRegistry replaces the published models when non-nil (tests).
 var modelRegistry []fetch.Model
 
+// The environment variables of the downloads: the cache directory and the
+// base URL of the published files.
+const (
+	envCacheDir = "DA3_CACHE_DIR"
+	envBaseURL  = "DA3_MODEL_BASE_URL"
+)
+
 // fetchOptions are the download options of every command: the cache
 // directory and base URL come from DA3_CACHE_DIR and DA3_MODEL_BASE_URL.
-func fetchOptions() fetch.Options { return fetch.Options{Registry: modelRegistry} }
+func fetchOptions() fetch.Options {
+	return fetch.Options{Registry: modelRegistry, CacheDir: os.Getenv(envCacheDir), BaseURL: os.Getenv(envBaseURL)}
+}
 
 // modelsReport is what models prints; its JSON form is the -json output.
 type modelsReport struct {
@@ -82,7 +92,7 @@ func runModels(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, err)
 	}
 	fmt.Fprintf(stdout, "\nAliases: NAME-f32 for a NAME whose default is f32; da2-metric-hypersim-* = da2-metric-indoor-*, da2-metric-vkitti-* = da2-metric-outdoor-*.\n")
-	fmt.Fprintf(stdout, "Cache: %s (set %s to change it; %s sets the download URL).\n", dir, fetch.EnvCacheDir, fetch.EnvBaseURL)
+	fmt.Fprintf(stdout, "Cache: %s (set %s to change it; %s sets the download URL).\n", dir, envCacheDir, envBaseURL)
 	return exitOK
 }
 

@@ -41,7 +41,7 @@ func modelsCtx(t *testing.T) context.Context {
 
 func TestModelsTable(t *testing.T) {
 	dir := t.TempDir()
-	t.Setenv(fetch.EnvCacheDir, dir)
+	t.Setenv(envCacheDir, dir)
 	markCached(t, dir, "da2-small")
 	markCached(t, dir, "da3-nested-metric")
 
@@ -69,7 +69,7 @@ func TestModelsTable(t *testing.T) {
 
 func TestModelsJSON(t *testing.T) {
 	dir := t.TempDir()
-	t.Setenv(fetch.EnvCacheDir, dir)
+	t.Setenv(envCacheDir, dir)
 	cached := markCached(t, dir, "da2-metric-outdoor-base-q8_0")
 
 	var stdout, stderr bytes.Buffer
@@ -137,14 +137,14 @@ func fakeRegistry(t *testing.T) (m fetch.Model, payload []byte, requests *atomic
 	t.Cleanup(srv.Close)
 	modelRegistry = []fetch.Model{m}
 	t.Cleanup(func() { modelRegistry = nil })
-	t.Setenv(fetch.EnvBaseURL, srv.URL)
-	t.Setenv(fetch.EnvCacheDir, t.TempDir())
+	t.Setenv(envBaseURL, srv.URL)
+	t.Setenv(envCacheDir, t.TempDir())
 	return m, payload, requests
 }
 
 func TestResolveModelDownloadsOnce(t *testing.T) {
 	m, payload, requests := fakeRegistry(t)
-	dir := os.Getenv(fetch.EnvCacheDir)
+	dir := os.Getenv(envCacheDir)
 
 	var stderr bytes.Buffer
 	path, err := resolveModel(modelsCtx(t), "fake-small", false, &stderr)
@@ -170,7 +170,7 @@ func TestResolveModelDownloadsOnce(t *testing.T) {
 
 func TestResolveModelQuietAndResume(t *testing.T) {
 	m, payload, requests := fakeRegistry(t)
-	dir := os.Getenv(fetch.EnvCacheDir)
+	dir := os.Getenv(envCacheDir)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, m.File+".part"), payload[:1<<20/4], 0o644))
 
 	var stderr bytes.Buffer
@@ -207,8 +207,8 @@ func TestResolveModelPathsAndErrors(t *testing.T) {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
-	t.Setenv(fetch.EnvBaseURL, "http://"+addr)
-	t.Setenv(fetch.EnvCacheDir, t.TempDir())
+	t.Setenv(envBaseURL, "http://"+addr)
+	t.Setenv(envCacheDir, t.TempDir())
 	_, err = resolveModel(modelsCtx(t), "da2-small", false, &stderr)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "cannot download depth-anything2-small-f32.gguf from "+addr+": no network connection")
