@@ -26,8 +26,8 @@ var discard = slog.New(slog.DiscardHandler)
 
 // Options configure a Runtime.
 type Options struct {
-	// Device is "auto" (the first GPU, else the CPU), "cpu" or a device name
-	// such as "CUDA0". Empty means the DA3_DEVICE environment variable, then auto.
+	// Device is "auto" or "" (the first GPU, else the CPU), "cpu" or a
+	// device name such as "CUDA0".
 	Device string
 	// Threads for the CPU backend; 0 means all cores.
 	Threads int
@@ -58,9 +58,10 @@ type Options struct {
 //   - the folder of the executable (symbolic links resolved; for the C ABI,
 //     the folder of the shared library, see SetExecutable) and its lib/;
 //   - SourceLibDir, the ggml/vendor/lib of the checkout this binary was built
-//     from, when known;
-//   - every absolute folder of DA3_BACKEND_PATH (a list); relative entries are
-//     refused with a warning on ggml.Logger (silent unless ggml.SetLogger).
+//     from, when known.
+//
+// Programs add folders through Options.BackendDirs or LoadBackends (the
+// command and the C ABI read DA3_BACKEND_PATH, see SplitBackendPath).
 func DefaultBackendDirs() []string { return defaultBackendDirs(ggml.Logger()) }
 
 func defaultBackendDirs(log *slog.Logger) []string {
@@ -74,18 +75,25 @@ func defaultBackendDirs(log *slog.Logger) []string {
 	if d := SourceLibDir(); d != "" {
 		dirs = append(dirs, d)
 	}
-	if p := os.Getenv("DA3_BACKEND_PATH"); p != "" {
-		for _, d := range filepath.SplitList(p) {
-			switch {
-			case d == "":
-			case !filepath.IsAbs(d):
-				log.Warn("DA3_BACKEND_PATH: relative folder refused (backend folders must be absolute paths)", "dir", d)
-			default:
-				dirs = append(dirs, filepath.Clean(d))
-			}
+	return dirs
+}
+
+// SplitBackendPath splits a list of folders in the system's list syntax
+// (DA3_BACKEND_PATH's) into the absolute ones, cleaned, and the relative
+// ones, which are refused: a backend library is never looked for relative
+// to the working directory, where anyone who can write a file would get
+// code run. Empty entries are dropped.
+func SplitBackendPath(list string) (dirs, refused []string) {
+	for _, d := range filepath.SplitList(list) {
+		switch {
+		case d == "":
+		case !filepath.IsAbs(d):
+			refused = append(refused, d)
+		default:
+			dirs = append(dirs, filepath.Clean(d))
 		}
 	}
-	return dirs
+	return dirs, refused
 }
 
 var exeOverride struct {
@@ -215,11 +223,7 @@ func Open(opts Options) (*Runtime, error) {
 	loadOnce.Do(func() { loadBackends(defaultBackendDirs(log), log) })
 	loadBackends(opts.BackendDirs, log)
 
-	name := opts.Device
-	if name == "" {
-		name = os.Getenv("DA3_DEVICE")
-	}
-	dev, err := pickDevice(name)
+	dev, err := pickDevice(opts.Device)
 	if err != nil {
 		return nil, err
 	}

@@ -28,14 +28,19 @@ __attribute__((constructor)) static void planted(void) {
 
 // TestPlantedLibraryNotLoaded plants backend libraries in ggml/vendor/lib
 // under a working directory and loads the default backend folders from
-// there (what da3-go depth -device cpu and da3-go devices do): nothing in the
-// working directory may be loaded, whether found by the default search or
-// through a relative DA3_BACKEND_PATH. The same library through an absolute
+// there, with the folders of DA3_BACKEND_PATH as a program reads them (what
+// da3-go depth -device cpu and da3-go devices do): nothing in the working
+// directory may be loaded, whether found by the default search or through
+// a relative DA3_BACKEND_PATH. The same library through an absolute
 // DA3_BACKEND_PATH is loaded, which shows the planted library would run.
 func TestPlantedLibraryNotLoaded(t *testing.T) {
 	if os.Getenv(plantChildEnv) != "" {
 		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		_, err := loadBackends(defaultBackendDirs(log), log)
+		dirs, refused := SplitBackendPath(os.Getenv("DA3_BACKEND_PATH"))
+		for _, d := range refused {
+			log.Warn("DA3_BACKEND_PATH: relative folder refused", "dir", d)
+		}
+		_, err := loadBackends(append(defaultBackendDirs(log), dirs...), log)
 		fmt.Fprintf(os.Stderr, "load error: %v\n", err)
 		return
 	}

@@ -28,8 +28,18 @@ var logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level:
 // ggml's warnings and errors (and the backend libraries' messages) go there too.
 func init() { ggml.SetLogger(logger) }
 
+// load opens a model. The C ABI is a program's entry, so, like the command,
+// it reads the environment: DA3_DEVICE when device is empty, the absolute
+// folders of DA3_BACKEND_PATH (relative ones are refused with a warning).
 func load(path, metricPath, device string, threads int) (scene, error) {
-	opts := model.Options{Options: backend.Options{Device: device, Threads: threads, Logger: logger}}
+	if device == "" {
+		device = os.Getenv("DA3_DEVICE")
+	}
+	dirs, refused := backend.SplitBackendPath(os.Getenv("DA3_BACKEND_PATH"))
+	for _, d := range refused {
+		logger.Warn("DA3_BACKEND_PATH: relative folder refused (backend folders must be absolute paths)", "dir", d)
+	}
+	opts := model.Options{Options: backend.Options{Device: device, Threads: threads, BackendDirs: dirs, Logger: logger}}
 	r, err := da3.Open(context.Background(), da3.Spec{Path: path, MetricPath: metricPath}, opts)
 	if err != nil {
 		return scene{}, err

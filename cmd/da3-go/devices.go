@@ -36,7 +36,7 @@ type deviceInfo struct {
 // entries; see backend.DefaultBackendDirs) and describes
 // every registered device.
 func listDevices() []deviceInfo {
-	backend.LoadBackends(backend.DefaultBackendDirs())
+	backend.LoadBackends(append(backend.DefaultBackendDirs(), backendDirs()...))
 	var out []deviceInfo
 	for _, d := range ggml.Devices() {
 		free, total := d.Memory()

@@ -24,13 +24,6 @@ func init() {
 // modelRegistry replaces the published models when non-nil (tests).
 var modelRegistry []fetch.Model
 
-// The environment variables of the downloads: the cache directory and the
-// base URL of the published files.
-const (
-	envCacheDir = "DA3_CACHE_DIR"
-	envBaseURL  = "DA3_MODEL_BASE_URL"
-)
-
 // fetchOptions are the download options of every command: the cache
 // directory and base URL come from DA3_CACHE_DIR and DA3_MODEL_BASE_URL.
 func fetchOptions() fetch.Options {

@@ -14,7 +14,7 @@ import (
 // barWriter is where progress bars go: stderr when it is a terminal (or
 // DA3_PROGRESS=1 forces bars onto any stderr), nowhere when quiet.
 func barWriter(quiet bool, stderr io.Writer) io.Writer {
-	if quiet || !isTerminal(stderr) && os.Getenv("DA3_PROGRESS") != "1" {
+	if quiet || !isTerminal(stderr) && os.Getenv(envProgress) != "1" {
 		return io.Discard
 	}
 	return stderr

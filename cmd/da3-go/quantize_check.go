@@ -18,7 +18,7 @@ import (
 func checkQuantized(ctx context.Context, img image.Image, imagePath, ref, quant, device string, threads int, stdout io.Writer, bar *runBar) error {
 	var res [2]*model.Result
 	for i, path := range []string{ref, quant} {
-		m, err := model.Load(ctx, path, model.Options{Options: backend.Options{Device: device, Threads: threads, Logger: slog.Default()}})
+		m, err := model.Load(ctx, path, model.Options{Options: backend.Options{Device: deviceOr(device), Threads: threads, BackendDirs: backendDirs(), Logger: slog.Default()}})
 		if err != nil {
 			return err
 		}

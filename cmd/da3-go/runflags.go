@@ -175,7 +175,8 @@ func (f *modelFlags) options() (model.Options, error) {
 	if err != nil {
 		return model.Options{}, errUsage("-max-device-memory: " + err.Error())
 	}
-	return model.Options{Options: backend.Options{Device: f.device, Threads: f.threads, Kernels: policy, Precision: prec, NarrowConvs: f.narrowConvs}, MaxDeviceMemory: maxDev}, nil
+	return model.Options{Options: backend.Options{Device: deviceOr(f.device), Threads: f.threads, BackendDirs: backendDirs(),
+		Kernels: policy, Precision: prec, NarrowConvs: f.narrowConvs}, MaxDeviceMemory: maxDev}, nil
 }
 
 const kernelsUsage = "kernel policy: auto (the fastest for the device), none (ggml's own ops), or a comma list of gemm, winograd, attention, resize, norm, strips, flash, directconv (GPU: ggml_conv_2d_direct) and a CPU variant avx512, avx2 or portable (alone: every kernel in that variant; default $DA3_KERNELS, else the best for the CPU)"
