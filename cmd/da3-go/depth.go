@@ -47,9 +47,7 @@ type depthFlags struct {
 	overwrite     bool
 }
 
-func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
-	fs := newFlags(commands["depth"], stdout, stderr)
-	var f depthFlags
+func (f *depthFlags) register(fs *flag.FlagSet) {
 	f.modelFlags.register(fs)
 	f.inputFlags.register(fs)
 	f.streamFlags.register(fs)
@@ -64,56 +62,110 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) (cod
 	fs.StringVar(&f.gaussians, "gaussians", "", "also write the scene's 3D Gaussians (DA3-GIANT) to this gs_ply file, as the official gs_ply export")
 	fs.BoolVar(&f.overwrite, "overwrite", false, "with -o DIR: replace files at the output paths that no earlier run into DIR wrote (refused without it)")
 	fs.BoolVar(&f.metric, "metric", false, "require depth in metres: fail before running unless the model gives metres (DA2 metric models, the DA3 metric model with -intrinsics, the nested pair)")
+}
+
+// runDepth validates the flags, plans every output (before any image is
+// decoded or the model loaded), loads the model and runs: a scene, images
+// a group at a time, or windows.
+func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	fs := newFlags(commands["depth"], stdout, stderr)
+	d := &depthRun{fs: fs, stdout: stdout, stderr: stderr}
+	d.f.register(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
+	f := &d.f
 	setupLog(stderr, f.verbose, f.quiet)
-	if f.model == "" {
-		return usageError(fs, stderr, "-model is required")
-	}
-	formats := splitList(f.formats)
-	if len(formats) == 0 {
-		return usageError(fs, stderr, "-format is empty")
-	}
-	for _, fm := range formats {
-		switch fm {
-		case "png", "png16", "pfm", "npy":
-		default:
-			return usageError(fs, stderr, "unknown -format %q (png, png16, pfm, npy)", fm)
-		}
-	}
-	cmap, err := imgio.ParseColormap(f.cmap)
-	if err != nil {
-		return usageError(fs, stderr, "%v", err)
-	}
-	opt, err := f.runOptions()
-	if err != nil {
-		return usageError(fs, stderr, "%v", err)
-	}
-	// The run returns the maps at the processed size; the writer resizes
-	// each to the image size as it writes it, so one map at that size is
-	// held at a time.
-	opt.ProcessedSize = true
-	opt.Gaussians = f.gaussians != ""
-	if opt.Gaussians && f.independent {
-		return usageError(fs, stderr, "-gaussians writes one scene: it does not go with -independent")
-	}
-	if err := f.streamFlags.check(f.independent); err != nil {
-		return usageError(fs, stderr, "%v", err)
-	}
-	if f.intrinsics != "" {
-		k, err := parseIntrinsics(f.intrinsics)
-		if err != nil {
-			return usageError(fs, stderr, "-intrinsics: %v", err)
-		}
-		opt.Intrinsics = k
+	if err := d.validate(); err != nil {
+		return exitFor(fs, stderr, err)
 	}
 	in, code := f.inputFlags.open(ctx, fs, fs.Args(), stderr)
 	if in == nil {
 		return code
 	}
 	defer in.cleanup()
-	inputs := in.names
+	d.in = in
+	defer func() { code = d.finishOutputs(code) }()
+	if err := d.plan(); err != nil {
+		return exitFor(fs, stderr, err)
+	}
+	m, code := f.modelFlags.loadModel(ctx, fs, stderr)
+	if m == nil {
+		return code
+	}
+	defer m.Close()
+	if err := d.run(ctx, m); err != nil {
+		return fail(stderr, err)
+	}
+	return exitOK
+}
+
+// depthRun is one depth command: its flags, then what validate, plan and
+// run find.
+type depthRun struct {
+	f              depthFlags
+	fs             *flag.FlagSet
+	stdout, stderr io.Writer
+
+	formats []string
+	cmap    imgio.Colormap
+	opt     model.RunOptions
+	in      *inputs
+	sizes   []imgio.Header // of the inputs, read before the model loads
+	outputs [][]mapOutput  // planned: per input, per map
+	set     *outputSet     // the outputs listed in -o DIR, or nil
+	made    madeDirs       // the directories the run made
+}
+
+// validate checks the flags and turns them into the run's options; the
+// problems are usage errors.
+func (d *depthRun) validate() error {
+	f := &d.f
+	if f.model == "" {
+		return errUsage("-model is required")
+	}
+	if d.formats = splitList(f.formats); len(d.formats) == 0 {
+		return errUsage("-format is empty")
+	}
+	for _, fm := range d.formats {
+		switch fm {
+		case "png", "png16", "pfm", "npy":
+		default:
+			return errUsage(fmt.Sprintf("unknown -format %q (png, png16, pfm, npy)", fm))
+		}
+	}
+	var err error
+	if d.cmap, err = imgio.ParseColormap(f.cmap); err != nil {
+		return asUsage(err)
+	}
+	if d.opt, err = f.runOptions(); err != nil {
+		return asUsage(err)
+	}
+	// The run returns the maps at the processed size; the writer resizes
+	// each to the image size as it writes it, so one map at that size is
+	// held at a time.
+	d.opt.ProcessedSize = true
+	d.opt.Gaussians = f.gaussians != ""
+	if d.opt.Gaussians && f.independent {
+		return errUsage("-gaussians writes one scene: it does not go with -independent")
+	}
+	if err := f.streamFlags.check(f.independent); err != nil {
+		return asUsage(err)
+	}
+	if f.intrinsics != "" {
+		k, err := parseIntrinsics(f.intrinsics)
+		if err != nil {
+			return errUsage("-intrinsics: " + err.Error())
+		}
+		d.opt.Intrinsics = k
+	}
+	return nil
+}
+
+// plan names every output, checks it and makes its directory, and reads
+// the images' headers (a bad image fails before any model work).
+func (d *depthRun) plan() error {
+	f, inputs := &d.f, d.in.names
 	kinds := []string{"depth"}
 	if f.conf {
 		kinds = append(kinds, "conf")
@@ -121,217 +173,249 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) (cod
 	if f.sky {
 		kinds = append(kinds, "sky")
 	}
-	formatSet := false
-	fs.Visit(func(fl *flag.Flag) { formatSet = formatSet || fl.Name == "format" })
-	// Every output is named, checked and its directory made before any
-	// image is decoded or the model loaded.
-	plan, formats, err := outputPlan(f.out, inputs, kinds, formats, formatSet)
-	if err != nil {
-		return argError(fs, stderr, err)
-	}
-	var set *outputSet
-	var made madeDirs
-	defer func() {
-		if code == exitOK {
-			if err := set.commit(); err != nil {
-				code = fail(stderr, err)
-			}
+	var err error
+	if d.outputs, d.formats, err = outputPlan(f.out, inputs, kinds, d.formats, flagGiven(d.fs, "format")); err != nil {
+		if isSystemError(err) {
+			return err
 		}
-		made.removeEmpty()
-	}()
-	for _, d := range f.outputDirs(plan) {
-		if err := made.prepare(d); err != nil {
-			return fail(stderr, err)
+		return asUsage(err)
+	}
+	for _, dir := range f.outputDirs(d.outputs) {
+		if err := d.made.prepare(dir); err != nil {
+			return err
 		}
 	}
-	if err := checkOverwrite(plan, inputs); err != nil {
-		return usageError(fs, stderr, "%v", err)
+	if err := checkOverwrite(d.outputs, inputs); err != nil {
+		return asUsage(err)
 	}
 	if f.gaussians != "" {
-		if err := atomicfile.Check(f.gaussians, in.paths...); err != nil {
-			return usageError(fs, stderr, "-gaussians: %v", err)
+		if err := atomicfile.Check(f.gaussians, d.in.paths...); err != nil {
+			return errUsage("-gaussians: " + err.Error())
 		}
 	}
 	if f.out != "" && !outputIsFile(f.out) {
-		if set, err = depthOutputSet(f.out, plan, inputs, f.overwrite); err != nil {
-			return usageError(fs, stderr, "%v", err)
+		if d.set, err = depthOutputSet(f.out, d.outputs, inputs, f.overwrite); err != nil {
+			return asUsage(err)
 		}
 		if !f.quiet {
-			set.stderr = stderr
+			d.set.stderr = d.stderr
 		}
 	}
-	// Headers first: a bad image fails before any model work.
-	sizes := make([]imgio.Header, len(in.paths))
-	for i, p := range in.paths {
-		if sizes[i], err = imgio.DecodeHeader(p); err != nil {
-			return fail(stderr, err)
+	d.sizes = make([]imgio.Header, len(d.in.paths))
+	for i, p := range d.in.paths {
+		if d.sizes[i], err = imgio.DecodeHeader(p); err != nil {
+			return err
 		}
 	}
-	m, code := f.modelFlags.loadModel(ctx, fs, stderr)
-	if m == nil {
-		return code
+	return nil
+}
+
+// finishOutputs lists a successful run's outputs in -o DIR and removes the
+// directories the run made that stayed empty.
+func (d *depthRun) finishOutputs(code int) int {
+	if code == exitOK {
+		if err := d.set.commit(); err != nil {
+			code = fail(d.stderr, err)
+		}
 	}
-	defer m.Close()
+	d.made.removeEmpty()
+	return code
+}
+
+// checkModel refuses the outputs and units the model cannot give, and
+// notes a depth that is not metres where one might expect it.
+func (d *depthRun) checkModel(m da3.Runner) error {
+	f, opt := &d.f, d.opt
 	cfg, caps := m.Config(), m.Capabilities()
 	if f.conf && !caps.Confidence {
-		return fail(stderr, fmt.Errorf("-conf: model %s (%s) has no confidence output", f.model, cfg.Arch))
+		return fmt.Errorf("-conf: model %s (%s) has no confidence output", f.model, cfg.Arch)
 	}
 	if f.sky && !caps.Sky {
-		return fail(stderr, fmt.Errorf("-sky: model %s (%s) has no sky output", f.model, cfg.Arch))
+		return fmt.Errorf("-sky: model %s (%s) has no sky output", f.model, cfg.Arch)
 	}
 	focalNormalised := caps.NeedsIntrinsics
 	switch {
 	case opt.Intrinsics != nil && caps.Nested:
-		return fail(stderr, errors.New("-intrinsics: the nested model takes its focal length from its any-view half's predicted cameras; drop -intrinsics"))
+		return errors.New("-intrinsics: the nested model takes its focal length from its any-view half's predicted cameras; drop -intrinsics")
 	case opt.Intrinsics != nil && !focalNormalised:
-		return fail(stderr, fmt.Errorf("-intrinsics: model %s (%s) does not use them; only the DA3 metric model (metric-large) turns its output into metres with the focal length", f.model, cfg.Arch))
+		return fmt.Errorf("-intrinsics: model %s (%s) does not use them; only the DA3 metric model (metric-large) turns its output into metres with the focal length", f.model, cfg.Arch)
 	case f.metric && focalNormalised && opt.Intrinsics == nil:
-		return fail(stderr, fmt.Errorf("-metric: %w: model %s predicts focal-normalised depth (metres = focal · depth / 300); pass -intrinsics fx,fy,cx,cy in pixels of the input images", model.ErrNeedsFocal, f.model))
+		return fmt.Errorf("-metric: %w: model %s predicts focal-normalised depth (metres = focal · depth / 300); pass -intrinsics fx,fy,cx,cy in pixels of the input images", model.ErrNeedsFocal, f.model)
 	case f.metric && caps.Unit != model.Metres && !focalNormalised:
-		return fail(stderr, fmt.Errorf("-metric: model %s (%s) predicts relative depth, not metres; use a metric model: da2-metric-indoor-*/outdoor-*, da3-metric-large with -intrinsics, or the nested pair (-model da3-nested-anyview -metric-model da3-nested-metric)", f.model, cfg.Arch))
+		return fmt.Errorf("-metric: model %s (%s) predicts relative depth, not metres; use a metric model: da2-metric-indoor-*/outdoor-*, da3-metric-large with -intrinsics, or the nested pair (-model da3-nested-anyview -metric-model da3-nested-metric)", f.model, cfg.Arch)
 	case focalNormalised && opt.Intrinsics == nil:
-		fmt.Fprintf(stderr, "da3-go: note: %s predicts focal-normalised depth, NOT metres (metres = focal · depth / 300, focal in pixels of the processed image); pass -intrinsics fx,fy,cx,cy to get metres\n", f.model)
+		fmt.Fprintf(d.stderr, "da3-go: note: %s predicts focal-normalised depth, NOT metres (metres = focal · depth / 300, focal in pixels of the processed image); pass -intrinsics fx,fy,cx,cy to get metres\n", f.model)
 	}
-	w := &mapWriter{plan: plan, set: set, cmap: cmap, invert: caps.Unit != model.Disparity, original: !f.processedSize,
-		quiet: f.quiet, stdout: stdout, stderr: stderr, inputs: inputs}
-	orient := f.exifRotate.set && f.exifRotate.value || !f.exifRotate.set && caps.ExifRotate
+	return nil
+}
 
+// run checks the model against the flags, chooses how the images run (one
+// scene, windows, or groups of images) within the memory there is, and
+// runs them, writing each map as its result comes.
+func (d *depthRun) run(ctx context.Context, m da3.Runner) error {
+	f, caps, n := &d.f, m.Capabilities(), len(d.in.names)
+	if err := d.checkModel(m); err != nil {
+		return err
+	}
+	w := &mapWriter{plan: d.outputs, set: d.set, cmap: d.cmap, invert: caps.Unit != model.Disparity, original: !f.processedSize,
+		quiet: f.quiet, stdout: d.stdout, stderr: d.stderr, inputs: d.in.names}
 	asScene := caps.MultiView && !f.independent
-	size := image.Pt(sizes[0].Width, sizes[0].Height)
-	lay, err := f.streamFlags.layoutFor(fs, m, len(inputs), asScene, size, &opt)
+	lay, err := f.streamFlags.layoutFor(d.fs, m, n, asScene, image.Pt(d.sizes[0].Width, d.sizes[0].Height), &d.opt)
 	if err != nil {
-		return fail(stderr, err)
+		return err
 	}
 	// Images decoded and run at once: the scene's, a batch's, or none here
 	// for streamed windows (their memory is the layout's).
 	batch := 1
 	if !caps.Nested { // the nested pair runs images one by one
-		batch = opt.ChunkSize
+		batch = d.opt.ChunkSize
 		if batch < 1 {
 			batch = 8
 		}
 	}
-	views := min(batch, len(inputs))
+	oneScene := asScene && n > 1 || f.cameras != "" || f.gaussians != ""
+	views := min(batch, n)
 	switch {
 	case lay.stream:
 		views = 0
-	case asScene && len(inputs) > 1 || f.cameras != "" || f.gaussians != "":
-		views = len(inputs)
+	case oneScene:
+		views = n
 	}
-	if err := checkDepthMemory(estimateDepthMemory(m, opt, inputs, sizes, views, formats, f.processedSize), opt, formats, f.processedSize); err != nil {
-		return fail(stderr, err)
+	if err := checkDepthMemory(estimateDepthMemory(m, d.opt, d.in.names, d.sizes, views, d.formats, f.processedSize), d.opt, d.formats, f.processedSize); err != nil {
+		return err
 	}
-	if lay.stream {
-		if err := f.depthStreamed(ctx, m, in, lay, opt, stderr, w.write); err != nil {
-			return fail(stderr, err)
-		}
-		return exitOK
-	}
-	if asScene && len(inputs) > 1 || f.cameras != "" || f.gaussians != "" {
+	switch {
+	case lay.stream:
+		return f.depthStreamed(ctx, m, d.in, lay, d.opt, d.stderr, w.write)
+	case oneScene:
 		// One scene (or the inputs of -cameras, -gaussians): every view is
 		// needed at once.
-		if asScene && len(inputs) > 1 && f.out != "" && !f.quiet {
-			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (%s; -stream to run them in windows, -independent one by one)\n", len(inputs), lay.why)
+		if asScene && n > 1 && f.out != "" && !f.quiet {
+			fmt.Fprintf(d.stderr, "da3-go: running %d images as views of one scene (%s; -stream to run them in windows, -independent one by one)\n", n, lay.why)
 		}
-		if err := checkDecodeMemory(sizes); err != nil {
-			return fail(stderr, err)
-		}
-		imgs, err := f.modelFlags.decode(in.paths, m, stderr)
-		if err != nil {
-			return fail(stderr, err)
-		}
-		f.given.apply(&opt)
-		var results []model.Result
-		if asScene && len(imgs) > 1 {
-			bar := newSceneBar(viewCount(len(imgs)), f.quiet, stderr)
-			opt.Progress = bar.tell
-			results, err = m.MultiView(ctx, imgs, opt)
-			bar.finish()
-			collect()
-		} else {
-			bar := newItemBar(len(imgs), "depth", f.quiet, stderr)
-			opt.Progress = bar.tell
-			for i, im := range imgs {
-				bar.cover(i, 1)
-				var r *model.Result
-				if r, err = m.Depth(ctx, im, opt); err != nil {
-					break
-				}
-				results = append(results, *r)
-			}
-			bar.finish()
-		}
-		if err != nil {
-			return fail(stderr, err)
-		}
-		imgs = nil
-		noteCropped(stderr, inputs, results, f.processedSize, f.quiet)
-		if f.gaussians != "" {
-			if err := writeGaussians(f.gaussians, results); err != nil {
-				return fail(stderr, err)
-			}
-			if !f.quiet {
-				fmt.Fprintf(stdout, "wrote %s\n", f.gaussians)
-			}
-		}
-		for i := range results {
-			if err := w.write(i, &results[i]); err != nil {
-				return fail(stderr, err)
-			}
-		}
-		return exitOK
+		return d.scene(ctx, m, asScene, w)
 	}
-	// A group at a time: decode, run, write, forget, so memory stays flat
-	// over any number of images and an interruption keeps what is done.
-	// Groups are consecutive same-size images, up to the batch size (one
-	// image for models that do not batch).
-	bar := newItemBar(len(inputs), "depth", f.quiet, stderr)
+	return d.groups(ctx, m, batch, w)
+}
+
+// scene runs every image at once: as the views of one scene, or (for
+// -cameras and -gaussians with models that run images alone) one by one.
+func (d *depthRun) scene(ctx context.Context, m da3.Runner, asScene bool, w *mapWriter) error {
+	f, opt := &d.f, d.opt
+	if err := checkDecodeMemory(d.sizes); err != nil {
+		return err
+	}
+	imgs, err := f.modelFlags.decode(d.in.paths, m, d.stderr)
+	if err != nil {
+		return err
+	}
+	f.given.apply(&opt)
+	var results []model.Result
+	if asScene && len(imgs) > 1 {
+		bar := newSceneBar(viewCount(len(imgs)), f.quiet, d.stderr)
+		opt.Progress = bar.tell
+		results, err = m.MultiView(ctx, imgs, opt)
+		bar.finish()
+		collect()
+	} else {
+		results, err = oneByOne(ctx, m, imgs, opt, newItemBar(len(imgs), "depth", f.quiet, d.stderr))
+	}
+	if err != nil {
+		return err
+	}
+	imgs = nil
+	noteCropped(d.stderr, d.in.names, results, f.processedSize, f.quiet)
+	if f.gaussians != "" {
+		if err := writeGaussians(f.gaussians, results); err != nil {
+			return err
+		}
+		if !f.quiet {
+			fmt.Fprintf(d.stdout, "wrote %s\n", f.gaussians)
+		}
+	}
+	for i := range results {
+		if err := w.write(i, &results[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// oneByOne runs each image alone, the bar counting them.
+func oneByOne(ctx context.Context, m da3.Runner, imgs []image.Image, opt model.RunOptions, bar *runBar) ([]model.Result, error) {
 	defer bar.finish()
 	opt.Progress = bar.tell
-	for start := 0; start < len(inputs); {
+	var results []model.Result
+	for i, im := range imgs {
+		bar.cover(i, 1)
+		r, err := m.Depth(ctx, im, opt)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, *r)
+	}
+	return results, nil
+}
+
+// groups runs the images a group at a time: decode, run, write, forget, so
+// memory stays flat over any number of images and an interruption keeps
+// what is done. Groups are consecutive same-size images, up to batch (one
+// image for models that do not batch), run as a batch (no cross-view
+// attention).
+func (d *depthRun) groups(ctx context.Context, m da3.Runner, batch int, w *mapWriter) error {
+	sizes, n := d.sizes, len(d.in.names)
+	bar := newItemBar(n, "depth", d.f.quiet, d.stderr)
+	defer bar.finish()
+	opt := d.opt
+	opt.Progress = bar.tell
+	orient := d.f.rotates(m.Capabilities())
+	for start := 0; start < n; {
 		end := start + 1
-		for end < len(inputs) && end-start < batch && sizes[end].Width == sizes[start].Width && sizes[end].Height == sizes[start].Height && sizes[end].Orientation == sizes[start].Orientation {
+		for end < n && end-start < batch && sizes[end].Width == sizes[start].Width && sizes[end].Height == sizes[start].Height && sizes[end].Orientation == sizes[start].Orientation {
 			end++
 		}
-		group := make([]image.Image, 0, end-start)
-		for _, p := range in.paths[start:end] {
-			if err := ctx.Err(); err != nil {
-				bar.finish()
-				return fail(stderr, err)
-			}
-			img, err := decodeOriented(p, orient)
-			if err != nil {
-				bar.finish()
-				return fail(stderr, err)
-			}
-			group = append(group, img)
-		}
-		bar.cover(start, end-start)
-		var err error
-		var results []model.Result
-		if len(group) > 1 {
-			// Same-size images run as batches (no cross-view attention).
-			results, err = m.Independent(ctx, group, opt)
-		} else {
-			var r *model.Result
-			if r, err = m.Depth(ctx, group[0], opt); err == nil {
-				results = []model.Result{*r}
-			}
-		}
-		group = nil // the decoded images are not needed to write the maps
+		results, err := d.group(ctx, m, start, end, orient, opt, bar)
 		if err != nil {
-			bar.finish()
-			return fail(stderr, fmt.Errorf("%s: %w", inputs[start], err))
+			return err
 		}
 		for j := range results {
 			if err := w.write(start+j, &results[j]); err != nil {
-				bar.finish()
-				return fail(stderr, err)
+				return err
 			}
 		}
 		start = end
 	}
-	return exitOK
+	return nil
+}
+
+// group decodes and runs images [start, end).
+func (d *depthRun) group(ctx context.Context, m da3.Runner, start, end int, orient bool, opt model.RunOptions, bar *runBar) ([]model.Result, error) {
+	group := make([]image.Image, 0, end-start)
+	for _, p := range d.in.paths[start:end] {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		img, err := decodeOriented(p, orient)
+		if err != nil {
+			return nil, err
+		}
+		group = append(group, img)
+	}
+	bar.cover(start, end-start)
+	var results []model.Result
+	var err error
+	if len(group) > 1 {
+		results, err = m.Independent(ctx, group, opt)
+	} else {
+		var r *model.Result
+		if r, err = m.Depth(ctx, group[0], opt); err == nil {
+			results = []model.Result{*r}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.in.names[start], err)
+	}
+	return results, nil
 }
 
 // depthStreamed runs the frames in windows and writes each frame's maps as its window finishes: depth in

@@ -230,6 +230,19 @@ func (e usageErr) Error() string { return string(e) }
 
 func errUsage(msg string) error { return usageErr(msg) }
 
+// asUsage marks err as a usage problem (exit 2), keeping its message.
+func asUsage(err error) error { return usageErr(err.Error()) }
+
+// exitFor reports err and returns its exit code: 2 for usage problems
+// (errUsage, asUsage), else as fail says.
+func exitFor(fs *flag.FlagSet, stderr io.Writer, err error) int {
+	var ue usageErr
+	if errors.As(err, &ue) {
+		return usageError(fs, stderr, "%v", err)
+	}
+	return fail(stderr, err)
+}
+
 // open decodes every input image first (a bad image fails before any model
 // work), then loads the model and applies the Exif orientation as -exif-rotate
 // says. On failure m is nil and code is the exit code.
@@ -252,11 +265,7 @@ func (f *modelFlags) open(ctx context.Context, fs *flag.FlagSet, inputs []string
 func (f *modelFlags) loadModel(ctx context.Context, fs *flag.FlagSet, stderr io.Writer) (m da3.Runner, code int) {
 	m, err := f.load(ctx, stderr)
 	if err != nil {
-		var ue usageErr
-		if errors.As(err, &ue) {
-			return nil, usageError(fs, stderr, "%v", err)
-		}
-		return nil, fail(stderr, err)
+		return nil, exitFor(fs, stderr, err)
 	}
 	return m, 0
 }
