@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"image"
 	"image/color"
@@ -97,224 +98,311 @@ type benchReport struct {
 	Fallbacks         map[string]int `json:"fallbacks,omitempty"`
 }
 
+// benchFlags are bench's flags: the model's, as depth and pose take them,
+// and what to time.
+type benchFlags struct {
+	modelFlags
+	image, size, pixels string
+	views, repeat       int
+	independent, json   bool
+	cpuProfile          string
+}
+
+func (f *benchFlags) register(fs *flag.FlagSet) {
+	f.modelFlags.register(fs)
+	fs.StringVar(&f.image, "image", "", "input image(s), comma-separated (default: a synthetic image of -size)")
+	fs.StringVar(&f.size, "size", "640x427", "size WxH of the synthetic image used without -image (640x427 processes at 504x336 for DA3)")
+	fs.StringVar(&f.pixels, "pixels", "", "preprocessed input: a float32 .npy of shape (3,H,W), (S,3,H,W) or (1,S,3,H,W); times the network only (its forward pass, without pre- and post-processing)")
+	fs.IntVar(&f.views, "views", 0, "views per run (multi-view timing); default: the number of images, else 1")
+	fs.BoolVar(&f.independent, "independent", false, "run the views as independent images, batched as one graph without cross-view attention (throughput: images/s)")
+	fs.IntVar(&f.repeat, "repeat", 5, "timed runs after the first (warm-up) run")
+	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile (pprof) of the whole command to this file")
+}
+
+// runBench prepares the input, loads the model, times a first run and
+// -repeat more, and reports them with the memory the runs took.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(commands["bench"], stdout, stderr)
-	var mf modelFlags // -model, -device, -threads, -kernels, -precision, -process-res, … as depth and pose take them
-	mf.register(fs)
-	imageArg := fs.String("image", "", "input image(s), comma-separated (default: a synthetic image of -size)")
-	sizeArg := fs.String("size", "640x427", "size WxH of the synthetic image used without -image (640x427 processes at 504x336 for DA3)")
-	pixelsArg := fs.String("pixels", "", "preprocessed input: a float32 .npy of shape (3,H,W), (S,3,H,W) or (1,S,3,H,W); times the network only (its forward pass, without pre- and post-processing)")
-	views := fs.Int("views", 0, "views per run (multi-view timing); default: the number of images, else 1")
-	independent := fs.Bool("independent", false, "run the views as independent images, batched as one graph without cross-view attention (throughput: images/s)")
-	repeat := fs.Int("repeat", 5, "timed runs after the first (warm-up) run")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile (pprof) of the whole command to this file")
+	var f benchFlags
+	f.register(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	switch {
-	case fs.NArg() != 0:
-		return usageError(fs, stderr, "bench takes no arguments, got %q", fs.Args())
-	case mf.model == "":
-		return usageError(fs, stderr, "-model is required")
-	case mf.metricModel != "":
-		return usageError(fs, stderr, "bench times one model: -metric-model is not supported")
-	case *repeat < 1:
-		return usageError(fs, stderr, "-repeat %d: want at least 1", *repeat)
-	case *views < 0:
-		return usageError(fs, stderr, "-views %d: must not be negative", *views)
-	case *pixelsArg != "" && *imageArg != "":
-		return usageError(fs, stderr, "-pixels and -image exclude each other")
+	b := &bench{f: &f, stderr: stderr}
+	if err := b.validate(fs); err != nil {
+		return exitFor(fs, stderr, err)
 	}
-	opts, err := mf.options()
-	if err != nil {
-		return usageError(fs, stderr, "%v", err)
-	}
-	ropt, err := mf.runOptions()
-	if err != nil {
-		return usageError(fs, stderr, "%v", err)
-	}
-	synthW, synthH, err := parseSize(*sizeArg)
-	if err != nil {
-		return usageError(fs, stderr, "-size: %v", err)
-	}
-	setupLog(stderr, mf.verbose, mf.quiet)
-	progress := func(format string, args ...any) {
-		if !mf.quiet {
-			fmt.Fprintf(stderr, "da3-go bench: "+format+"\n", args...)
-		}
-	}
-
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fail(stderr, fmt.Errorf("cpu profile: %w", err))
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fail(stderr, fmt.Errorf("cpu profile: %w", err))
-		}
-		defer pprof.StopCPUProfile()
-	}
-
-	rep := benchReport{Threads: mf.threads, Kernels: strings.ToLower(mf.kernels), ProcessRes: mf.processRes,
-		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU()}
-	if rep.Threads == 0 {
-		rep.Threads = runtime.NumCPU()
-	}
-
-	// Inputs are prepared before the model is loaded so that decoding does
-	// not count towards the load time.
-	var imgs []model.Image
-	var pixels []float32
-	var pw, ph int
-	switch {
-	case *pixelsArg != "":
-		var shape []int
-		pixels, shape, err = imgio.ReadNPY(*pixelsArg)
+	setupLog(stderr, f.verbose, f.quiet)
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
 		if err != nil {
 			return fail(stderr, err)
 		}
-		S, err := pixelViews(shape)
-		if err != nil {
-			return fail(stderr, fmt.Errorf("%s: %w", *pixelsArg, err))
-		}
-		pw, ph = shape[len(shape)-1], shape[len(shape)-2]
-		if *views != 0 && *views != S {
-			if S != 1 {
-				return usageError(fs, stderr, "-views %d: %s holds %d views", *views, *pixelsArg, S)
-			}
-			one := pixels
-			pixels = make([]float32, 0, len(one)**views)
-			for range *views {
-				pixels = append(pixels, one...)
-			}
-			S = *views
-		}
-		rep.Input, rep.Views = "pixels", S
-		rep.InputWidth, rep.InputHeight, rep.ProcessedWidth, rep.ProcessedHeight = pw, ph, pw, ph
-	case *imageArg != "":
-		paths := splitList(*imageArg)
-		for _, p := range paths {
-			im, err := imgio.Decode(p)
-			if err != nil {
-				return fail(stderr, err)
-			}
-			imgs = append(imgs, im)
-		}
-		if *views != 0 {
-			// Cycle through the images to make -views of them.
-			for len(imgs) < *views {
-				imgs = append(imgs, imgs[len(imgs)%len(paths)])
-			}
-			imgs = imgs[:*views]
-		}
-		b := imgs[0].Bounds()
-		rep.Input, rep.Views, rep.InputWidth, rep.InputHeight = "image", len(imgs), b.Dx(), b.Dy()
-	default:
-		n := max(*views, 1)
-		for v := range n {
-			imgs = append(imgs, syntheticImage(synthW, synthH, v))
-		}
-		rep.Input, rep.Views, rep.InputWidth, rep.InputHeight = "synthetic", n, synthW, synthH
+		defer stop()
 	}
-
-	path, err := resolveModel(ctx, mf.model, mf.quiet, stderr)
+	// Inputs are prepared before the model is loaded so that decoding does
+	// not count towards the load time.
+	if err := b.input(); err != nil {
+		return exitFor(fs, stderr, err)
+	}
+	m, err := b.load(ctx)
 	if err != nil {
 		return fail(stderr, err)
 	}
+	defer m.Close()
+	if err := b.time(ctx, m); err != nil {
+		return fail(stderr, err)
+	}
+	b.measure(m)
+	if err := b.write(stdout); err != nil {
+		return fail(stderr, fmt.Errorf("write output: %w", err))
+	}
+	return exitOK
+}
+
+// bench is one bench command: its flags, options, input and report.
+type bench struct {
+	f      *benchFlags
+	stderr io.Writer
+	opts   model.Options
+	opt    model.RunOptions
+	w, h   int // of the synthetic image
+	imgs   []model.Image
+	pixels []float32 // -pixels, pw×ph each view
+	pw, ph int
+	rep    benchReport
+}
+
+// validate checks the flags and turns them into options; the problems are
+// usage errors.
+func (b *bench) validate(fs *flag.FlagSet) error {
+	f := b.f
+	switch {
+	case fs.NArg() != 0:
+		return errUsage(fmt.Sprintf("bench takes no arguments, got %q", fs.Args()))
+	case f.model == "":
+		return errUsage("-model is required")
+	case f.metricModel != "":
+		return errUsage("bench times one model: -metric-model is not supported")
+	case f.repeat < 1:
+		return errUsage(fmt.Sprintf("-repeat %d: want at least 1", f.repeat))
+	case f.views < 0:
+		return errUsage(fmt.Sprintf("-views %d: must not be negative", f.views))
+	case f.pixels != "" && f.image != "":
+		return errUsage("-pixels and -image exclude each other")
+	}
+	var err error
+	if b.opts, err = f.options(); err != nil {
+		return asUsage(err)
+	}
+	if b.opt, err = f.runOptions(); err != nil {
+		return asUsage(err)
+	}
+	if b.w, b.h, err = parseSize(f.size); err != nil {
+		return errUsage("-size: " + err.Error())
+	}
+	b.rep = benchReport{Threads: f.threads, Kernels: strings.ToLower(f.kernels), ProcessRes: f.processRes,
+		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU()}
+	if b.rep.Threads == 0 {
+		b.rep.Threads = runtime.NumCPU()
+	}
+	return nil
+}
+
+// startCPUProfile profiles the command into path until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// progress logs a step on stderr unless -quiet.
+func (b *bench) progress(format string, args ...any) {
+	if !b.f.quiet {
+		fmt.Fprintf(b.stderr, "da3-go bench: "+format+"\n", args...)
+	}
+}
+
+// input prepares what every run takes: preprocessed pixels, images, or a
+// synthetic image, -views of them.
+func (b *bench) input() error {
+	f, rep := b.f, &b.rep
+	switch {
+	case f.pixels != "":
+		return b.pixelInput()
+	case f.image != "":
+		paths := splitList(f.image)
+		for _, p := range paths {
+			im, err := imgio.Decode(p)
+			if err != nil {
+				return err
+			}
+			b.imgs = append(b.imgs, im)
+		}
+		if f.views != 0 {
+			// Cycle through the images to make -views of them.
+			for len(b.imgs) < f.views {
+				b.imgs = append(b.imgs, b.imgs[len(b.imgs)%len(paths)])
+			}
+			b.imgs = b.imgs[:f.views]
+		}
+		bd := b.imgs[0].Bounds()
+		rep.Input, rep.Views, rep.InputWidth, rep.InputHeight = "image", len(b.imgs), bd.Dx(), bd.Dy()
+	default:
+		n := max(f.views, 1)
+		for v := range n {
+			b.imgs = append(b.imgs, syntheticImage(b.w, b.h, v))
+		}
+		rep.Input, rep.Views, rep.InputWidth, rep.InputHeight = "synthetic", n, b.w, b.h
+	}
+	return nil
+}
+
+// pixelInput reads -pixels, repeating a single view -views times.
+func (b *bench) pixelInput() error {
+	f, rep := b.f, &b.rep
+	pixels, shape, err := imgio.ReadNPY(f.pixels)
+	if err != nil {
+		return err
+	}
+	S, err := pixelViews(shape)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.pixels, err)
+	}
+	b.pw, b.ph = shape[len(shape)-1], shape[len(shape)-2]
+	if f.views != 0 && f.views != S {
+		if S != 1 {
+			return errUsage(fmt.Sprintf("-views %d: %s holds %d views", f.views, f.pixels, S))
+		}
+		one := pixels
+		pixels = make([]float32, 0, len(one)*f.views)
+		for range f.views {
+			pixels = append(pixels, one...)
+		}
+		S = f.views
+	}
+	b.pixels = pixels
+	rep.Input, rep.Views = "pixels", S
+	rep.InputWidth, rep.InputHeight, rep.ProcessedWidth, rep.ProcessedHeight = b.pw, b.ph, b.pw, b.ph
+	return nil
+}
+
+// load resolves and loads the model, timing the load.
+func (b *bench) load(ctx context.Context) (*model.Model, error) {
+	f, rep := b.f, &b.rep
+	path, err := resolveModel(ctx, f.model, f.quiet, b.stderr)
+	if err != nil {
+		return nil, err
+	}
 	rep.Model = path
-	update, finish := newBar(-1, "loading", true, mf.quiet, stderr)
+	update, finish := newBar(-1, "loading", true, f.quiet, b.stderr)
+	opts := b.opts
 	opts.Progress, opts.Logger = update, slog.Default() // the command's log (setupLog)
 	t0 := time.Now()
 	m, err := model.Load(ctx, path, opts)
 	load := time.Since(t0)
 	finish()
 	if err != nil {
-		return fail(stderr, err)
+		return nil, err
 	}
-	defer m.Close()
 	cfg := m.Config()
 	rep.Arch, rep.Name, rep.Device = cfg.Arch.String(), cfg.Name, m.Device()
 	rep.CPUKernels, rep.Precision = kernels.Describe(m.Kernels()), opts.Precision.String()
 	rep.LoadMS = millis(load)
 	rep.WeightsMiB = float64(m.WeightBytes()) / (1 << 20)
 	rep.LoadRSSMiB = procStatusMiB("VmRSS")
-	progress("loaded %s (%s, %.1f MiB of weights) on %s in %.0f ms", filepath.Base(path), rep.Arch, rep.WeightsMiB, rep.Device, rep.LoadMS)
+	b.progress("loaded %s (%s, %.1f MiB of weights) on %s in %.0f ms", filepath.Base(path), rep.Arch, rep.WeightsMiB, rep.Device, rep.LoadMS)
+	return m, nil
+}
 
-	opt := ropt
-	once := func() (time.Duration, error) {
-		start := time.Now()
-		var rs []model.Result
-		var err error
-		switch {
-		case pixels != nil && *independent:
-			rs, err = m.ForwardIndependent(ctx, model.Pixels{Data: pixels, Width: pw, Height: ph, Views: rep.Views}, opt)
-		case pixels != nil:
-			rs, err = m.Forward(ctx, model.Pixels{Data: pixels, Width: pw, Height: ph, Views: rep.Views}, opt)
-		case *independent:
-			rs, err = m.Independent(ctx, imgs, opt)
-		default:
-			rs, err = m.MultiView(ctx, imgs, opt)
-		}
-		d := time.Since(start)
-		if err == nil && len(rs) > 0 {
-			rep.ProcessedWidth, rep.ProcessedHeight = rs[0].ProcessedWidth, rs[0].ProcessedHeight
-		}
-		return d, err
+// once runs the input once and returns how long it took.
+func (b *bench) once(ctx context.Context, m *model.Model) (time.Duration, error) {
+	px := model.Pixels{Data: b.pixels, Width: b.pw, Height: b.ph, Views: b.rep.Views}
+	start := time.Now()
+	var rs []model.Result
+	var err error
+	switch {
+	case b.pixels != nil && b.f.independent:
+		rs, err = m.ForwardIndependent(ctx, px, b.opt)
+	case b.pixels != nil:
+		rs, err = m.Forward(ctx, px, b.opt)
+	case b.f.independent:
+		rs, err = m.Independent(ctx, b.imgs, b.opt)
+	default:
+		rs, err = m.MultiView(ctx, b.imgs, b.opt)
 	}
-	d, err := once()
+	d := time.Since(start)
+	if err == nil && len(rs) > 0 {
+		b.rep.ProcessedWidth, b.rep.ProcessedHeight = rs[0].ProcessedWidth, rs[0].ProcessedHeight
+	}
+	return d, err
+}
+
+// time times a first run and -repeat more.
+func (b *bench) time(ctx context.Context, m *model.Model) error {
+	rep := &b.rep
+	d, err := b.once(ctx, m)
 	if err != nil {
-		return fail(stderr, err)
+		return err
 	}
 	rep.FirstMS = millis(d)
-	progress("first run (%dx%d, %d view(s)): %.1f ms", rep.ProcessedWidth, rep.ProcessedHeight, rep.Views, rep.FirstMS)
-	for i := range *repeat {
-		d, err := once()
+	b.progress("first run (%dx%d, %d view(s)): %.1f ms", rep.ProcessedWidth, rep.ProcessedHeight, rep.Views, rep.FirstMS)
+	for i := range b.f.repeat {
+		d, err := b.once(ctx, m)
 		if err != nil {
-			return fail(stderr, err)
+			return err
 		}
 		rep.RunsMS = append(rep.RunsMS, millis(d))
-		progress("run %d/%d: %.1f ms", i+1, *repeat, millis(d))
+		b.progress("run %d/%d: %.1f ms", i+1, b.f.repeat, millis(d))
 	}
+	rep.MedianMS, rep.P90MS, rep.MinMS, rep.MeanMS = summarize(rep.RunsMS)
+	rep.PerViewMS = rep.MedianMS / float64(rep.Views)
+	rep.Independent = b.f.independent
+	rep.ImagesPerSec = float64(rep.Views) / (rep.MedianMS / 1000)
+	return nil
+}
+
+// measure adds the graphs' and the device's memory to the report.
+func (b *bench) measure(m *model.Model) {
+	rep, opt := &b.rep, b.opt
 	st := m.Stats()
 	rep.Nodes, rep.Splits = st.Nodes, st.Splits
 	rep.ComputeBuffersMiB = map[string]float64{}
-	for name, b := range st.ComputeBuffers {
-		rep.ComputeBuffersMiB[name] = float64(b) / (1 << 20)
+	for name, by := range st.ComputeBuffers {
+		rep.ComputeBuffersMiB[name] = float64(by) / (1 << 20)
 	}
 	if dev := m.DeviceMemory(); dev.Device {
 		rep.DeviceWeightsMiB = float64(dev.Weights) / (1 << 20)
 		rep.DeviceComputeMiB = float64(dev.Compute) / (1 << 20)
 		rep.DeviceFreeMiB, rep.DeviceTotalMiB = float64(dev.Free)/(1<<20), float64(dev.Total)/(1<<20)
 		rep.Fallbacks = st.Fallbacks
-		if rep.Input != "pixels" && len(imgs) > 0 {
-			b := imgs[0].Bounds()
-			if e, err := m.EstimateMemory(opt, rep.Views, b.Dx(), b.Dy()); err == nil {
+		if rep.Input != "pixels" && len(b.imgs) > 0 {
+			bd := b.imgs[0].Bounds()
+			if e, err := m.EstimateMemory(opt, rep.Views, bd.Dx(), bd.Dy()); err == nil {
 				rep.EstimateDeviceMiB = float64(e.DeviceCompute) / (1 << 20)
 			}
-		} else if e, err := m.EstimateMemory(model.RunOptions{ProcessRes: opt.ProcessRes, ChunkSize: opt.ChunkSize, ProcessedSize: true}, rep.Views, pw, ph); err == nil {
+		} else if e, err := m.EstimateMemory(model.RunOptions{ProcessRes: opt.ProcessRes, ChunkSize: opt.ChunkSize, ProcessedSize: true}, rep.Views, b.pw, b.ph); err == nil {
 			rep.EstimateDeviceMiB = float64(e.DeviceCompute) / (1 << 20)
 		}
 	}
-	rep.MedianMS, rep.P90MS, rep.MinMS, rep.MeanMS = summarize(rep.RunsMS)
-	rep.PerViewMS = rep.MedianMS / float64(rep.Views)
-	rep.Independent = *independent
-	rep.ImagesPerSec = float64(rep.Views) / (rep.MedianMS / 1000)
 	rep.PeakRSSMiB = procStatusMiB("VmHWM")
+}
 
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
+// write prints the report, as JSON with -json.
+func (b *bench) write(w io.Writer) error {
+	if b.f.json {
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return fail(stderr, fmt.Errorf("write output: %w", err))
-		}
-		return exitOK
+		return enc.Encode(b.rep)
 	}
-	if err := writeBench(stdout, &rep); err != nil {
-		return fail(stderr, fmt.Errorf("write output: %w", err))
-	}
-	return exitOK
+	return writeBench(w, &b.rep)
 }
 
 func writeBench(w io.Writer, r *benchReport) error {
