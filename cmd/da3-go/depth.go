@@ -85,7 +85,7 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) (cod
 	}
 	defer in.cleanup()
 	d.in = in
-	defer func() { code = d.finishOutputs(code) }()
+	defer func() { code = d.out.finish(code, stderr) }()
 	if err := d.plan(); err != nil {
 		return exitFor(fs, stderr, err)
 	}
@@ -113,8 +113,7 @@ type depthRun struct {
 	in      *inputs
 	sizes   []imgio.Header // of the inputs, read before the model loads
 	outputs [][]mapOutput  // planned: per input, per map
-	set     *outputSet     // the outputs listed in -o DIR, or nil
-	made    madeDirs       // the directories the run made
+	out     runOutputs
 }
 
 // validate checks the flags and turns them into the run's options; the
@@ -181,7 +180,7 @@ func (d *depthRun) plan() error {
 		return asUsage(err)
 	}
 	for _, dir := range f.outputDirs(d.outputs) {
-		if err := d.made.prepare(dir); err != nil {
+		if err := d.out.made.prepare(dir); err != nil {
 			return err
 		}
 	}
@@ -194,11 +193,11 @@ func (d *depthRun) plan() error {
 		}
 	}
 	if f.out != "" && !outputIsFile(f.out) {
-		if d.set, err = depthOutputSet(f.out, d.outputs, inputs, f.overwrite); err != nil {
+		if d.out.set, err = depthOutputSet(f.out, d.outputs, inputs, f.overwrite); err != nil {
 			return asUsage(err)
 		}
 		if !f.quiet {
-			d.set.stderr = d.stderr
+			d.out.set.stderr = d.stderr
 		}
 	}
 	d.sizes = make([]imgio.Header, len(d.in.paths))
@@ -208,18 +207,6 @@ func (d *depthRun) plan() error {
 		}
 	}
 	return nil
-}
-
-// finishOutputs lists a successful run's outputs in -o DIR and removes the
-// directories the run made that stayed empty.
-func (d *depthRun) finishOutputs(code int) int {
-	if code == exitOK {
-		if err := d.set.commit(); err != nil {
-			code = fail(d.stderr, err)
-		}
-	}
-	d.made.removeEmpty()
-	return code
 }
 
 // checkModel refuses the outputs and units the model cannot give, and
@@ -257,7 +244,7 @@ func (d *depthRun) run(ctx context.Context, m da3.Runner) error {
 	if err := d.checkModel(m); err != nil {
 		return err
 	}
-	w := &mapWriter{plan: d.outputs, set: d.set, cmap: d.cmap, invert: caps.Unit != model.Disparity, original: !f.processedSize,
+	w := &mapWriter{plan: d.outputs, set: d.out.set, cmap: d.cmap, invert: caps.Unit != model.Disparity, original: !f.processedSize,
 		quiet: f.quiet, stdout: d.stdout, stderr: d.stderr, inputs: d.in.names}
 	asScene := caps.MultiView && !f.independent
 	lay, err := f.streamFlags.layoutFor(d.fs, m, n, asScene, image.Pt(d.sizes[0].Width, d.sizes[0].Height), &d.opt)

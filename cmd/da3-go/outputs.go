@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,4 +192,23 @@ func checkOverwrite(plan [][]mapOutput, inputs []string) error {
 		}
 	}
 	return nil
+}
+
+// runOutputs are what a run writes into: the list of its outputs in -o DIR
+// (nil without one) and the directories it made.
+type runOutputs struct {
+	set  *outputSet
+	made madeDirs
+}
+
+// finish lists a successful run's outputs and removes the directories the
+// run made that stayed empty; it returns the run's exit code.
+func (o *runOutputs) finish(code int, stderr io.Writer) int {
+	if code == exitOK {
+		if err := o.set.commit(); err != nil {
+			code = fail(stderr, err)
+		}
+	}
+	o.made.removeEmpty()
+	return code
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"image"
 	"io"
 	"math"
 	"os"
@@ -145,65 +146,102 @@ func (f *reconstructFlags) colmapOptions() export.Options {
 	return o
 }
 
+// runReconstruct validates the flags, plans every output (before the
+// model loads), loads the model and writes the scene: one, one per image
+// (-independent), or in windows.
 func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
 	fs := newFlags(commands["reconstruct"], stdout, stderr)
-	var f reconstructFlags
+	r := &reconstructRun{fs: fs, stdout: stdout, stderr: stderr}
+	f := &r.f
 	f.register(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
 	setupLog(stderr, f.verbose, f.quiet)
-	if f.model == "" {
-		return usageError(fs, stderr, "-model is required")
-	}
-	formats, err := f.parse()
-	if err != nil {
-		return usageError(fs, stderr, "%v", err)
-	}
-	opt, err := f.runOptions()
-	if err != nil {
-		return usageError(fs, stderr, "%v", err)
-	}
-	// The official exporters work on the network's maps, at the processed size.
-	opt.ProcessedSize = true
-	var k *model.Intrinsics
-	if f.intrinsics != "" {
-		if k, err = parseIntrinsics(f.intrinsics); err != nil {
-			return usageError(fs, stderr, "-intrinsics: %v", err)
-		}
+	if err := r.validate(); err != nil {
+		return exitFor(fs, stderr, err)
 	}
 	in, code := f.inputFlags.open(ctx, fs, fs.Args(), stderr)
 	if in == nil {
 		return code
 	}
 	defer in.cleanup()
-	names := imageNames(in.names)
-	// Every output is named and checked, the previous run's outputs looked
-	// at, and the directories made before the model loads.
-	var set *outputSet
-	var made madeDirs
-	defer func() {
-		if code == exitOK {
-			if err := set.commit(); err != nil {
-				code = fail(stderr, err)
-			}
-		}
-		made.removeEmpty()
-	}()
-	if err := made.prepare(f.out); err != nil {
+	r.in, r.names = in, imageNames(in.names)
+	defer func() { code = r.out.finish(code, stderr) }()
+	if err := r.plan(); err != nil {
 		return fail(stderr, err)
 	}
-	paths := f.scenePaths(formats, names)
+	m, code := f.modelFlags.loadModel(ctx, fs, stderr)
+	if m == nil {
+		return code
+	}
+	defer m.Close()
+	if err := r.run(ctx, m); err != nil {
+		return fail(stderr, err)
+	}
+	return exitOK
+}
+
+// reconstructRun is one reconstruct command: its flags, then what
+// validate, plan and run find.
+type reconstructRun struct {
+	f              reconstructFlags
+	fs             *flag.FlagSet
+	stdout, stderr io.Writer
+
+	formats []string
+	opt     model.RunOptions
+	k       *model.Intrinsics // -intrinsics
+	in      *inputs
+	names   []string    // the images' unique base names
+	size    image.Point // of the first image
+	out     runOutputs
+}
+
+// validate checks the flags and turns them into the run's options; the
+// problems are usage errors.
+func (r *reconstructRun) validate() error {
+	f := &r.f
+	if f.model == "" {
+		return errUsage("-model is required")
+	}
+	var err error
+	if r.formats, err = f.parse(); err != nil {
+		return asUsage(err)
+	}
+	if r.opt, err = f.runOptions(); err != nil {
+		return asUsage(err)
+	}
+	// The official exporters work on the network's maps, at the processed size.
+	r.opt.ProcessedSize = true
+	if f.intrinsics != "" {
+		if r.k, err = parseIntrinsics(f.intrinsics); err != nil {
+			return errUsage("-intrinsics: " + err.Error())
+		}
+	}
+	return nil
+}
+
+// plan names and checks every output, looks at the previous run's outputs
+// and makes the directories, then reads the images' headers: all before
+// the model loads.
+func (r *reconstructRun) plan() error {
+	f, o := &r.f, &r.out
+	if err := o.made.prepare(f.out); err != nil {
+		return err
+	}
+	paths := f.scenePaths(r.formats, r.names)
 	for _, p := range paths {
-		if err := atomicfile.Check(p, in.paths...); err != nil {
-			return fail(stderr, err)
+		if err := atomicfile.Check(p, r.in.paths...); err != nil {
+			return err
 		}
 	}
-	if set, err = planOutputSet(f.out, paths, in.paths, func(string) bool { return true }, f.overwrite); err != nil {
-		return fail(stderr, err)
+	var err error
+	if o.set, err = planOutputSet(f.out, paths, r.in.paths, func(string) bool { return true }, f.overwrite); err != nil {
+		return err
 	}
 	if !f.quiet {
-		set.stderr = stderr
+		o.set.stderr = r.stderr
 	}
 	var dirs []string
 	if f.streamFlags.dir != "" {
@@ -215,90 +253,101 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	for _, d := range dirs {
-		if err := made.prepare(d); err != nil {
-			return fail(stderr, err)
+		if err := o.made.prepare(d); err != nil {
+			return err
 		}
 	}
-	size, err := checkImages(in.paths)
-	if err != nil {
-		return fail(stderr, err)
-	}
-	m, code := f.modelFlags.loadModel(ctx, fs, stderr)
-	if m == nil {
-		return code
-	}
-	defer m.Close()
-	opt.Gaussians = slices.Contains(formats, "gs_ply")
+	r.size, err = checkImages(r.in.paths)
+	return err
+}
+
+// checkModel refuses formats and -intrinsics the model cannot serve, and
+// notes a depth that is not metres.
+func (r *reconstructRun) checkModel(m da3.Runner) error {
+	f, k := &r.f, r.k
 	cfg, caps := m.Config(), m.Capabilities()
 	switch {
 	case k != nil && caps.Camera:
-		return fail(stderr, fmt.Errorf("-intrinsics: model %s predicts its own cameras; -intrinsics is for models without a camera head", f.model))
+		return fmt.Errorf("-intrinsics: model %s predicts its own cameras; -intrinsics is for models without a camera head", f.model)
 	case k != nil && caps.NeedsIntrinsics:
-		opt.Intrinsics = k // focal-normalised output: metres with the focal length
+		r.opt.Intrinsics = k // focal-normalised output: metres with the focal length
 	case k == nil && caps.NeedsIntrinsics && !f.quiet:
-		fmt.Fprintf(stderr, "da3-go: note: %s predicts focal-normalised depth, NOT metres; pass -intrinsics fx,fy,cx,cy to get metres\n", f.model)
+		fmt.Fprintf(r.stderr, "da3-go: note: %s predicts focal-normalised depth, NOT metres; pass -intrinsics fx,fy,cx,cy to get metres\n", f.model)
 	}
-	for _, fm := range formats {
+	for _, fm := range r.formats {
 		if needsCamera(fm) && !caps.Camera && k == nil {
-			return fail(stderr, fmt.Errorf("-format %s: %w: %s is a %s model; 3D outputs need a DA3 any-view or nested model (da3-small, -base, -large, -giant), or -intrinsics fx,fy,cx,cy",
-				fm, model.ErrNoCamera, f.model, cfg.Arch))
+			return fmt.Errorf("-format %s: %w: %s is a %s model; 3D outputs need a DA3 any-view or nested model (da3-small, -base, -large, -giant), or -intrinsics fx,fy,cx,cy",
+				fm, model.ErrNoCamera, f.model, cfg.Arch)
 		}
 	}
-	w := sceneWriter{f: &f, set: set, formats: formats, stdout: stdout, stderr: stderr, intrinsics: k}
-	asScene := !f.independent && caps.MultiView
-	lay, err := f.streamFlags.layoutFor(fs, m, len(in.paths), asScene, size, &opt)
+	if !f.independent && !caps.MultiView && len(r.in.paths) > 1 {
+		return fmt.Errorf("%s is a %s model, which runs each image alone: use -independent to write one scene per image", f.model, cfg.Arch)
+	}
+	return nil
+}
+
+// run writes the scene: in windows when the images do not fit as one, as
+// one scene, or one scene per image.
+func (r *reconstructRun) run(ctx context.Context, m da3.Runner) error {
+	f := &r.f
+	r.opt.Gaussians = slices.Contains(r.formats, "gs_ply")
+	if err := r.checkModel(m); err != nil {
+		return err
+	}
+	w := &sceneWriter{f: f, set: r.out.set, formats: r.formats, stdout: r.stdout, stderr: r.stderr, intrinsics: r.k}
+	asScene := !f.independent && m.Capabilities().MultiView
+	lay, err := f.streamFlags.layoutFor(r.fs, m, len(r.in.paths), asScene, r.size, &r.opt)
 	if err != nil {
-		return fail(stderr, err)
+		return err
 	}
 	if lay.stream {
-		if err := f.reconstructStreamed(ctx, m, &w, in.paths, names, lay, opt, stderr); err != nil {
-			return fail(stderr, err)
-		}
-		return exitOK
+		return f.reconstructStreamed(ctx, m, w, r.in.paths, r.names, lay, r.opt, r.stderr)
 	}
-	imgs, err := f.modelFlags.decode(in.paths, m, stderr)
+	imgs, err := f.modelFlags.decode(r.in.paths, m, r.stderr)
 	if err != nil {
-		return fail(stderr, err)
+		return err
 	}
+	opt := r.opt
 	f.given.apply(&opt)
-	if asScene {
-		if len(imgs) > 1 && !f.quiet {
-			fmt.Fprintf(stderr, "da3-go: running %d images as views of one scene (%s; -stream to run them in windows, -independent one by one)\n", len(imgs), lay.why)
-		}
-		bar := newSceneBar(viewCount(len(imgs)), f.quiet, stderr)
-		opt.Progress = bar.tell
-		res, err := m.MultiView(ctx, imgs, opt)
-		bar.finish()
-		if err != nil {
-			return fail(stderr, err)
-		}
-		collect()
-		if err := w.writeResults(f.out, res, names); err != nil {
-			return fail(stderr, err)
-		}
-		return exitOK
+	if !asScene {
+		return r.each(ctx, m, imgs, opt, w)
 	}
-	if !f.independent && len(imgs) > 1 {
-		return fail(stderr, fmt.Errorf("%s is a %s model, which runs each image alone: use -independent to write one scene per image", f.model, cfg.Arch))
+	if len(imgs) > 1 && !f.quiet {
+		fmt.Fprintf(r.stderr, "da3-go: running %d images as views of one scene (%s; -stream to run them in windows, -independent one by one)\n", len(imgs), lay.why)
 	}
-	bar := newItemBar(len(imgs), "reconstruct", f.quiet, stderr)
+	bar := newSceneBar(viewCount(len(imgs)), f.quiet, r.stderr)
+	opt.Progress = bar.tell
+	res, err := m.MultiView(ctx, imgs, opt)
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	collect()
+	return w.writeResults(f.out, res, r.names)
+}
+
+// each writes one scene per image (-independent, or a single image of a
+// model that runs images alone).
+func (r *reconstructRun) each(ctx context.Context, m da3.Runner, imgs []image.Image, opt model.RunOptions, w *sceneWriter) error {
+	f, names := &r.f, r.names
+	bar := newItemBar(len(imgs), "reconstruct", f.quiet, r.stderr)
 	defer bar.finish()
 	opt.Progress = bar.tell
 	for i, im := range imgs {
 		bar.cover(i, 1)
-		r, err := m.Depth(ctx, im, opt)
+		res, err := m.Depth(ctx, im, opt)
 		if err != nil {
-			return fail(stderr, fmt.Errorf("%s: %w", in.names[i], err))
+			return fmt.Errorf("%s: %w", r.in.names[i], err)
 		}
 		dir := f.out
 		if f.independent {
 			dir = filepath.Join(f.out, strings.TrimSuffix(names[i], filepath.Ext(names[i])))
 		}
-		if err := w.writeResults(dir, []model.Result{*r}, names[i:i+1]); err != nil {
-			return fail(stderr, err)
+		if err := w.writeResults(dir, []model.Result{*res}, names[i:i+1]); err != nil {
+			return err
 		}
 	}
-	return exitOK
+	return nil
 }
 
 // imageNames returns the images' base names, made unique by a _<k> suffix where two inputs share one
