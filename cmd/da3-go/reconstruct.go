@@ -494,97 +494,133 @@ func (w *sceneWriter) write(dir string, s sceneSource) error {
 	if err := w.set.begin(); err != nil {
 		return err
 	}
-	f := w.f
 	// A bar over the formats; the files written are printed once it is
 	// gone, so that the two never share a line of the terminal.
-	bar := newItemBar(len(w.formats), "writing", f.quiet, w.stderr)
+	bar := newItemBar(len(w.formats), "writing", w.f.quiet, w.stderr)
 	var wrote []string
 	defer func() {
 		bar.finish()
-		if !f.quiet {
+		if !w.f.quiet {
 			for _, p := range wrote {
 				fmt.Fprintf(w.stdout, "wrote %s\n", p)
 			}
 		}
 	}()
-	cloud := func(o export.Options) (*export.PointCloud, error) {
-		if s.sampled {
-			return export.NewPointCloudFrom(s.views, o, f.maxPoints, f.seed)
-		}
-		return export.NewPointCloud(s.cams, o)
-	}
-	var pc *export.PointCloud // GLB and PLY share it
+	sw := &sceneWrite{sceneWriter: w, dir: dir, s: s}
 	for i, fm := range w.formats {
 		bar.cover(i, 1)
-		var paths []string
-		switch fm {
-		case "glb", "ply":
-			var err error
-			if pc == nil {
-				if pc, err = cloud(f.pointOptions()); err != nil {
-					return err
-				}
-			}
-			path := filepath.Join(dir, "scene."+fm)
-			if fm == "glb" {
-				err = export.WriteGLB(path, pc, s.cams, export.GLBOptions{MaxPoints: f.maxPoints, Seed: f.seed,
-					ShowCameras: !f.noCameras, CameraSize: f.cameraSize})
-			} else {
-				err = export.WritePLY(path, pc.Subsample(f.maxPoints, f.seed))
-			}
-			if err != nil {
-				return err
-			}
-			paths = append(paths, path)
-		case "colmap":
-			cpc, err := cloud(f.colmapOptions())
-			if err != nil {
-				return err
-			}
-			if err := export.WriteCOLMAP(dir, cpc, s.cams, f.colmapTxt); err != nil {
-				return err
-			}
-			ext := map[bool]string{false: ".bin", true: ".txt"}[f.colmapTxt]
-			for _, n := range []string{"cameras", "images", "points3D"} {
-				paths = append(paths, filepath.Join(dir, n+ext))
-			}
-		case "npz", "mini_npz":
-			sub := filepath.Join(dir, "exports", fm)
-			if err := os.MkdirAll(sub, 0o755); err != nil {
-				return fmt.Errorf("output directory: %w", err)
-			}
-			path := filepath.Join(sub, "results.npz")
-			if err := export.WriteNPZFrom(path, s.views, fm == "mini_npz"); err != nil {
-				return err
-			}
-			paths = append(paths, path)
-		case "gs_ply":
-			path := filepath.Join(dir, "gs_ply", "0000.ply")
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				return fmt.Errorf("output directory: %w", err)
-			}
-			if err := writeGaussians(path, s.res); err != nil {
-				return err
-			}
-			paths = append(paths, path)
-		case "depth_vis":
-			sub := filepath.Join(dir, "depth_vis")
-			if err := os.MkdirAll(sub, 0o755); err != nil {
-				return fmt.Errorf("output directory: %w", err)
-			}
-			for i := range s.views.Len() {
-				v, err := s.views.View(i)
-				if err != nil {
-					return err
-				}
-				path := filepath.Join(sub, fmt.Sprintf("%04d.jpg", i))
-				if err := export.WriteDepthVis(path, &v); err != nil {
-					return err
-				}
-				paths = append(paths, path)
-			}
+		paths, err := sw.format(fm)
+		if err != nil {
+			return err
 		}
 		wrote = append(wrote, paths...)
 	}
 	return nil
+}
+
+// sceneWrite is one scene being written into dir.
+type sceneWrite struct {
+	*sceneWriter
+	dir string
+	s   sceneSource
+	pc  *export.PointCloud // GLB and PLY share it
+}
+
+// format writes one format and returns the files it wrote.
+func (sw *sceneWrite) format(fm string) ([]string, error) {
+	switch fm {
+	case "glb", "ply":
+		path, err := sw.points(fm)
+		return []string{path}, err
+	case "colmap":
+		return sw.colmap()
+	case "npz", "mini_npz":
+		path := filepath.Join(sw.dir, "exports", fm, "results.npz")
+		if err := mkdirFor(path); err != nil {
+			return nil, err
+		}
+		return []string{path}, export.WriteNPZFrom(path, sw.s.views, fm == "mini_npz")
+	case "gs_ply":
+		path := filepath.Join(sw.dir, "gs_ply", "0000.ply")
+		if err := mkdirFor(path); err != nil {
+			return nil, err
+		}
+		return []string{path}, writeGaussians(path, sw.s.res)
+	case "depth_vis":
+		return sw.depthVis()
+	}
+	return nil, nil
+}
+
+// mkdirFor makes the directory of path.
+func mkdirFor(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("output directory: %w", err)
+	}
+	return nil
+}
+
+// cloud is the scene's point cloud under o.
+func (sw *sceneWrite) cloud(o export.Options) (*export.PointCloud, error) {
+	if sw.s.sampled {
+		return export.NewPointCloudFrom(sw.s.views, o, sw.f.maxPoints, sw.f.seed)
+	}
+	return export.NewPointCloud(sw.s.cams, o)
+}
+
+// points writes scene.glb or scene.ply.
+func (sw *sceneWrite) points(fm string) (string, error) {
+	f := sw.f
+	if sw.pc == nil {
+		pc, err := sw.cloud(f.pointOptions())
+		if err != nil {
+			return "", err
+		}
+		sw.pc = pc
+	}
+	path := filepath.Join(sw.dir, "scene."+fm)
+	if fm == "glb" {
+		return path, export.WriteGLB(path, sw.pc, sw.s.cams, export.GLBOptions{MaxPoints: f.maxPoints, Seed: f.seed,
+			ShowCameras: !f.noCameras, CameraSize: f.cameraSize})
+	}
+	return path, export.WritePLY(path, sw.pc.Subsample(f.maxPoints, f.seed))
+}
+
+// colmap writes the COLMAP model's three files.
+func (sw *sceneWrite) colmap() ([]string, error) {
+	cpc, err := sw.cloud(sw.f.colmapOptions())
+	if err != nil {
+		return nil, err
+	}
+	if err := export.WriteCOLMAP(sw.dir, cpc, sw.s.cams, sw.f.colmapTxt); err != nil {
+		return nil, err
+	}
+	ext := map[bool]string{false: ".bin", true: ".txt"}[sw.f.colmapTxt]
+	var paths []string
+	for _, n := range []string{"cameras", "images", "points3D"} {
+		paths = append(paths, filepath.Join(sw.dir, n+ext))
+	}
+	return paths, nil
+}
+
+// depthVis writes each view's depth visualisation.
+func (sw *sceneWrite) depthVis() ([]string, error) {
+	var paths []string
+	for i := range sw.s.views.Len() {
+		v, err := sw.s.views.View(i)
+		if err != nil {
+			return paths, err
+		}
+		path := filepath.Join(sw.dir, "depth_vis", fmt.Sprintf("%04d.jpg", i))
+		if i == 0 {
+			if err := mkdirFor(path); err != nil {
+				return nil, err
+			}
+		}
+		if err := export.WriteDepthVis(path, &v); err != nil {
+			return paths, err
+		}
+		paths = append(paths, path)
+	}
+	return paths, nil
 }
