@@ -213,25 +213,25 @@ func vitKVs(v schema.ViT, p string) []loader.KeyValue {
 		out[i] = int32(l)
 	}
 	return []loader.KeyValue{
-		{Key: p + ".embed_dim", Value: loader.Uint32Value(uint32(v.C))},
-		{Key: p + ".depth", Value: loader.Uint32Value(uint32(v.Depth))},
-		{Key: p + ".num_heads", Value: loader.Uint32Value(uint32(v.Heads))},
-		{Key: p + ".head_dim", Value: loader.Uint32Value(uint32(v.HeadDim()))},
-		{Key: p + ".mlp_hidden", Value: loader.Uint32Value(uint32(v.Hidden))},
-		{Key: p + ".ffn_type", Value: loader.StringValue(ffn)},
-		{Key: p + ".num_register_tokens", Value: loader.Uint32Value(0)},
-		{Key: p + ".init_values", Value: loader.Float32Value(v.InitValues)},
-		{Key: p + ".alt_start", Value: loader.Int32Value(int32(v.AltStart))},
-		{Key: p + ".rope_start", Value: loader.Int32Value(int32(v.RopeStart))},
-		{Key: p + ".qknorm_start", Value: loader.Int32Value(int32(v.QKNormStart))},
-		{Key: p + ".rope_freq", Value: loader.Float32Value(v.RopeFreq)},
-		{Key: p + ".cat_token", Value: loader.BoolValue(v.CatToken)},
-		{Key: p + ".qkv_bias", Value: loader.BoolValue(true)},
-		{Key: p + ".ln_eps", Value: loader.Float32Value(v.LNEps)},
-		{Key: p + ".interpolate_offset", Value: loader.Float32Value(v.InterpOffset)},
-		{Key: p + ".interpolate_antialias", Value: loader.BoolValue(false)},
-		{Key: p + ".pos_embed_grid", Value: loader.Uint32Value(uint32(v.Grid))},
-		{Key: p + ".out_layers", Value: loader.Int32sValue(out)},
+		{Key: p + ".embed_dim", Value: loader.ValueOf[uint32](uint32(v.C))},
+		{Key: p + ".depth", Value: loader.ValueOf[uint32](uint32(v.Depth))},
+		{Key: p + ".num_heads", Value: loader.ValueOf[uint32](uint32(v.Heads))},
+		{Key: p + ".head_dim", Value: loader.ValueOf[uint32](uint32(v.HeadDim()))},
+		{Key: p + ".mlp_hidden", Value: loader.ValueOf[uint32](uint32(v.Hidden))},
+		{Key: p + ".ffn_type", Value: loader.ValueOf[string](ffn)},
+		{Key: p + ".num_register_tokens", Value: loader.ValueOf[uint32](0)},
+		{Key: p + ".init_values", Value: loader.ValueOf[float32](v.InitValues)},
+		{Key: p + ".alt_start", Value: loader.ValueOf[int32](int32(v.AltStart))},
+		{Key: p + ".rope_start", Value: loader.ValueOf[int32](int32(v.RopeStart))},
+		{Key: p + ".qknorm_start", Value: loader.ValueOf[int32](int32(v.QKNormStart))},
+		{Key: p + ".rope_freq", Value: loader.ValueOf[float32](v.RopeFreq)},
+		{Key: p + ".cat_token", Value: loader.ValueOf[bool](v.CatToken)},
+		{Key: p + ".qkv_bias", Value: loader.ValueOf[bool](true)},
+		{Key: p + ".ln_eps", Value: loader.ValueOf[float32](v.LNEps)},
+		{Key: p + ".interpolate_offset", Value: loader.ValueOf[float32](v.InterpOffset)},
+		{Key: p + ".interpolate_antialias", Value: loader.ValueOf[bool](false)},
+		{Key: p + ".pos_embed_grid", Value: loader.ValueOf[uint32](uint32(v.Grid))},
+		{Key: p + ".out_layers", Value: loader.ArrayOf[int32](out)},
 	}
 }
 
@@ -303,10 +303,10 @@ func deriveCamEnc(sh shapeMap, heads int) (schema.CamEnc, bool, error) {
 func camEncKVs(c schema.CamEnc) []loader.KeyValue {
 	p := archKey + ".cam_enc"
 	return []loader.KeyValue{
-		{Key: p + ".embed_dim", Value: loader.Uint32Value(uint32(c.D))},
-		{Key: p + ".depth", Value: loader.Uint32Value(uint32(c.Depth))},
-		{Key: p + ".num_heads", Value: loader.Uint32Value(uint32(c.Heads))},
-		{Key: p + ".mlp_hidden", Value: loader.Uint32Value(uint32(c.Hidden))},
-		{Key: p + ".ln_eps", Value: loader.Float32Value(schema.CamEncEps)},
+		{Key: p + ".embed_dim", Value: loader.ValueOf[uint32](uint32(c.D))},
+		{Key: p + ".depth", Value: loader.ValueOf[uint32](uint32(c.Depth))},
+		{Key: p + ".num_heads", Value: loader.ValueOf[uint32](uint32(c.Heads))},
+		{Key: p + ".mlp_hidden", Value: loader.ValueOf[uint32](uint32(c.Hidden))},
+		{Key: p + ".ln_eps", Value: loader.ValueOf[float32](schema.CamEncEps)},
 	}
 }

@@ -505,15 +505,15 @@ func planDA2(c *Checkpoint, fam Family, name string, opts Options) ([]*output, e
 	}
 	p := archKey + ".head"
 	kv = append(kv,
-		loader.KeyValue{Key: p + ".features", Value: loader.Uint32Value(uint32(head.F))},
-		loader.KeyValue{Key: p + ".out_channels", Value: loader.Int32sValue(outChannels(head))},
-		loader.KeyValue{Key: p + ".output_dim", Value: loader.Uint32Value(uint32(head.OutDim))},
-		loader.KeyValue{Key: p + ".pos_embed", Value: loader.BoolValue(false)},
-		loader.KeyValue{Key: p + ".activation", Value: loader.StringValue(act)},
-		loader.KeyValue{Key: p + ".norm_type", Value: loader.StringValue("idt")},
+		loader.KeyValue{Key: p + ".features", Value: loader.ValueOf[uint32](uint32(head.F))},
+		loader.KeyValue{Key: p + ".out_channels", Value: loader.ArrayOf[int32](outChannels(head))},
+		loader.KeyValue{Key: p + ".output_dim", Value: loader.ValueOf[uint32](uint32(head.OutDim))},
+		loader.KeyValue{Key: p + ".pos_embed", Value: loader.ValueOf[bool](false)},
+		loader.KeyValue{Key: p + ".activation", Value: loader.ValueOf[string](act)},
+		loader.KeyValue{Key: p + ".norm_type", Value: loader.ValueOf[string]("idt")},
 	)
 	if maxDepth > 0 {
-		kv = append(kv, loader.KeyValue{Key: p + ".max_depth", Value: loader.Float32Value(maxDepth)})
+		kv = append(kv, loader.KeyValue{Key: p + ".max_depth", Value: loader.ValueOf[float32](maxDepth)})
 	}
 	return []*output{{kv: kv, tensors: tensors}}, nil
 }
@@ -679,34 +679,34 @@ func da3Output(col *collected, fam Family, preset da3Preset, hints vitHints, nam
 	}
 	p := archKey + "." + headP
 	kv = append(kv,
-		loader.KeyValue{Key: p + ".features", Value: loader.Uint32Value(uint32(head.F))},
-		loader.KeyValue{Key: p + ".out_channels", Value: loader.Int32sValue(outChannels(head))},
-		loader.KeyValue{Key: p + ".output_dim", Value: loader.Uint32Value(uint32(head.OutDim))},
+		loader.KeyValue{Key: p + ".features", Value: loader.ValueOf[uint32](uint32(head.F))},
+		loader.KeyValue{Key: p + ".out_channels", Value: loader.ArrayOf[int32](outChannels(head))},
+		loader.KeyValue{Key: p + ".output_dim", Value: loader.ValueOf[uint32](uint32(head.OutDim))},
 	)
 	if !metricBranch {
-		kv = append(kv, loader.KeyValue{Key: p + ".pos_embed", Value: loader.BoolValue(anyView)})
+		kv = append(kv, loader.KeyValue{Key: p + ".pos_embed", Value: loader.ValueOf[bool](anyView)})
 	}
 	kv = append(kv,
-		loader.KeyValue{Key: p + ".down_ratio", Value: loader.Uint32Value(1)},
-		loader.KeyValue{Key: p + ".activation", Value: loader.StringValue("exp")},
-		loader.KeyValue{Key: p + ".conf_activation", Value: loader.StringValue("expp1")},
+		loader.KeyValue{Key: p + ".down_ratio", Value: loader.ValueOf[uint32](1)},
+		loader.KeyValue{Key: p + ".activation", Value: loader.ValueOf[string]("exp")},
+		loader.KeyValue{Key: p + ".conf_activation", Value: loader.ValueOf[string]("expp1")},
 	)
 	if !anyView {
 		kv = append(kv,
-			loader.KeyValue{Key: p + ".sky_activation", Value: loader.StringValue("relu")},
-			loader.KeyValue{Key: p + ".norm_type", Value: loader.StringValue("idt")},
+			loader.KeyValue{Key: p + ".sky_activation", Value: loader.ValueOf[string]("relu")},
+			loader.KeyValue{Key: p + ".norm_type", Value: loader.ValueOf[string]("idt")},
 		)
 	}
 	if head.Aux {
 		kv = append(kv,
-			loader.KeyValue{Key: p + ".has_aux", Value: loader.BoolValue(true)},
-			loader.KeyValue{Key: p + ".aux_ray_dim", Value: loader.Uint32Value(uint32(head.AuxOut - 1))},
-			loader.KeyValue{Key: p + ".aux_levels", Value: loader.Uint32Value(4)},
+			loader.KeyValue{Key: p + ".has_aux", Value: loader.ValueOf[bool](true)},
+			loader.KeyValue{Key: p + ".aux_ray_dim", Value: loader.ValueOf[uint32](uint32(head.AuxOut - 1))},
+			loader.KeyValue{Key: p + ".aux_levels", Value: loader.ValueOf[uint32](4)},
 		)
 	}
 	if anyView {
 		// The C++ converter writes 1536 whatever the model; this is the real width.
-		kv = append(kv, loader.KeyValue{Key: archKey + ".cam.dim_in", Value: loader.Uint32Value(uint32(d))})
+		kv = append(kv, loader.KeyValue{Key: archKey + ".cam.dim_in", Value: loader.ValueOf[uint32](uint32(d))})
 	}
 	if hasCamEnc && anyView {
 		kv = append(kv, camEncKVs(camEnc)...)
@@ -714,15 +714,15 @@ func da3Output(col *collected, fam Family, preset da3Preset, hints vitHints, nam
 	if gs {
 		g := archKey + ".gs"
 		kv = append(kv,
-			loader.KeyValue{Key: g + ".output_dim", Value: loader.Uint32Value(uint32(gsHead.OutDim))},
-			loader.KeyValue{Key: g + ".features", Value: loader.Uint32Value(uint32(gsHead.F))},
-			loader.KeyValue{Key: g + ".out_channels", Value: loader.Int32sValue(outChannels(gsHead))},
-			loader.KeyValue{Key: g + ".sh_degree", Value: loader.Uint32Value(2)},
-			loader.KeyValue{Key: g + ".scale_min", Value: loader.Float32Value(1e-5)},
-			loader.KeyValue{Key: g + ".scale_max", Value: loader.Float32Value(30)},
-			loader.KeyValue{Key: g + ".pred_offset_depth", Value: loader.BoolValue(true)},
-			loader.KeyValue{Key: g + ".pred_offset_xy", Value: loader.BoolValue(true)},
-			loader.KeyValue{Key: g + ".pred_color", Value: loader.BoolValue(false)},
+			loader.KeyValue{Key: g + ".output_dim", Value: loader.ValueOf[uint32](uint32(gsHead.OutDim))},
+			loader.KeyValue{Key: g + ".features", Value: loader.ValueOf[uint32](uint32(gsHead.F))},
+			loader.KeyValue{Key: g + ".out_channels", Value: loader.ArrayOf[int32](outChannels(gsHead))},
+			loader.KeyValue{Key: g + ".sh_degree", Value: loader.ValueOf[uint32](2)},
+			loader.KeyValue{Key: g + ".scale_min", Value: loader.ValueOf[float32](1e-5)},
+			loader.KeyValue{Key: g + ".scale_max", Value: loader.ValueOf[float32](30)},
+			loader.KeyValue{Key: g + ".pred_offset_depth", Value: loader.ValueOf[bool](true)},
+			loader.KeyValue{Key: g + ".pred_offset_xy", Value: loader.ValueOf[bool](true)},
+			loader.KeyValue{Key: g + ".pred_color", Value: loader.ValueOf[bool](false)},
 		)
 	}
 	return &output{suffix: suffix, kv: kv, tensors: tensors}, nil
@@ -786,11 +786,11 @@ func planNested(c *Checkpoint, name string, opts Options) ([]*output, error) {
 // and the keys every file carries.
 func baseKVs(arch, name string, patch int) []loader.KeyValue {
 	return []loader.KeyValue{
-		{Key: "general.architecture", Value: loader.StringValue(archKey)},
-		{Key: "general.name", Value: loader.StringValue(name)},
-		{Key: archKey + ".arch", Value: loader.StringValue(arch)},
-		{Key: archKey + ".checkpoint_name", Value: loader.StringValue(name)},
-		{Key: archKey + ".patch_size", Value: loader.Uint32Value(uint32(patch))},
+		{Key: "general.architecture", Value: loader.ValueOf[string](archKey)},
+		{Key: "general.name", Value: loader.ValueOf[string](name)},
+		{Key: archKey + ".arch", Value: loader.ValueOf[string](arch)},
+		{Key: archKey + ".checkpoint_name", Value: loader.ValueOf[string](name)},
+		{Key: archKey + ".patch_size", Value: loader.ValueOf[uint32](uint32(patch))},
 	}
 }
 
@@ -798,9 +798,9 @@ func baseKVs(arch, name string, patch int) []loader.KeyValue {
 func imgKVs(mode string, target uint32) []loader.KeyValue {
 	p := archKey + ".img"
 	return []loader.KeyValue{
-		{Key: p + ".mean", Value: loader.Float32sValue([]float32{0.485, 0.456, 0.406})},
-		{Key: p + ".std", Value: loader.Float32sValue([]float32{0.229, 0.224, 0.225})},
-		{Key: p + ".resize_mode", Value: loader.StringValue(mode)},
-		{Key: p + ".resize_target", Value: loader.Uint32Value(target)},
+		{Key: p + ".mean", Value: loader.ArrayOf[float32]([]float32{0.485, 0.456, 0.406})},
+		{Key: p + ".std", Value: loader.ArrayOf[float32]([]float32{0.229, 0.224, 0.225})},
+		{Key: p + ".resize_mode", Value: loader.ValueOf[string](mode)},
+		{Key: p + ".resize_target", Value: loader.ValueOf[uint32](target)},
 	}
 }

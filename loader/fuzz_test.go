@@ -143,22 +143,22 @@ func fuzzSeeds(t *testing.T) map[string][]byte {
 		return buf.Bytes()
 	}
 	full := write([]KeyValue{
-		{Key: "depthanything3.arch", Value: StringValue("depthanything3")},
-		{Key: "depthanything3.patch_size", Value: Uint32Value(14)},
-		{Key: "depthanything3.vit.alt_start", Value: Int32Value(-1)},
-		{Key: "depthanything3.vit.ln_eps", Value: Float32Value(1e-6)},
-		{Key: "depthanything3.vit.cat_token", Value: BoolValue(true)},
-		{Key: "depthanything3.vit.out_layers", Value: Int32sValue([]int32{5, 7, 9, 11})},
-		{Key: "depthanything3.img.mean", Value: Float32sValue([]float32{0.485, 0.456, 0.406})},
-		{Key: "s", Value: StringsValue([]string{"a", "bc"})},
-		{Key: "u64", Value: Uint64Value(1 << 40)},
-		{Key: "nested", Value: ArrayValue([]Value{Uint8sValue([]uint8{1, 2}), StringsValue([]string{"x"})})},
+		{Key: "depthanything3.arch", Value: ValueOf[string]("depthanything3")},
+		{Key: "depthanything3.patch_size", Value: ValueOf[uint32](14)},
+		{Key: "depthanything3.vit.alt_start", Value: ValueOf[int32](-1)},
+		{Key: "depthanything3.vit.ln_eps", Value: ValueOf[float32](1e-6)},
+		{Key: "depthanything3.vit.cat_token", Value: ValueOf[bool](true)},
+		{Key: "depthanything3.vit.out_layers", Value: ArrayOf[int32]([]int32{5, 7, 9, 11})},
+		{Key: "depthanything3.img.mean", Value: ArrayOf[float32]([]float32{0.485, 0.456, 0.406})},
+		{Key: "s", Value: ArrayOf[string]([]string{"a", "bc"})},
+		{Key: "u64", Value: ValueOf[uint64](1 << 40)},
+		{Key: "nested", Value: ArrayValue([]Value{ArrayOf[uint8]([]uint8{1, 2}), ArrayOf[string]([]string{"x"})})},
 	}, []WriterTensor{
 		{Name: "vit.cls_token", Type: TypeF32, Shape: []uint64{4, 1, 1}, Data: Float32Bytes([]float32{1, 2, 3, 4})},
 		{Name: "vit.blk.0.attn_qkv.weight", Type: TypeQ8_0, Shape: []uint64{32, 2}, Data: BytesTensor(bytes.Repeat([]byte{7}, 68))},
 		{Name: "f16", Type: TypeF16, Shape: []uint64{3}, Data: BytesTensor{1, 2, 3, 4, 5, 6}},
 	}, 0)
-	aligned := write([]KeyValue{{Key: "k", Value: Int8sValue([]int8{-1})}}, []WriterTensor{
+	aligned := write([]KeyValue{{Key: "k", Value: ArrayOf[int8]([]int8{-1})}}, []WriterTensor{
 		{Name: "a", Type: TypeF32, Shape: []uint64{1}, Data: Float32Bytes([]float32{1})},
 		{Name: "b", Type: TypeQ4K, Shape: []uint64{256}, Data: BytesTensor(make([]byte, 144))},
 	}, 64)

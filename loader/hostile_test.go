@@ -66,11 +66,11 @@ func smallValidFile(t *testing.T) (b []byte, lastEnd int) {
 	t.Helper()
 	var buf bytes.Buffer
 	kv := []loader.KeyValue{
-		{Key: "depthanything3.arch", Value: loader.StringValue("depthanything3")},
-		{Key: "depthanything3.patch_size", Value: loader.Uint32Value(14)},
-		{Key: "depthanything3.vit.out_layers", Value: loader.Int32sValue([]int32{5, 7, 9, 11})},
-		{Key: "names", Value: loader.StringsValue([]string{"a", "bc"})},
-		{Key: "nested", Value: loader.ArrayValue([]loader.Value{loader.BoolsValue([]bool{true})})},
+		{Key: "depthanything3.arch", Value: loader.ValueOf[string]("depthanything3")},
+		{Key: "depthanything3.patch_size", Value: loader.ValueOf[uint32](14)},
+		{Key: "depthanything3.vit.out_layers", Value: loader.ArrayOf[int32]([]int32{5, 7, 9, 11})},
+		{Key: "names", Value: loader.ArrayOf[string]([]string{"a", "bc"})},
+		{Key: "nested", Value: loader.ArrayValue([]loader.Value{loader.ArrayOf[bool]([]bool{true})})},
 	}
 	tensors := []loader.WriterTensor{
 		{Name: "w", Type: loader.TypeQ8_0, Shape: []uint64{32, 2}, Data: loader.BytesTensor(make([]byte, 68))},

@@ -14,26 +14,26 @@ import (
 func newKV(t *testing.T) *loader.KV {
 	t.Helper()
 	kv, err := loader.NewKV([]loader.KeyValue{
-		{Key: "u8", Value: loader.Uint8Value(14)},
-		{Key: "u16", Value: loader.Uint16Value(504)},
-		{Key: "u32", Value: loader.Uint32Value(768)},
-		{Key: "u32.big", Value: loader.Uint32Value(math.MaxUint32)},
-		{Key: "u64.small", Value: loader.Uint64Value(37)},
-		{Key: "u64.big", Value: loader.Uint64Value(1 << 40)},
-		{Key: "i8.neg", Value: loader.Int8Value(-1)},
-		{Key: "i32", Value: loader.Int32Value(-1)},
-		{Key: "i32.pos", Value: loader.Int32Value(12)},
-		{Key: "i64.pos", Value: loader.Int64Value(4)},
-		{Key: "f32", Value: loader.Float32Value(0.1)},
-		{Key: "f64", Value: loader.Float64Value(100)},
-		{Key: "bool", Value: loader.BoolValue(true)},
-		{Key: "str", Value: loader.StringValue("mlp")},
-		{Key: "ints", Value: loader.Int32sValue([]int32{5, 7, 9, 11})},
-		{Key: "u8s", Value: loader.Uint8sValue([]uint8{1, 2})},
-		{Key: "i64s.big", Value: loader.Int64sValue([]int64{1, 1 << 40})},
-		{Key: "floats", Value: loader.Float32sValue([]float32{0.485, 0.456, 0.406})},
-		{Key: "doubles", Value: loader.Float64sValue([]float64{0.5, 0.25})},
-		{Key: "strs", Value: loader.StringsValue([]string{"a", "b"})},
+		{Key: "u8", Value: loader.ValueOf[uint8](14)},
+		{Key: "u16", Value: loader.ValueOf[uint16](504)},
+		{Key: "u32", Value: loader.ValueOf[uint32](768)},
+		{Key: "u32.big", Value: loader.ValueOf[uint32](math.MaxUint32)},
+		{Key: "u64.small", Value: loader.ValueOf[uint64](37)},
+		{Key: "u64.big", Value: loader.ValueOf[uint64](1 << 40)},
+		{Key: "i8.neg", Value: loader.ValueOf[int8](-1)},
+		{Key: "i32", Value: loader.ValueOf[int32](-1)},
+		{Key: "i32.pos", Value: loader.ValueOf[int32](12)},
+		{Key: "i64.pos", Value: loader.ValueOf[int64](4)},
+		{Key: "f32", Value: loader.ValueOf[float32](0.1)},
+		{Key: "f64", Value: loader.ValueOf[float64](100)},
+		{Key: "bool", Value: loader.ValueOf[bool](true)},
+		{Key: "str", Value: loader.ValueOf[string]("mlp")},
+		{Key: "ints", Value: loader.ArrayOf[int32]([]int32{5, 7, 9, 11})},
+		{Key: "u8s", Value: loader.ArrayOf[uint8]([]uint8{1, 2})},
+		{Key: "i64s.big", Value: loader.ArrayOf[int64]([]int64{1, 1 << 40})},
+		{Key: "floats", Value: loader.ArrayOf[float32]([]float32{0.485, 0.456, 0.406})},
+		{Key: "doubles", Value: loader.ArrayOf[float64]([]float64{0.5, 0.25})},
+		{Key: "strs", Value: loader.ArrayOf[string]([]string{"a", "b"})},
 	})
 	require.NoError(t, err)
 	return kv
@@ -165,11 +165,11 @@ func TestKVCopies(t *testing.T) {
 }
 
 func TestNewKVErrors(t *testing.T) {
-	_, err := loader.NewKV([]loader.KeyValue{{Key: "a", Value: loader.BoolValue(true)}, {Key: "a", Value: loader.Uint8Value(1)}})
+	_, err := loader.NewKV([]loader.KeyValue{{Key: "a", Value: loader.ValueOf[bool](true)}, {Key: "a", Value: loader.ValueOf[uint8](1)}})
 	assert.ErrorContains(t, err, `duplicate metadata key "a"`)
 	_, err = loader.NewKV([]loader.KeyValue{{Key: "a"}})
 	assert.ErrorContains(t, err, "invalid (zero) value")
-	_, err = loader.NewKV([]loader.KeyValue{{Key: "", Value: loader.BoolValue(true)}})
+	_, err = loader.NewKV([]loader.KeyValue{{Key: "", Value: loader.ValueOf[bool](true)}})
 	assert.ErrorContains(t, err, "empty metadata key")
 }
 
@@ -184,22 +184,22 @@ func TestValueString(t *testing.T) {
 		full  string
 		short string // Short(3)
 	}{
-		{"string", loader.StringValue("DA3-BASE"), `"DA3-BASE"`, `"DA3-BASE"`},
-		{"control chars escaped", loader.StringValue("a\x1b[2Jb\n"), `"a\x1b[2Jb\n"`, `"a\x1b[2Jb\n"`},
-		{"uint32", loader.Uint32Value(14), "14", "14"},
-		{"int32", loader.Int32Value(-1), "-1", "-1"},
-		{"float32", loader.Float32Value(0.1), "0.1", "0.1"},
-		{"float64", loader.Float64Value(1e-6), "1e-06", "1e-06"},
-		{"nan", loader.Float32Value(float32(math.NaN())), "NaN", "NaN"},
-		{"bool", loader.BoolValue(false), "false", "false"},
-		{"ints", loader.Int32sValue([]int32{5, 7, 9, 11}), "[5, 7, 9, 11]", "[5, 7, 9, ... (4 total)]"},
-		{"short array", loader.Int32sValue([]int32{1, 2}), "[1, 2]", "[1, 2]"},
-		{"empty", loader.Float32sValue(nil), "[]", "[]"},
-		{"floats", loader.Float32sValue([]float32{0.485, 0.456}), "[0.485, 0.456]", "[0.485, 0.456]"},
-		{"strings", loader.StringsValue([]string{"a", "b\"c"}), `["a", "b\"c"]`, `["a", "b\"c"]`},
-		{"bools", loader.BoolsValue([]bool{true, false}), "[true, false]", "[true, false]"},
-		{"nested", loader.ArrayValue([]loader.Value{loader.Uint8sValue([]uint8{1, 2, 3, 4})}), "[[1, 2, 3, 4]]", "[[1, 2, 3, ... (4 total)]]"},
-		{"long", loader.Int32sValue(long), "", "[0, 1, 2, ... (20 total)]"},
+		{"string", loader.ValueOf[string]("DA3-BASE"), `"DA3-BASE"`, `"DA3-BASE"`},
+		{"control chars escaped", loader.ValueOf[string]("a\x1b[2Jb\n"), `"a\x1b[2Jb\n"`, `"a\x1b[2Jb\n"`},
+		{"uint32", loader.ValueOf[uint32](14), "14", "14"},
+		{"int32", loader.ValueOf[int32](-1), "-1", "-1"},
+		{"float32", loader.ValueOf[float32](0.1), "0.1", "0.1"},
+		{"float64", loader.ValueOf[float64](1e-6), "1e-06", "1e-06"},
+		{"nan", loader.ValueOf[float32](float32(math.NaN())), "NaN", "NaN"},
+		{"bool", loader.ValueOf[bool](false), "false", "false"},
+		{"ints", loader.ArrayOf[int32]([]int32{5, 7, 9, 11}), "[5, 7, 9, 11]", "[5, 7, 9, ... (4 total)]"},
+		{"short array", loader.ArrayOf[int32]([]int32{1, 2}), "[1, 2]", "[1, 2]"},
+		{"empty", loader.ArrayOf[float32](nil), "[]", "[]"},
+		{"floats", loader.ArrayOf[float32]([]float32{0.485, 0.456}), "[0.485, 0.456]", "[0.485, 0.456]"},
+		{"strings", loader.ArrayOf[string]([]string{"a", "b\"c"}), `["a", "b\"c"]`, `["a", "b\"c"]`},
+		{"bools", loader.ArrayOf[bool]([]bool{true, false}), "[true, false]", "[true, false]"},
+		{"nested", loader.ArrayValue([]loader.Value{loader.ArrayOf[uint8]([]uint8{1, 2, 3, 4})}), "[[1, 2, 3, 4]]", "[[1, 2, 3, ... (4 total)]]"},
+		{"long", loader.ArrayOf[int32](long), "", "[0, 1, 2, ... (20 total)]"},
 		{"zero", loader.Value{}, "<invalid>", "<invalid>"},
 	}
 	for _, tc := range cases {
@@ -210,7 +210,7 @@ func TestValueString(t *testing.T) {
 			assert.Equal(t, tc.short, tc.v.Short(3))
 		})
 	}
-	assert.Equal(t, "[... (20 total)]", loader.Int32sValue(long).Short(0))
+	assert.Equal(t, "[... (20 total)]", loader.ArrayOf[int32](long).Short(0))
 }
 
 func TestValueTypes(t *testing.T) {
@@ -229,11 +229,11 @@ func TestValueTypes(t *testing.T) {
 	assert.False(t, loader.ValueType(13).Known())
 	assert.Equal(t, "valuetype(13)", loader.ValueType(13).String())
 
-	v := loader.Int32sValue([]int32{1, 2, 3})
+	v := loader.ArrayOf[int32]([]int32{1, 2, 3})
 	assert.Equal(t, loader.ValueArray, v.Type())
 	assert.Equal(t, loader.ValueInt32, v.ElemType())
 	assert.Equal(t, 3, v.Len())
-	s := loader.StringValue("x")
+	s := loader.ValueOf[string]("x")
 	assert.Equal(t, loader.ValueString, s.Type())
 	assert.Equal(t, loader.ValueString, s.ElemType())
 	assert.Equal(t, 1, s.Len())

@@ -353,7 +353,7 @@ func (d *decoder) value(t ValueType, depth int) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		return StringValue(s), nil
+		return ValueOf[string](s), nil
 	case ValueArray:
 		return d.array(depth)
 	}
@@ -364,30 +364,30 @@ func (d *decoder) value(t ValueType, depth int) (Value, error) {
 	le := binary.LittleEndian
 	switch t {
 	case ValueUint8:
-		return Uint8Value(p[0]), nil
+		return ValueOf[uint8](p[0]), nil
 	case ValueInt8:
-		return Int8Value(int8(p[0])), nil
+		return ValueOf[int8](int8(p[0])), nil
 	case ValueUint16:
-		return Uint16Value(le.Uint16(p)), nil
+		return ValueOf[uint16](le.Uint16(p)), nil
 	case ValueInt16:
-		return Int16Value(int16(le.Uint16(p))), nil
+		return ValueOf[int16](int16(le.Uint16(p))), nil
 	case ValueUint32:
-		return Uint32Value(le.Uint32(p)), nil
+		return ValueOf[uint32](le.Uint32(p)), nil
 	case ValueInt32:
-		return Int32Value(int32(le.Uint32(p))), nil
+		return ValueOf[int32](int32(le.Uint32(p))), nil
 	case ValueFloat32:
-		return Float32Value(math.Float32frombits(le.Uint32(p))), nil
+		return ValueOf[float32](math.Float32frombits(le.Uint32(p))), nil
 	case ValueBool:
 		if p[0] > 1 {
 			return Value{}, fmt.Errorf("bool value %d at offset %d is neither 0 nor 1", p[0], d.off-1)
 		}
-		return BoolValue(p[0] == 1), nil
+		return ValueOf[bool](p[0] == 1), nil
 	case ValueUint64:
-		return Uint64Value(le.Uint64(p)), nil
+		return ValueOf[uint64](le.Uint64(p)), nil
 	case ValueInt64:
-		return Int64Value(int64(le.Uint64(p))), nil
+		return ValueOf[int64](int64(le.Uint64(p))), nil
 	default: // ValueFloat64
-		return Float64Value(math.Float64frombits(le.Uint64(p))), nil
+		return ValueOf[float64](math.Float64frombits(le.Uint64(p))), nil
 	}
 }
 
@@ -422,7 +422,7 @@ func (d *decoder) array(depth int) (Value, error) {
 				}
 				out = append(out, s)
 			}
-			return StringsValue(out), nil
+			return ArrayOf[string](out), nil
 		}
 		out := make([]Value, 0, initCap(n))
 		for range n {
@@ -443,32 +443,32 @@ func (d *decoder) array(depth int) (Value, error) {
 	le := binary.LittleEndian
 	switch elem {
 	case ValueUint8:
-		return Uint8sValue(slices.Clone(p)), nil
+		return ArrayOf[uint8](slices.Clone(p)), nil
 	case ValueInt8:
-		return Int8sValue(decodeArray(p, 1, func(q []byte) int8 { return int8(q[0]) })), nil
+		return ArrayOf[int8](decodeArray(p, 1, func(q []byte) int8 { return int8(q[0]) })), nil
 	case ValueUint16:
-		return Uint16sValue(decodeArray(p, 2, le.Uint16)), nil
+		return ArrayOf[uint16](decodeArray(p, 2, le.Uint16)), nil
 	case ValueInt16:
-		return Int16sValue(decodeArray(p, 2, func(q []byte) int16 { return int16(le.Uint16(q)) })), nil
+		return ArrayOf[int16](decodeArray(p, 2, func(q []byte) int16 { return int16(le.Uint16(q)) })), nil
 	case ValueUint32:
-		return Uint32sValue(decodeArray(p, 4, le.Uint32)), nil
+		return ArrayOf[uint32](decodeArray(p, 4, le.Uint32)), nil
 	case ValueInt32:
-		return Int32sValue(decodeArray(p, 4, func(q []byte) int32 { return int32(le.Uint32(q)) })), nil
+		return ArrayOf[int32](decodeArray(p, 4, func(q []byte) int32 { return int32(le.Uint32(q)) })), nil
 	case ValueFloat32:
-		return Float32sValue(decodeArray(p, 4, func(q []byte) float32 { return math.Float32frombits(le.Uint32(q)) })), nil
+		return ArrayOf[float32](decodeArray(p, 4, func(q []byte) float32 { return math.Float32frombits(le.Uint32(q)) })), nil
 	case ValueBool:
 		for i, c := range p {
 			if c > 1 {
 				return Value{}, fmt.Errorf("element %d: bool value %d is neither 0 nor 1", i, c)
 			}
 		}
-		return BoolsValue(decodeArray(p, 1, func(q []byte) bool { return q[0] == 1 })), nil
+		return ArrayOf[bool](decodeArray(p, 1, func(q []byte) bool { return q[0] == 1 })), nil
 	case ValueUint64:
-		return Uint64sValue(decodeArray(p, 8, le.Uint64)), nil
+		return ArrayOf[uint64](decodeArray(p, 8, le.Uint64)), nil
 	case ValueInt64:
-		return Int64sValue(decodeArray(p, 8, func(q []byte) int64 { return int64(le.Uint64(q)) })), nil
+		return ArrayOf[int64](decodeArray(p, 8, func(q []byte) int64 { return int64(le.Uint64(q)) })), nil
 	default: // ValueFloat64
-		return Float64sValue(decodeArray(p, 8, func(q []byte) float64 { return math.Float64frombits(le.Uint64(q)) })), nil
+		return ArrayOf[float64](decodeArray(p, 8, func(q []byte) float64 { return math.Float64frombits(le.Uint64(q)) })), nil
 	}
 }
 

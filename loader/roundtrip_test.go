@@ -20,37 +20,37 @@ import (
 // allValues has one entry per metadata type, scalar and array.
 func allValues() []loader.KeyValue {
 	return []loader.KeyValue{
-		{Key: "t.u8", Value: loader.Uint8Value(250)},
-		{Key: "t.i8", Value: loader.Int8Value(-100)},
-		{Key: "t.u16", Value: loader.Uint16Value(65000)},
-		{Key: "t.i16", Value: loader.Int16Value(-32000)},
-		{Key: "t.u32", Value: loader.Uint32Value(4_000_000_000)},
-		{Key: "t.i32", Value: loader.Int32Value(-2_000_000_000)},
-		{Key: "t.f32", Value: loader.Float32Value(1.5e-6)},
-		{Key: "t.bool", Value: loader.BoolValue(true)},
-		{Key: "t.str", Value: loader.StringValue("depthanything3 ✓")},
-		{Key: "t.u64", Value: loader.Uint64Value(math.MaxUint64)},
-		{Key: "t.i64", Value: loader.Int64Value(math.MinInt64)},
-		{Key: "t.f64", Value: loader.Float64Value(math.Pi)},
-		{Key: "t.empty_str", Value: loader.StringValue("")},
-		{Key: "a.u8", Value: loader.Uint8sValue([]uint8{0, 1, 255})},
-		{Key: "a.i8", Value: loader.Int8sValue([]int8{-128, 0, 127})},
-		{Key: "a.u16", Value: loader.Uint16sValue([]uint16{1, 65535})},
-		{Key: "a.i16", Value: loader.Int16sValue([]int16{-32768, 32767})},
-		{Key: "a.u32", Value: loader.Uint32sValue([]uint32{7, math.MaxUint32})},
-		{Key: "a.i32", Value: loader.Int32sValue([]int32{5, 7, 9, 11})},
-		{Key: "a.f32", Value: loader.Float32sValue([]float32{0.485, 0.456, 0.406})},
-		{Key: "a.bool", Value: loader.BoolsValue([]bool{true, false, true})},
-		{Key: "a.str", Value: loader.StringsValue([]string{"a", "", "ünïcode", "x y"})},
-		{Key: "a.u64", Value: loader.Uint64sValue([]uint64{0, 1 << 63})},
-		{Key: "a.i64", Value: loader.Int64sValue([]int64{-1, 1 << 62})},
-		{Key: "a.f64", Value: loader.Float64sValue([]float64{-0.5, 1e300})},
-		{Key: "a.empty", Value: loader.Int32sValue(nil)},
-		{Key: "a.empty_str", Value: loader.StringsValue([]string{})},
+		{Key: "t.u8", Value: loader.ValueOf[uint8](250)},
+		{Key: "t.i8", Value: loader.ValueOf[int8](-100)},
+		{Key: "t.u16", Value: loader.ValueOf[uint16](65000)},
+		{Key: "t.i16", Value: loader.ValueOf[int16](-32000)},
+		{Key: "t.u32", Value: loader.ValueOf[uint32](4_000_000_000)},
+		{Key: "t.i32", Value: loader.ValueOf[int32](-2_000_000_000)},
+		{Key: "t.f32", Value: loader.ValueOf[float32](1.5e-6)},
+		{Key: "t.bool", Value: loader.ValueOf[bool](true)},
+		{Key: "t.str", Value: loader.ValueOf[string]("depthanything3 ✓")},
+		{Key: "t.u64", Value: loader.ValueOf[uint64](math.MaxUint64)},
+		{Key: "t.i64", Value: loader.ValueOf[int64](math.MinInt64)},
+		{Key: "t.f64", Value: loader.ValueOf[float64](math.Pi)},
+		{Key: "t.empty_str", Value: loader.ValueOf[string]("")},
+		{Key: "a.u8", Value: loader.ArrayOf[uint8]([]uint8{0, 1, 255})},
+		{Key: "a.i8", Value: loader.ArrayOf[int8]([]int8{-128, 0, 127})},
+		{Key: "a.u16", Value: loader.ArrayOf[uint16]([]uint16{1, 65535})},
+		{Key: "a.i16", Value: loader.ArrayOf[int16]([]int16{-32768, 32767})},
+		{Key: "a.u32", Value: loader.ArrayOf[uint32]([]uint32{7, math.MaxUint32})},
+		{Key: "a.i32", Value: loader.ArrayOf[int32]([]int32{5, 7, 9, 11})},
+		{Key: "a.f32", Value: loader.ArrayOf[float32]([]float32{0.485, 0.456, 0.406})},
+		{Key: "a.bool", Value: loader.ArrayOf[bool]([]bool{true, false, true})},
+		{Key: "a.str", Value: loader.ArrayOf[string]([]string{"a", "", "ünïcode", "x y"})},
+		{Key: "a.u64", Value: loader.ArrayOf[uint64]([]uint64{0, 1 << 63})},
+		{Key: "a.i64", Value: loader.ArrayOf[int64]([]int64{-1, 1 << 62})},
+		{Key: "a.f64", Value: loader.ArrayOf[float64]([]float64{-0.5, 1e300})},
+		{Key: "a.empty", Value: loader.ArrayOf[int32](nil)},
+		{Key: "a.empty_str", Value: loader.ArrayOf[string]([]string{})},
 		{Key: "a.nested", Value: loader.ArrayValue([]loader.Value{
-			loader.Int32sValue([]int32{1, 2}),
-			loader.StringsValue([]string{"p", "q"}),
-			loader.ArrayValue([]loader.Value{loader.Float32sValue([]float32{3})}),
+			loader.ArrayOf[int32]([]int32{1, 2}),
+			loader.ArrayOf[string]([]string{"p", "q"}),
+			loader.ArrayValue([]loader.Value{loader.ArrayOf[float32]([]float32{3})}),
 		})},
 	}
 }
@@ -128,7 +128,7 @@ func TestTensorsRoundTrip(t *testing.T) {
 	for _, alignment := range []uint64{0, 32, 64, 1, 4096} {
 		t.Run("align"+strconv.FormatUint(alignment, 10), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "m.gguf")
-			kv := []loader.KeyValue{{Key: "general.architecture", Value: loader.StringValue("depthanything3")}}
+			kv := []loader.KeyValue{{Key: "general.architecture", Value: loader.ValueOf[string]("depthanything3")}}
 			require.NoError(t, loader.WriteFile(path, kv, tensors, alignment))
 			f, err := loader.Open(path)
 			require.NoError(t, err)
@@ -270,7 +270,7 @@ func TestOpenErrors(t *testing.T) {
 
 func TestVersion2(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, loader.Write(&buf, []loader.KeyValue{{Key: "k", Value: loader.Uint32Value(7)}},
+	require.NoError(t, loader.Write(&buf, []loader.KeyValue{{Key: "k", Value: loader.ValueOf[uint32](7)}},
 		[]loader.WriterTensor{{Name: "t", Type: loader.TypeF32, Shape: []uint64{2}, Data: loader.Float32Bytes([]float32{1, 2})}}, 0))
 	b := buf.Bytes()
 	b[4] = 2 // v2 has the same layout as v3 (64-bit counts)
@@ -329,10 +329,10 @@ func TestWriteValidation(t *testing.T) {
 		alignment uint64
 		err       string
 	}{
-		{"duplicate key", []loader.KeyValue{{Key: "a", Value: loader.BoolValue(true)}, {Key: "a", Value: loader.BoolValue(false)}}, nil, 0, `duplicate metadata key "a"`},
-		{"empty key", []loader.KeyValue{{Key: "", Value: loader.BoolValue(true)}}, nil, 0, "empty metadata key"},
+		{"duplicate key", []loader.KeyValue{{Key: "a", Value: loader.ValueOf[bool](true)}, {Key: "a", Value: loader.ValueOf[bool](false)}}, nil, 0, `duplicate metadata key "a"`},
+		{"empty key", []loader.KeyValue{{Key: "", Value: loader.ValueOf[bool](true)}}, nil, 0, "empty metadata key"},
 		{"zero value", []loader.KeyValue{{Key: "z"}}, nil, 0, `key "z": invalid (zero) value`},
-		{"nested non-array", []loader.KeyValue{{Key: "n", Value: loader.ArrayValue([]loader.Value{loader.Uint8Value(1)})}}, nil, 0, `key "n": element 0: array of arrays holds a uint8`},
+		{"nested non-array", []loader.KeyValue{{Key: "n", Value: loader.ArrayValue([]loader.Value{loader.ValueOf[uint8](1)})}}, nil, 0, `key "n": element 0: array of arrays holds a uint8`},
 		{"too deep", []loader.KeyValue{{Key: "d", Value: deepArray(9)}}, nil, 0, "nested deeper than 8"},
 		{"duplicate tensor", nil, []loader.WriterTensor{f32("t", 1), f32("t", 1)}, 0, `duplicate tensor name "t"`},
 		{"empty name", nil, []loader.WriterTensor{f32("", 1)}, 0, "empty tensor name"},
@@ -346,8 +346,8 @@ func TestWriteValidation(t *testing.T) {
 		{"failing data", nil, []loader.WriterTensor{{Name: "f", Type: loader.TypeF32, Shape: []uint64{1}, Data: failData{}}}, 0, `tensor "f": source unreadable`},
 		{"alignment not power of 2", nil, nil, 24, "alignment 24 is not a power of 2"},
 		{"alignment too large", nil, nil, 1 << 32, "fits in uint32"},
-		{"alignment conflict", []loader.KeyValue{{Key: loader.AlignmentKey, Value: loader.Uint32Value(64)}}, nil, 128, "alignment 128 disagrees with general.alignment = 64"},
-		{"alignment wrong type", []loader.KeyValue{{Key: loader.AlignmentKey, Value: loader.Uint64Value(64)}}, nil, 0, `key "general.alignment": want uint32, got uint64`},
+		{"alignment conflict", []loader.KeyValue{{Key: loader.AlignmentKey, Value: loader.ValueOf[uint32](64)}}, nil, 128, "alignment 128 disagrees with general.alignment = 64"},
+		{"alignment wrong type", []loader.KeyValue{{Key: loader.AlignmentKey, Value: loader.ValueOf[uint64](64)}}, nil, 0, `key "general.alignment": want uint32, got uint64`},
 		{"element overflow", nil, []loader.WriterTensor{{Name: "o", Type: loader.TypeI8, Shape: []uint64{1 << 32, 1 << 32}, Data: badData(0)}}, 0, "overflow"},
 	}
 	for _, tc := range cases {
@@ -360,7 +360,7 @@ func TestWriteValidation(t *testing.T) {
 }
 
 func deepArray(depth int) loader.Value {
-	v := loader.Int32sValue([]int32{1})
+	v := loader.ArrayOf[int32]([]int32{1})
 	for range depth - 1 {
 		v = loader.ArrayValue([]loader.Value{v})
 	}
@@ -369,7 +369,7 @@ func deepArray(depth int) loader.Value {
 
 func TestWriteAlignmentFromKV(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a.gguf")
-	kv := []loader.KeyValue{{Key: loader.AlignmentKey, Value: loader.Uint32Value(128)}}
+	kv := []loader.KeyValue{{Key: loader.AlignmentKey, Value: loader.ValueOf[uint32](128)}}
 	tensors := []loader.WriterTensor{
 		{Name: "a", Type: loader.TypeF32, Shape: []uint64{3}, Data: loader.Float32Bytes([]float32{1, 2, 3})},
 		{Name: "b", Type: loader.TypeF32, Shape: []uint64{1}, Data: loader.Float32Bytes([]float32{4})},

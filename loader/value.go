@@ -231,36 +231,50 @@ func scalar(t ValueType, x any) Value { return Value{typ: t, elem: t, v: x, set:
 
 func array(elem ValueType, x any) Value { return Value{typ: ValueArray, elem: elem, v: x, set: true} }
 
-// Scalar constructors.
+// Scalar is the Go type of a GGUF scalar.
+type Scalar interface {
+	uint8 | int8 | uint16 | int16 | uint32 | int32 | uint64 | int64 | float32 | float64 | bool | string
+}
 
-func Uint8Value(x uint8) Value     { return scalar(ValueUint8, x) }
-func Int8Value(x int8) Value       { return scalar(ValueInt8, x) }
-func Uint16Value(x uint16) Value   { return scalar(ValueUint16, x) }
-func Int16Value(x int16) Value     { return scalar(ValueInt16, x) }
-func Uint32Value(x uint32) Value   { return scalar(ValueUint32, x) }
-func Int32Value(x int32) Value     { return scalar(ValueInt32, x) }
-func Float32Value(x float32) Value { return scalar(ValueFloat32, x) }
-func BoolValue(x bool) Value       { return scalar(ValueBool, x) }
-func StringValue(x string) Value   { return scalar(ValueString, x) }
-func Uint64Value(x uint64) Value   { return scalar(ValueUint64, x) }
-func Int64Value(x int64) Value     { return scalar(ValueInt64, x) }
-func Float64Value(x float64) Value { return scalar(ValueFloat64, x) }
+// ValueOf is the GGUF value of a scalar, e.g. ValueOf[uint32](3) or
+// ValueOf("name").
+func ValueOf[T Scalar](x T) Value { return scalar(scalarType(x), x) }
 
-// Array constructors. The slice is kept, not copied: do not modify it while
-// the Value is in use. A nil slice is an empty array.
+// ArrayOf is the GGUF array of scalars x. The slice is kept, not copied: do
+// not modify it while the Value is in use. A nil slice is an empty array.
+func ArrayOf[T Scalar](x []T) Value {
+	var zero T
+	return array(scalarType(zero), nonNil(x))
+}
 
-func Uint8sValue(x []uint8) Value     { return array(ValueUint8, nonNil(x)) }
-func Int8sValue(x []int8) Value       { return array(ValueInt8, nonNil(x)) }
-func Uint16sValue(x []uint16) Value   { return array(ValueUint16, nonNil(x)) }
-func Int16sValue(x []int16) Value     { return array(ValueInt16, nonNil(x)) }
-func Uint32sValue(x []uint32) Value   { return array(ValueUint32, nonNil(x)) }
-func Int32sValue(x []int32) Value     { return array(ValueInt32, nonNil(x)) }
-func Float32sValue(x []float32) Value { return array(ValueFloat32, nonNil(x)) }
-func BoolsValue(x []bool) Value       { return array(ValueBool, nonNil(x)) }
-func StringsValue(x []string) Value   { return array(ValueString, nonNil(x)) }
-func Uint64sValue(x []uint64) Value   { return array(ValueUint64, nonNil(x)) }
-func Int64sValue(x []int64) Value     { return array(ValueInt64, nonNil(x)) }
-func Float64sValue(x []float64) Value { return array(ValueFloat64, nonNil(x)) }
+// scalarType is the GGUF type of a scalar's Go type.
+func scalarType(x any) ValueType {
+	switch x.(type) {
+	case uint8:
+		return ValueUint8
+	case int8:
+		return ValueInt8
+	case uint16:
+		return ValueUint16
+	case int16:
+		return ValueInt16
+	case uint32:
+		return ValueUint32
+	case int32:
+		return ValueInt32
+	case uint64:
+		return ValueUint64
+	case int64:
+		return ValueInt64
+	case float32:
+		return ValueFloat32
+	case float64:
+		return ValueFloat64
+	case bool:
+		return ValueBool
+	}
+	return ValueString
+}
 
 // ArrayValue returns an array of arrays. GGUF allows them, ggml's own reader
 // does not; this package reads them up to a nesting depth of 8. Every

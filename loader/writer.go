@@ -179,7 +179,7 @@ func resolveAlignment(kv []KeyValue, alignment uint64) ([]KeyValue, uint64, erro
 		return nil, 0, fmt.Errorf("alignment %d is not a power of 2 that fits in uint32", alignment)
 	}
 	if !found && alignment != DefaultAlignment {
-		kv = append(kv[:len(kv):len(kv)], KeyValue{Key: AlignmentKey, Value: Uint32Value(uint32(alignment))})
+		kv = append(kv[:len(kv):len(kv)], KeyValue{Key: AlignmentKey, Value: ValueOf[uint32](uint32(alignment))})
 	}
 	return kv, alignment, nil
 }

@@ -18,14 +18,14 @@ import (
 func da2KV() []loader.KeyValue {
 	p := kvPrefix
 	return []loader.KeyValue{
-		{Key: p + "arch", Value: loader.StringValue("depthanything2")},
-		{Key: p + "patch_size", Value: loader.Uint32Value(14)},
-		{Key: p + "vit.embed_dim", Value: loader.Uint32Value(64)},
-		{Key: p + "vit.depth", Value: loader.Uint32Value(4)},
-		{Key: p + "vit.num_heads", Value: loader.Uint32Value(1)},
-		{Key: p + "vit.out_layers", Value: loader.Int32sValue([]int32{0, 1, 2, 3})},
-		{Key: p + "head.features", Value: loader.Uint32Value(8)},
-		{Key: p + "head.out_channels", Value: loader.Int32sValue([]int32{8, 8, 8, 8})},
+		{Key: p + "arch", Value: loader.ValueOf[string]("depthanything2")},
+		{Key: p + "patch_size", Value: loader.ValueOf[uint32](14)},
+		{Key: p + "vit.embed_dim", Value: loader.ValueOf[uint32](64)},
+		{Key: p + "vit.depth", Value: loader.ValueOf[uint32](4)},
+		{Key: p + "vit.num_heads", Value: loader.ValueOf[uint32](1)},
+		{Key: p + "vit.out_layers", Value: loader.ArrayOf[int32]([]int32{0, 1, 2, 3})},
+		{Key: p + "head.features", Value: loader.ValueOf[uint32](8)},
+		{Key: p + "head.out_channels", Value: loader.ArrayOf[int32]([]int32{8, 8, 8, 8})},
 	}
 }
 
@@ -55,7 +55,7 @@ func TestConfigBounds(t *testing.T) {
 		}
 		return append(kv, loader.KeyValue{Key: kvPrefix + key, Value: v})
 	}
-	c16, err := configOf(t, set("patch_size", loader.Uint32Value(16)))
+	c16, err := configOf(t, set("patch_size", loader.ValueOf[uint32](16)))
 	require.NoError(t, err)
 	assert.Equal(t, [2]int{16, 16}, [2]int{c16.ViT.PatchSize, c16.Head.Patch}, "patch size from the file")
 	for _, tc := range []struct {
@@ -63,16 +63,16 @@ func TestConfigBounds(t *testing.T) {
 		kv   []loader.KeyValue
 		want string
 	}{
-		{"huge depth", set("vit.depth", loader.Uint32Value(math.MaxInt32)), "vit.depth: 2147483647 is outside 1..256"},
-		{"zero width", set("vit.embed_dim", loader.Uint32Value(0)), "vit.embed_dim: 0 is outside 1..8192"},
-		{"huge features", set("head.features", loader.Uint32Value(1<<30)), "head.features: 1073741824 is outside 2..8192"},
-		{"out layer past the depth", set("vit.out_layers", loader.Int32sValue([]int32{0, 1, 2, 4})), "vit.out_layers: value 4 is outside 0..3"},
-		{"three out layers", set("vit.out_layers", loader.Int32sValue([]int32{0, 1, 2})), "want 4 values, got 3"},
-		{"optional key of the wrong type", set("vit.ln_eps", loader.StringValue("x")), `"depthanything3.vit.ln_eps": want float32, got string`},
-		{"NaN eps", set("vit.ln_eps", loader.Float32Value(float32(math.NaN()))), "vit.ln_eps: NaN is outside"},
-		{"patch 1", set("patch_size", loader.Uint32Value(1)), "patch_size: 1 is outside 2..64"},
-		{"negative max depth", set("head.max_depth", loader.Float32Value(-1)), "head.max_depth: -1 is outside"},
-		{"zero std", set("img.std", loader.Float32sValue([]float32{0.2, 0, 0.2})), "img.std: value 0 is outside"},
+		{"huge depth", set("vit.depth", loader.ValueOf[uint32](math.MaxInt32)), "vit.depth: 2147483647 is outside 1..256"},
+		{"zero width", set("vit.embed_dim", loader.ValueOf[uint32](0)), "vit.embed_dim: 0 is outside 1..8192"},
+		{"huge features", set("head.features", loader.ValueOf[uint32](1<<30)), "head.features: 1073741824 is outside 2..8192"},
+		{"out layer past the depth", set("vit.out_layers", loader.ArrayOf[int32]([]int32{0, 1, 2, 4})), "vit.out_layers: value 4 is outside 0..3"},
+		{"three out layers", set("vit.out_layers", loader.ArrayOf[int32]([]int32{0, 1, 2})), "want 4 values, got 3"},
+		{"optional key of the wrong type", set("vit.ln_eps", loader.ValueOf[string]("x")), `"depthanything3.vit.ln_eps": want float32, got string`},
+		{"NaN eps", set("vit.ln_eps", loader.ValueOf[float32](float32(math.NaN()))), "vit.ln_eps: NaN is outside"},
+		{"patch 1", set("patch_size", loader.ValueOf[uint32](1)), "patch_size: 1 is outside 2..64"},
+		{"negative max depth", set("head.max_depth", loader.ValueOf[float32](-1)), "head.max_depth: -1 is outside"},
+		{"zero std", set("img.std", loader.ArrayOf[float32]([]float32{0.2, 0, 0.2})), "img.std: value 0 is outside"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := configOf(t, tc.kv)
@@ -82,7 +82,7 @@ func TestConfigBounds(t *testing.T) {
 		})
 	}
 	// A type error stays reachable through the one-line list.
-	_, err = configOf(t, set("vit.depth", loader.StringValue("x")))
+	_, err = configOf(t, set("vit.depth", loader.ValueOf[string]("x")))
 	var te *loader.KVTypeError
 	assert.True(t, errors.As(err, &te), "%v", err)
 }

@@ -226,9 +226,9 @@ func (r *Report) addGroup(d Decision, in, out int64) {
 // (replacing those of an earlier quantization in place).
 func outputKV(in []loader.KeyValue, typ, conv ggml.Type) []loader.KeyValue {
 	set := []loader.KeyValue{
-		{Key: KeyQuantizationVersion, Value: loader.Uint32Value(quantizationVersion)},
-		{Key: KeyType, Value: loader.StringValue(typ.String())},
-		{Key: KeyConvType, Value: loader.StringValue(conv.String())},
+		{Key: KeyQuantizationVersion, Value: loader.ValueOf[uint32](quantizationVersion)},
+		{Key: KeyType, Value: loader.ValueOf[string](typ.String())},
+		{Key: KeyConvType, Value: loader.ValueOf[string](conv.String())},
 	}
 	out := slices.Clone(in)
 	for _, s := range set {

@@ -22,12 +22,12 @@ import (
 // synthKV is the metadata of the synthetic model.
 func synthKV() []loader.KeyValue {
 	return []loader.KeyValue{
-		{Key: "general.architecture", Value: loader.StringValue("depthanything3")},
-		{Key: "depthanything3.arch", Value: loader.StringValue("depthanything3")},
-		{Key: "depthanything3.vit.embed_dim", Value: loader.Uint32Value(384)},
-		{Key: "depthanything3.vit.out_layers", Value: loader.Int32sValue([]int32{0, 1, 1, 1})},
-		{Key: "depthanything3.img.mean", Value: loader.Float32sValue([]float32{0.485, 0.456, 0.406})},
-		{Key: "depthanything3.vit.cat_token", Value: loader.BoolValue(true)},
+		{Key: "general.architecture", Value: loader.ValueOf[string]("depthanything3")},
+		{Key: "depthanything3.arch", Value: loader.ValueOf[string]("depthanything3")},
+		{Key: "depthanything3.vit.embed_dim", Value: loader.ValueOf[uint32](384)},
+		{Key: "depthanything3.vit.out_layers", Value: loader.ArrayOf[int32]([]int32{0, 1, 1, 1})},
+		{Key: "depthanything3.img.mean", Value: loader.ArrayOf[float32]([]float32{0.485, 0.456, 0.406})},
+		{Key: "depthanything3.vit.cat_token", Value: loader.ValueOf[bool](true)},
 	}
 }
 

@@ -368,7 +368,7 @@ func metadataCases(b hostileBase) []hostileCase {
 		}
 		crit := critical(key)
 		cs = append(cs, mutate(b, "kv-string/"+key, crit && !strings.HasSuffix(key, ".arch"), func(m *ggufModel) {
-			m.setKV(key, loader.StringValue("x"))
+			m.setKV(key, loader.ValueOf[string]("x"))
 		}))
 		cs = append(cs, mutate(b, "kv-missing/"+key, crit, func(m *ggufModel) { m.dropKV(key) }))
 		if b.kvCases < 2 {
@@ -377,14 +377,14 @@ func metadataCases(b hostileBase) []hostileCase {
 		var values []loader.Value
 		switch e.Value.Type() {
 		case loader.ValueUint32:
-			values = []loader.Value{loader.Uint32Value(math.MaxInt32), loader.Uint32Value(0), loader.Uint32Value(math.MaxUint32), loader.Float32Value(12.5)}
+			values = []loader.Value{loader.ValueOf[uint32](math.MaxInt32), loader.ValueOf[uint32](0), loader.ValueOf[uint32](math.MaxUint32), loader.ValueOf[float32](12.5)}
 		case loader.ValueInt32:
-			values = []loader.Value{loader.Int32Value(math.MaxInt32), loader.Int32Value(-2), loader.Int32Value(math.MinInt32)}
+			values = []loader.Value{loader.ValueOf[int32](math.MaxInt32), loader.ValueOf[int32](-2), loader.ValueOf[int32](math.MinInt32)}
 		case loader.ValueFloat32:
-			values = []loader.Value{loader.Float32Value(float32(math.NaN())), loader.Float32Value(float32(math.Inf(-1))), loader.Float32Value(-1e30)}
+			values = []loader.Value{loader.ValueOf[float32](float32(math.NaN())), loader.ValueOf[float32](float32(math.Inf(-1))), loader.ValueOf[float32](-1e30)}
 		case loader.ValueArray:
-			values = []loader.Value{loader.Int32sValue([]int32{0, 1, 2, math.MaxInt32}), loader.Int32sValue([]int32{1, 2, 3}),
-				loader.Int32sValue([]int32{0, 1, 2, 3, 4}), loader.Int32sValue([]int32{-1, 0, 1, 2})}
+			values = []loader.Value{loader.ArrayOf[int32]([]int32{0, 1, 2, math.MaxInt32}), loader.ArrayOf[int32]([]int32{1, 2, 3}),
+				loader.ArrayOf[int32]([]int32{0, 1, 2, 3, 4}), loader.ArrayOf[int32]([]int32{-1, 0, 1, 2})}
 		}
 		if !crit && len(values) > 1 {
 			values = values[:1]
@@ -394,7 +394,7 @@ func metadataCases(b hostileBase) []hostileCase {
 		}
 	}
 	cs = append(cs, mutate(b, "kv-arch-unknown", true, func(m *ggufModel) {
-		m.setKV("depthanything3.arch", loader.StringValue("llama"))
+		m.setKV("depthanything3.arch", loader.ValueOf[string]("llama"))
 	}))
 	return cs
 }

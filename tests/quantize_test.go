@@ -233,11 +233,11 @@ func widenDA2(t *testing.T, path string, c uint64) string {
 	for _, e := range f.KV().Entries() {
 		switch e.Key {
 		case "depthanything3.vit.embed_dim":
-			e.Value = loader.Uint32Value(uint32(c))
+			e.Value = loader.ValueOf[uint32](uint32(c))
 		case "depthanything3.vit.num_heads":
-			e.Value = loader.Uint32Value(uint32(c) / headDim)
+			e.Value = loader.ValueOf[uint32](uint32(c) / headDim)
 		case "depthanything3.vit.mlp_hidden":
-			e.Value = loader.Uint32Value(uint32(4 * c))
+			e.Value = loader.ValueOf[uint32](uint32(4 * c))
 		}
 		kv = append(kv, e)
 	}

@@ -25,21 +25,21 @@ func da3SmallShaped(t *testing.T, f16 bool) string {
 	require.NoError(t, err)
 	defer f.Close()
 	set := map[string]loader.Value{
-		"general.name":                      loader.StringValue("da3-small-shaped"),
-		"depthanything3.checkpoint_name":    loader.StringValue("da3-small-shaped"),
-		"depthanything3.vit.embed_dim":      loader.Uint32Value(384),
-		"depthanything3.vit.depth":          loader.Uint32Value(12),
-		"depthanything3.vit.num_heads":      loader.Uint32Value(6),
-		"depthanything3.vit.head_dim":       loader.Uint32Value(64),
-		"depthanything3.vit.mlp_hidden":     loader.Uint32Value(1536),
-		"depthanything3.vit.alt_start":      loader.Int32Value(4),
-		"depthanything3.vit.rope_start":     loader.Int32Value(4),
-		"depthanything3.vit.qknorm_start":   loader.Int32Value(4),
-		"depthanything3.vit.pos_embed_grid": loader.Uint32Value(37),
-		"depthanything3.vit.out_layers":     loader.Int32sValue([]int32{5, 7, 9, 11}),
-		"depthanything3.head.features":      loader.Uint32Value(64),
-		"depthanything3.head.out_channels":  loader.Int32sValue([]int32{48, 96, 192, 384}),
-		"depthanything3.cam.dim_in":         loader.Uint32Value(768),
+		"general.name":                      loader.ValueOf[string]("da3-small-shaped"),
+		"depthanything3.checkpoint_name":    loader.ValueOf[string]("da3-small-shaped"),
+		"depthanything3.vit.embed_dim":      loader.ValueOf[uint32](384),
+		"depthanything3.vit.depth":          loader.ValueOf[uint32](12),
+		"depthanything3.vit.num_heads":      loader.ValueOf[uint32](6),
+		"depthanything3.vit.head_dim":       loader.ValueOf[uint32](64),
+		"depthanything3.vit.mlp_hidden":     loader.ValueOf[uint32](1536),
+		"depthanything3.vit.alt_start":      loader.ValueOf[int32](4),
+		"depthanything3.vit.rope_start":     loader.ValueOf[int32](4),
+		"depthanything3.vit.qknorm_start":   loader.ValueOf[int32](4),
+		"depthanything3.vit.pos_embed_grid": loader.ValueOf[uint32](37),
+		"depthanything3.vit.out_layers":     loader.ArrayOf[int32]([]int32{5, 7, 9, 11}),
+		"depthanything3.head.features":      loader.ValueOf[uint32](64),
+		"depthanything3.head.out_channels":  loader.ArrayOf[int32]([]int32{48, 96, 192, 384}),
+		"depthanything3.cam.dim_in":         loader.ValueOf[uint32](768),
 	}
 	var kv []loader.KeyValue
 	for _, e := range f.KV().Entries() {

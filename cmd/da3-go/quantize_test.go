@@ -59,8 +59,8 @@ func quantFixture(t *testing.T) string {
 	add("head.resize.0.weight", 4, 4, 48, 48)
 	add("head.scratch.rn1.out.weight", 3, 3, 64, 64)
 	kv := []loader.KeyValue{
-		{Key: "general.architecture", Value: loader.StringValue("depthanything3")},
-		{Key: "depthanything3.arch", Value: loader.StringValue("depthanything3")},
+		{Key: "general.architecture", Value: loader.ValueOf[string]("depthanything3")},
+		{Key: "depthanything3.arch", Value: loader.ValueOf[string]("depthanything3")},
 	}
 	return testutil.WriteGGUF(t, kv, ts)
 }

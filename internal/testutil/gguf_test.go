@@ -14,7 +14,7 @@ import (
 )
 
 func TestWriteGGUF(t *testing.T) {
-	kv := []loader.KeyValue{{Key: "depthanything3.arch", Value: loader.StringValue("depthanything3")}}
+	kv := []loader.KeyValue{{Key: "depthanything3.arch", Value: loader.ValueOf[string]("depthanything3")}}
 	path := WriteGGUF(t, kv, []loader.WriterTensor{F32Tensor(t, "x", []float32{1, 2, 3, 4, 5, 6}, 3, 2)})
 	assert.Equal(t, ".gguf", filepath.Ext(path))
 
