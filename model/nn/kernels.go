@@ -15,13 +15,8 @@ import (
 // packed at load when the runtime packed them), else ggml's product.
 func dense(g *ggml.Context, w, b, x *ggml.Tensor, act kernels.Act) *ggml.Tensor {
 	ep := kernels.Epilogue{Bias: b, Act: act}
-	if kernels.PolicyOf(g).GEMM {
-		if pw := kernels.PackedFor(g, w); pw != nil && kernels.GEMMPackedFits(g, pw, x, ep) {
-			return kernels.GEMMPacked(g, pw, x, ep)
-		}
-		if kernels.GEMMFits(w, x, ep) {
-			return kernels.GEMM(g, w, x, ep)
-		}
+	if kernels.PolicyOf(g).GEMM && kernels.GEMMFits(w, x, ep) {
+		return kernels.GEMM(g, w, x, ep)
 	}
 	y := w.MulMat(g, x)
 	if b != nil {
