@@ -76,10 +76,29 @@ func (m *Model) ForwardIndependent(ctx context.Context, px Pixels, opt RunOption
 // (default 8) a batch; results in the views' order.
 func (m *Model) batches(ctx context.Context, views []*preprocess.View, opt RunOptions) ([]Result, error) {
 	out := make([]Result, len(views))
-	chunk := opt.ChunkSize
-	if chunk <= 0 {
-		chunk = 8
+	batches := sameSizeBatches(views, chunkSize(opt))
+	for n, idx := range batches {
+		batch := make([]*preprocess.View, len(idx))
+		for j, i := range idx {
+			batch[j] = views[i]
+		}
+		rs, err := m.checkedBatch(ctx, batch, opt, n+1, len(batches))
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range idx {
+			out[i] = rs[j]
+			if !opt.ProcessedSize {
+				out[i].ToOriginalSize()
+			}
+		}
 	}
+	return out, nil
+}
+
+// sameSizeBatches are the indices of the views grouped by size (the sizes in
+// the order they first appear), in batches of at most chunk.
+func sameSizeBatches(views []*preprocess.View, chunk int) [][]int {
 	type size struct{ w, h int }
 	groups := map[size][]int{}
 	var order []size
@@ -90,41 +109,30 @@ func (m *Model) batches(ctx context.Context, views []*preprocess.View, opt RunOp
 		}
 		groups[k] = append(groups[k], i)
 	}
-	graphs, graph := 0, 0 // for Progress
-	for _, idx := range groups {
-		graphs += (len(idx) + chunk - 1) / chunk
-	}
+	var batches [][]int
 	for _, k := range order {
 		idx := groups[k]
 		for a := 0; a < len(idx); a += chunk {
-			graph++
-			part := idx[a:min(a+chunk, len(idx))]
-			batch := make([]*preprocess.View, len(part))
-			for j, i := range part {
-				batch[j] = views[i]
-			}
-			// The estimate of the same views run as one scene bounds the batch's graph (whose
-			// attention is per image, and whose head takes the whole batch, at most a chunk).
-			if err := m.checkMemory(opt, len(batch), k.w, k.h, nil); err != nil {
-				return nil, err
-			}
-			exec := func(o RunOptions) ([]Result, error) { return m.batch(ctx, batch, o, graph, graphs) }
-			rs, err := exec(opt)
-			if err != nil {
-				return nil, err
-			}
-			if rs, err = checkOutputs(rs, exec, opt); err != nil {
-				return nil, err
-			}
-			for j, i := range part {
-				out[i] = rs[j]
-				if !opt.ProcessedSize {
-					out[i].ToOriginalSize()
-				}
-			}
+			batches = append(batches, idx[a:min(a+chunk, len(idx))])
 		}
 	}
-	return out, nil
+	return batches
+}
+
+// checkedBatch is batch (the part-th of parts) after its memory check, with
+// its outputs checked for NaN and Inf.
+func (m *Model) checkedBatch(ctx context.Context, views []*preprocess.View, opt RunOptions, part, parts int) ([]Result, error) {
+	// The estimate of the same views run as one scene bounds the batch's graph (whose
+	// attention is per image, and whose head takes the whole batch, at most a chunk).
+	if err := m.checkMemory(opt, len(views), views[0].Width, views[0].Height, nil); err != nil {
+		return nil, err
+	}
+	exec := func(o RunOptions) ([]Result, error) { return m.batch(ctx, views, o, part, parts) }
+	rs, err := exec(opt)
+	if err != nil {
+		return nil, err
+	}
+	return checkOutputs(rs, exec, opt)
 }
 
 // batch runs same-size independent views as one graph (the part-th of parts): backbone (global
@@ -140,14 +148,7 @@ func (m *Model) batch(ctx context.Context, views []*preprocess.View, opt RunOpti
 		for k, ft := range f.Feats {
 			b.Check(probeNames[k], ft)
 		}
-		hout := m.head.Forward(g, b, f.Feats, grid.PH, grid.PW)
-		b.Output("depth", hout.Depth)
-		if hout.Conf != nil {
-			b.Output("conf", hout.Conf)
-		}
-		if hout.Sky != nil {
-			b.Output("sky", hout.Sky)
-		}
+		outputMaps(b, m.head.Forward(g, b, f.Feats, grid.PH, grid.PW))
 		if m.cam != nil {
 			b.Output("pose_enc", m.cam.Forward(g, f.CamTokens[3]))
 		}
@@ -159,7 +160,7 @@ func (m *Model) batch(ctx context.Context, views []*preprocess.View, opt RunOpti
 	probe := firstProbe(out)
 	res := make([]Result, B)
 	for i, v := range views {
-		res[i] = m.result(out, v, i, B, opt)
+		res[i] = m.result(out, v, i, opt)
 		res[i].probe = probe
 	}
 	return res, nil

@@ -233,12 +233,6 @@ const (
 // list. It never hard-codes sizes: everything comes from the file.
 func configFromFile(f *loader.File) (Config, error) {
 	kv := f.KV()
-	arch, err := kv.String(kvPrefix + "arch")
-	if err != nil {
-		ga := kv.StringOr("general.architecture", "")
-		return Config{}, fmt.Errorf("%w: not a Depth Anything file (general.architecture %q, no %sarch key)", ErrUnsupportedArch, ga, kvPrefix)
-	}
-	has := func(name string) bool { _, ok := f.Tensor(name); return ok }
 	var c Config
 	c.Name = kv.StringOr(kvPrefix+"checkpoint_name", kv.StringOr("general.name", ""))
 	vitPrefix, headPrefix := "vit.", "head."
@@ -246,21 +240,59 @@ func configFromFile(f *loader.File) (Config, error) {
 		c.NestedMetric = true
 		vitPrefix, headPrefix = "m_vit.", "m_head."
 	}
+	arch, err := archOf(f, vitPrefix, headPrefix)
+	if err != nil {
+		return Config{}, err
+	}
+	c.Arch = arch
+	if c.ViT, err = vitConfig(f, arch, vitPrefix); err != nil {
+		return Config{}, err
+	}
+	hr := &kvReader{kv: kv, prefix: kvPrefix + headPrefix}
+	c.headConfig(f, hr)
+	ir := &kvReader{kv: kv, prefix: kvPrefix + "img."}
+	target := preprocess.DefaultProcessRes
+	if c.Arch == DA2 {
+		target = preprocess.DefaultDA2Res
+	}
+	c.ResizeTarget = ir.u32Or("resize_target", target, c.ViT.PatchSize, maxRes)
+	c.Mean = ir.floats3("mean", preprocess.ImageNetMean, -1e3, 1e3)
+	c.Std = ir.floats3("std", preprocess.ImageNetStd, 1e-6, 1e3)
+	if errs := append(hr.errs, ir.errs...); len(errs) > 0 {
+		return Config{}, fmt.Errorf("reading model metadata: %w", errList(errs))
+	}
+	return c, nil
+}
+
+// archOf is the model family of f, whose backbone and head tensors have
+// the prefixes vitPrefix and headPrefix.
+func archOf(f *loader.File, vitPrefix, headPrefix string) (Arch, error) {
+	kv := f.KV()
+	arch, err := kv.String(kvPrefix + "arch")
+	if err != nil {
+		ga := kv.StringOr("general.architecture", "")
+		return 0, fmt.Errorf("%w: not a Depth Anything file (general.architecture %q, no %sarch key)", ErrUnsupportedArch, ga, kvPrefix)
+	}
+	has := func(name string) bool { _, ok := f.Tensor(name); return ok }
 	switch arch {
 	case "depthanything2":
-		c.Arch = DA2
+		return DA2, nil
 	case "depthanything3":
 		switch {
 		case has(vitPrefix + "camera_token"):
-			c.Arch = DA3
+			return DA3, nil
 		case has(headPrefix + "scratch.sky_out2a.weight"):
-			c.Arch = DA3Mono
-		default:
-			return Config{}, fmt.Errorf("%w: depthanything3 file with neither a camera token nor a sky head", ErrUnsupportedArch)
+			return DA3Mono, nil
 		}
-	default:
-		return Config{}, fmt.Errorf("%w: %q", ErrUnsupportedArch, arch)
+		return 0, fmt.Errorf("%w: depthanything3 file with neither a camera token nor a sky head", ErrUnsupportedArch)
 	}
+	return 0, fmt.Errorf("%w: %q", ErrUnsupportedArch, arch)
+}
+
+// vitConfig reads the backbone's configuration of an arch file (tensors
+// under vitPrefix) and checks it.
+func vitConfig(f *loader.File, arch Arch, vitPrefix string) (vit.Config, error) {
+	kv := f.KV()
 	r := &kvReader{kv: kv, prefix: kvPrefix + vitPrefix}
 	v := vit.Config{
 		EmbedDim:  r.u32("embed_dim", 1, maxEmbedDim),
@@ -291,18 +323,24 @@ func configFromFile(f *loader.File) (Config, error) {
 	// The final norm's eps: torch's nn.LayerNorm default 1e-5 in DA3, 1e-6 in
 	// DA2. (The C++ engine uses ln_eps, 1e-6, for both; the PyTorch code wins.)
 	v.FinalEps = 1e-5
-	if c.Arch == DA2 {
+	if arch == DA2 {
 		v.FinalEps = 1e-6
 	}
-	if c.Arch != DA3 {
+	if arch != DA3 {
 		v.AltStart, v.RoPEStart, v.QKNormStart, v.CatToken = -1, -1, -1, false
 	}
 	if errs := append(r.errs, top.errs...); len(errs) > 0 {
-		return Config{}, fmt.Errorf("reading model metadata: %w", errList(errs))
+		return vit.Config{}, fmt.Errorf("reading model metadata: %w", errList(errs))
 	}
 	if err := v.Validate(); err != nil {
-		return Config{}, err
+		return vit.Config{}, err
 	}
+	return completeViT(f, v, vitPrefix)
+}
+
+// completeViT is v with what the file implies: the position embedding's
+// grid from its tensor's rows, and DINOv2's MLP width where none is given.
+func completeViT(f *loader.File, v vit.Config, vitPrefix string) (vit.Config, error) {
 	if pe, ok := f.Tensor(vitPrefix + "pos_embed"); ok && len(pe.Shape) >= 2 {
 		rows := pe.Shape[1]
 		m := uint64(0)
@@ -310,7 +348,7 @@ func configFromFile(f *loader.File) (Config, error) {
 			m++
 		}
 		if rows < 2 || m*m+1 != rows {
-			return Config{}, fmt.Errorf("%spos_embed has %d rows, not M²+1 with M ≤ %d", vitPrefix, rows, maxPosGrid)
+			return vit.Config{}, fmt.Errorf("%spos_embed has %d rows, not M²+1 with M ≤ %d", vitPrefix, rows, maxPosGrid)
 		}
 		v.PosGrid = int(m)
 	}
@@ -321,11 +359,15 @@ func configFromFile(f *loader.File) (Config, error) {
 			v.MLPHidden = (4*v.EmbedDim*2/3 + 7) / 8 * 8
 		}
 	}
-	c.ViT = v
+	return v, nil
+}
 
-	hr := &kvReader{kv: kv, prefix: kvPrefix + headPrefix}
+// headConfig reads the head's configuration (and the camera encoder's and
+// Gaussian head's of DA3 any-view files) through hr, which records the
+// problems.
+func (c *Config) headConfig(f *loader.File, hr *kvReader) {
 	h := dpt.Config{
-		Patch:    v.PatchSize,
+		Patch:    c.ViT.PatchSize,
 		Features: hr.u32("features", 2, maxFeatures),
 		NormEps:  1e-5,
 	}
@@ -342,10 +384,10 @@ func configFromFile(f *loader.File) (Config, error) {
 		h.Aux = hr.boolOr("has_aux", false)
 		c.HasCamera = true
 		if !c.NestedMetric {
-			c.CamEnc = camEncConfig(f, kv, hr)
-			c.GS, c.GSAdapter = gsConfig(kv, hr)
+			c.CamEnc = camEncConfig(f, f.KV(), hr)
+			c.GS, c.GSAdapter = gsConfig(f.KV(), hr)
 			if c.GS != nil {
-				c.GS.Patch = v.PatchSize
+				c.GS.Patch = c.ViT.PatchSize
 			}
 		}
 	case DA3Mono:
@@ -353,19 +395,6 @@ func configFromFile(f *loader.File) (Config, error) {
 		c.Metric = strings.Contains(strings.ToLower(c.Name), "metric")
 	}
 	c.Head = h
-
-	ir := &kvReader{kv: kv, prefix: kvPrefix + "img."}
-	target := preprocess.DefaultProcessRes
-	if c.Arch == DA2 {
-		target = preprocess.DefaultDA2Res
-	}
-	c.ResizeTarget = ir.u32Or("resize_target", target, v.PatchSize, maxRes)
-	c.Mean = ir.floats3("mean", preprocess.ImageNetMean, -1e3, 1e3)
-	c.Std = ir.floats3("std", preprocess.ImageNetStd, 1e-6, 1e3)
-	if errs := append(hr.errs, ir.errs...); len(errs) > 0 {
-		return Config{}, fmt.Errorf("reading model metadata: %w", errList(errs))
-	}
-	return c, nil
 }
 
 // camEncConfig reads the camera encoder's metadata (depthanything3.cam_enc.*,

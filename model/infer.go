@@ -7,14 +7,11 @@ import (
 	"math"
 
 	"github.com/da3-go/da3-go/backend"
-	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/internal/imgproc"
 	"github.com/da3-go/da3-go/internal/preprocess"
-	"github.com/da3-go/da3-go/internal/refview"
 	"github.com/da3-go/da3-go/internal/sky"
 	"github.com/da3-go/da3-go/model/camera"
 	"github.com/da3-go/da3-go/model/gs"
-	"github.com/da3-go/da3-go/model/vit"
 )
 
 // RefView is the reference-view strategy for three or more views.
@@ -269,7 +266,8 @@ type Result struct {
 	Position int
 
 	// rayRaw, gsRaw are the raw ray and Gaussian head outputs of the view,
-	// depthProc its depth at the processed size, until finishExtras.
+	// depthProc its depth at the processed size, until the run's parts
+	// finish.
 	rayRaw, gsRaw, depthProc []float32
 
 	// probe is the first finiteness probe (probeNames) that saw NaN or Inf.
@@ -331,7 +329,7 @@ func (m *Model) multiView(ctx context.Context, imgs []Image, opt RunOptions) ([]
 	if err := m.checkIntrinsics(opt.Intrinsics); err != nil {
 		return nil, err
 	}
-	if err := m.checkExtras(len(imgs), opt); err != nil {
+	if err := m.checkParts(len(imgs), opt); err != nil {
 		return nil, err
 	}
 	opt, err := m.checkViews(imgs, opt)
@@ -353,33 +351,7 @@ func (m *Model) multiView(ctx context.Context, imgs []Image, opt RunOptions) ([]
 	if err != nil {
 		return nil, err
 	}
-	return m.run(ctx, views, opt)
-}
-
-// run computes the views (one graph for a single view, the multi-view
-// pipeline otherwise) and checks that the outputs are finite.
-func (m *Model) run(ctx context.Context, views []*preprocess.View, opt RunOptions) ([]Result, error) {
-	ex := m.prepareExtras(views, opt)
-	exec := func(o RunOptions) ([]Result, error) { return m.compute(ctx, views, o, ex) }
-	res, err := exec(opt)
-	if err != nil {
-		return nil, err
-	}
-	if res, err = checkOutputs(res, exec, opt); err != nil {
-		return nil, err
-	}
-	if err := m.finishExtras(res, views, ex); err != nil {
-		return nil, err
-	}
-	// Last, as the reference aligns at the processed size and resizing to
-	// the image size is da3-go's own step: a result asked at the processed
-	// size and resized by ToOriginalSize equals one asked at the image size.
-	if !opt.ProcessedSize {
-		for i := range res {
-			res[i].ToOriginalSize()
-		}
-	}
-	return res, nil
+	return m.newRun(ctx, views, opt).results()
 }
 
 func (m *Model) preprocess(ctx context.Context, imgs []Image, opt RunOptions) (_ []*preprocess.View, err error) {
@@ -464,8 +436,8 @@ func (m *Model) nodeBudget(views int) int {
 	return 4096 + m.cfg.ViT.Depth*(120+8*views) + 2048
 }
 
-// result extracts view i of S from the graph outputs.
-func (m *Model) result(out map[string]backend.Tensor, v *preprocess.View, i, S int, opt RunOptions) Result {
+// result extracts view i from the graph outputs.
+func (m *Model) result(out map[string]backend.Tensor, v *preprocess.View, i int, opt RunOptions) Result {
 	W, H := v.Width, v.Height
 	n := W * H
 	slice := func(name string) []float32 {
@@ -561,230 +533,6 @@ func (m *Model) checkIntrinsics(k *Intrinsics) (err error) {
 	return nil
 }
 
-// headOutputs are the outputs of the head graphs, one slice per view in
-// position order: named once, in heads.
-var headOutputs = []string{"depth", "conf", "sky", "aux", "gs"}
-
-// heads adds the head (and the ray and Gaussian heads the run asks for) on
-// the features fs of the graph's views and names its outputs.
-func (m *Model) heads(b *backend.Builder, ex *extras, fs [4]*ggml.Tensor, px *ggml.Tensor, grid vit.Grid) {
-	h := m.head.Forward(b.G, b, fs, grid.PH, grid.PW)
-	b.Output("depth", h.Depth)
-	if h.Conf != nil {
-		b.Output("conf", h.Conf)
-	}
-	if h.Sky != nil {
-		b.Output("sky", h.Sky)
-	}
-	m.extraHeads(b, ex, h, fs, px, grid)
-}
-
-// compute runs the network on the views (input order). For three or more
-// views of a DA3 any-view model the blocks before alt_start−1 run first, in
-// a graph of their own, to choose the reference view, which then comes
-// first (Result.Position). The backbone and the camera decoder then run
-// over all views, and the head in chunks of ChunkSize views so that memory
-// stays bounded as the number of views grows; when all views fit one chunk
-// backbone, camera decoder and head are one graph and the features never
-// leave the device.
-func (m *Model) compute(ctx context.Context, views []*preprocess.View, opt RunOptions, ex *extras) ([]Result, error) {
-	S := len(views)
-	W, H := views[0].Width, views[0].Height
-	cfg := m.cfg.ViT
-	runOpts := backend.RunOptions{MaxNodes: m.nodeBudget(S), Taps: opt.Taps}
-	taps := map[string]backend.Tensor{}
-	keepTaps := func(out map[string]backend.Tensor) {
-		for name, t := range out {
-			if opt.Taps != nil && opt.Taps(name) {
-				taps[name] = t
-			}
-		}
-	}
-	order := make([]int, S) // order[p] = input index of the view at position p
-	for i := range order {
-		order[i] = i
-	}
-	var tokens []float32 // the tokens entering block `from`, position order; nil: embed the pixels
-	var grid vit.Grid
-	from := 0
-	// Given cameras skip the reference view (as the package does when it is
-	// given camera tokens).
-	if S >= 3 && cfg.AltStart >= 1 && m.vit.CameraToken != nil && !ex.hasGiven {
-		// Blocks before alt_start−1 run per view; the reference view is chosen
-		// on their output (token 0 of each view), then the views are reordered.
-		stop := cfg.AltStart - 1
-		out, err := m.graph(ctx, runOpts, opt, "reference view", 1, 1, m.stageAGraph(stackPixels(views), W, H, S, stop, &grid))
-		if err != nil {
-			return nil, err
-		}
-		keepTaps(out)
-		x := out["x"].Data
-		T := 1 + grid.PH*grid.PW
-		ref := 0
-		switch opt.RefView {
-		case "", RefSaddleBalanced:
-			ref = refview.SaddleBalanced(x, cfg.EmbedDim, T, S)
-		case RefSaddleSimRange:
-			ref = refview.SaddleSimRange(x, cfg.EmbedDim, T, S)
-		case RefFirst:
-		case RefMiddle:
-			ref = S / 2
-		default:
-			return nil, invalid(fmt.Errorf("unknown reference view strategy %q (saddle_balanced, saddle_sim_range, first, middle)", opt.RefView))
-		}
-		// position 0 ← ref, positions 1..ref ← views 0..ref−1, the rest unchanged.
-		order[0] = ref
-		for p := 1; p <= ref; p++ {
-			order[p] = p - 1
-		}
-		tokens = reorder(x, order, cfg.EmbedDim*T)
-		from = stop
-	}
-	pixels := make([]*preprocess.View, S) // position order
-	for p, src := range order {
-		pixels[p] = views[src]
-	}
-	chunk := opt.ChunkSize
-	if chunk <= 0 {
-		chunk = 8
-	}
-	fused := S <= chunk
-	stage := "network"
-	if !fused {
-		stage = "backbone"
-	}
-	out, err := m.graph(ctx, runOpts, opt, stage, 1, 1, m.backboneGraph(stackPixels(pixels), tokens, tokens != nil, fused, W, H, S, from, &grid, ex))
-	if err != nil {
-		return nil, err
-	}
-	keepTaps(out)
-	probe := firstProbe(out)
-	all := out
-	if !fused {
-		all = map[string]backend.Tensor{}
-		if pe, ok := out["pose_enc"]; ok {
-			all["pose_enc"] = pe
-		}
-		var feats [4]backend.Tensor
-		for k := range feats {
-			feats[k] = out[fmt.Sprintf("feat.%d", k)]
-			if probe == "" && nonFinite(feats[k].Data) {
-				probe = probeNames[k]
-			}
-		}
-		D, np := feats[0].Shape[0], feats[0].Shape[1]
-		per, stacked := 3*W*H, stackPixels(pixels)
-		for a := 0; a < S; a += chunk {
-			e := min(a+chunk, S)
-			var fs [4][]float32
-			for k := range fs {
-				fs[k] = feats[k].Data[a*D*np : e*D*np]
-			}
-			ho, err := m.graph(ctx, runOpts, opt, "heads", a/chunk+1, (S+chunk-1)/chunk, m.headGraph(fs, D, np, e-a, stacked[a*per:e*per], W, H, grid, ex))
-			if err != nil {
-				return nil, err
-			}
-			if p := firstProbe(ho); probe == "" {
-				probe = p
-			}
-			for _, k := range headOutputs {
-				if t, ok := ho[k]; ok {
-					all[k] = backend.Tensor{Data: append(all[k].Data, t.Data...)}
-				}
-			}
-		}
-	}
-	res := make([]Result, S)
-	for p, src := range order {
-		r := &res[src]
-		*r = m.result(all, views[src], p, S, opt)
-		r.Position, r.probe = p, probe
-		ex.result(r, all, p, S)
-	}
-	if opt.Taps != nil {
-		res[0].Taps = taps
-	}
-	return res, nil
-}
-
-// The graphs of compute, shared with EstimateMemory, which builds them with
-// empty data to plan their memory.
-
-// stageAGraph runs S views' blocks before block stop, where the reference
-// view is chosen, and outputs their tokens "x".
-func (m *Model) stageAGraph(pixels []float32, W, H, S, stop int, grid *vit.Grid) func(b *backend.Builder) error {
-	return func(b *backend.Builder) error {
-		x, gr := m.vit.Embed(b.G, b, b.Input("pixels", pixels, W, H, 3, S))
-		*grid = gr
-		b.Tap("vit.embed", x)
-		p := &vit.Pass{B: b, Grid: gr}
-		for _, blk := range m.vit.Blocks[:stop] {
-			x = blk.Forward(b.G, x, p)
-		}
-		b.Output("x", x)
-		return nil
-	}
-}
-
-// backboneGraph runs the backbone over S views from block from (embedding
-// the pixels, or from stage A's tokens when fromTokens) and the camera
-// decoder; fused, the head too, else it outputs the features "feat.K".
-func (m *Model) backboneGraph(pixels, tokens []float32, fromTokens, fused bool, W, H, S, from int, grid *vit.Grid, ex *extras) func(b *backend.Builder) error {
-	return func(b *backend.Builder) error {
-		var x, px *ggml.Tensor
-		if !fromTokens || (fused && ex.gs) {
-			px = b.Input("pixels", pixels, W, H, 3, S)
-		}
-		if !fromTokens {
-			x, *grid = m.vit.Embed(b.G, b, px)
-			b.Tap("vit.embed", x)
-		} else {
-			x = b.Input("tokens", tokens, m.cfg.ViT.EmbedDim, 1+grid.PH*grid.PW, S)
-		}
-		f := m.vit.ForwardWith(b.G, b, x, *grid, from, m.givenTokens(b, ex))
-		if m.cam != nil {
-			b.Output("pose_enc", m.cam.Forward(b.G, f.CamTokens[3]))
-		}
-		if !fused {
-			for k, ft := range f.Feats {
-				b.Output(fmt.Sprintf("feat.%d", k), ft)
-			}
-			return nil
-		}
-		for k, ft := range f.Feats {
-			b.Check(probeNames[k], ft)
-		}
-		m.heads(b, ex, f.Feats, px, *grid)
-		return nil
-	}
-}
-
-// headGraph runs the heads on n views' features ([D, np, n] each; pixels
-// for the Gaussian head).
-func (m *Model) headGraph(feats [4][]float32, D, np, n int, pixels []float32, W, H int, grid vit.Grid, ex *extras) func(b *backend.Builder) error {
-	return func(b *backend.Builder) error {
-		var fs [4]*ggml.Tensor
-		for k := range fs {
-			fs[k] = b.Input(fmt.Sprintf("feat.%d", k), feats[k], D, np, n)
-		}
-		var px *ggml.Tensor
-		if ex.gs {
-			px = b.Input("pixels", pixels, W, H, 3, n)
-		}
-		m.heads(b, ex, fs, px, grid)
-		return nil
-	}
-}
-
-// reorder returns the views of x (per values each) in the order order.
-func reorder(x []float32, order []int, per int) []float32 {
-	out := make([]float32, len(x))
-	for p, src := range order {
-		copy(out[p*per:(p+1)*per], x[src*per:(src+1)*per])
-	}
-	return out
-}
-
 // checkPixels checks Forward's input: px.Views items (what, e.g. "views")
 // of 3×Height×Width values, sides multiples of the patch size.
 func (m *Model) checkPixels(px Pixels, what string) error {
@@ -819,7 +567,7 @@ func (m *Model) Forward(ctx context.Context, px Pixels, opt RunOptions) ([]Resul
 	if err := m.checkIntrinsics(opt.Intrinsics); err != nil {
 		return nil, err
 	}
-	if err := m.checkExtras(views, opt); err != nil {
+	if err := m.checkParts(views, opt); err != nil {
 		return nil, err
 	}
 	vs := make([]*preprocess.View, views)
@@ -832,5 +580,5 @@ func (m *Model) Forward(ctx context.Context, px Pixels, opt RunOptions) ([]Resul
 	if err := m.checkMemory(opt, views, w, h, nil); err != nil {
 		return nil, err
 	}
-	return m.run(ctx, vs, opt)
+	return m.newRun(ctx, vs, opt).results()
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/internal/preprocess"
 	"github.com/da3-go/da3-go/internal/sysmem"
-	"github.com/da3-go/da3-go/model/vit"
 )
 
 // MemoryEstimate is the memory one request needs, in bytes, as planned
@@ -191,10 +190,7 @@ func (m *Model) outputMaps() int {
 
 // estimate plans the graphs of S views processed at W×H (cached).
 func (m *Model) estimate(opt RunOptions, S, W, H int) (MemoryEstimate, error) {
-	chunk := opt.ChunkSize
-	if chunk <= 0 {
-		chunk = 8
-	}
+	chunk := chunkSize(opt)
 	if m.cfg.Arch != DA3 {
 		S = 1 // other models run one image at a time
 	}
@@ -205,68 +201,19 @@ func (m *Model) estimate(opt RunOptions, S, W, H int) (MemoryEstimate, error) {
 	if ok {
 		return e, nil
 	}
+	var poseEnc []float32
+	if opt.Extrinsics != nil {
+		poseEnc = make([]float32, 9*S)
+	}
+	net := m.network(S, W, H, opt, poseEnc)
 	e = MemoryEstimate{Views: S, Width: W, Height: H, ChunkSize: chunk, Weights: int64(m.w.Bytes())}
-	var host, dev, work uint64
-	cfg := m.cfg.ViT
-	grid := vit.Grid{PH: H / cfg.PatchSize, PW: W / cfg.PatchSize}
-	T := 1 + grid.PH*grid.PW
-	measure := func(build func(b *backend.Builder) error) (uint64, error) {
-		ms, err := m.rt.Measure(backend.RunOptions{MaxNodes: m.nodeBudget(S)}, build)
-		if errors.Is(err, ggml.ErrNodeBudget) {
-			// Attention without a fused kernel takes its queries in chunks
-			// whose scores stay small, each over all S·T keys: many views
-			// make graphs too large to plan or run as one.
-			return 0, fmt.Errorf("%w for %d view(s) at %dx%d: their graph has more than the %d nodes planned for them (attention without the fused kernel, in chunks of queries over all %d keys); run fewer views at once",
-				ErrNotEnoughMemory, S, W, H, m.nodeBudget(S), S*T)
-		}
-		if err != nil {
-			return 0, fmt.Errorf("planning the memory of %d view(s) at %dx%d: %w", S, W, H, err)
-		}
-		host, dev, work = max(host, ms.Host), max(dev, ms.Device), max(work, ms.Work)
-		return ms.Host + ms.Device, nil
-	}
-	C, D, np := int64(cfg.EmbedDim), int64(cfg.FeatureDim()), int64(grid.PH*grid.PW)
-	px := int64(3 * W * H * 4)
-	maps := int64(W*H*4) * int64(m.outputMaps())
-	ex := &extras{ray: opt.RayPose, gs: opt.Gaussians, hasGiven: opt.Extrinsics != nil}
-	if ex.hasGiven {
-		ex.poseEnc = make([]float32, 9*S)
-	}
-	// The graphs of compute: stage A (three or more views), the backbone
-	// (with the head when the views fit one chunk), the head chunks.
-	fromTokens, from := false, 0
-	if S >= 3 && cfg.AltStart >= 1 && m.vit.CameraToken != nil && !ex.hasGiven {
-		var g vit.Grid
-		if _, err := measure(m.stageAGraph(nil, W, H, S, cfg.AltStart-1, &g)); err != nil {
-			return e, err
-		}
-		fromTokens, from = true, cfg.AltStart-1
-	}
-	fused := S <= chunk
-	n, err := measure(m.backboneGraph(nil, nil, fromTokens, fused, W, H, S, from, &grid, ex))
+	work, err := m.planGraphs(net, &e)
 	if err != nil {
 		return e, err
 	}
-	e.Backbone = int64(n)
-	if !fused {
-		if n, err = measure(m.headGraph([4][]float32{}, int(D), int(np), chunk, nil, W, H, grid, ex)); err != nil {
-			return e, err
-		}
-		e.Head = int64(n)
-	}
-	// Pixels per view and stacked (twice without fusion), stage A's tokens
-	// and their reordered copy, the features of every view, the outputs and
-	// their per-view copies.
-	e.Host = 2*int64(S)*px + 2*int64(S)*maps
-	if fromTokens {
-		e.Host += 2 * int64(S) * C * int64(T) * 4
-	}
-	if !fused {
-		e.Host += int64(S)*px + 4*D*np*int64(S)*4
-	}
-	e.Compute, e.DeviceCompute = int64(host+dev), int64(dev)
+	e.Host = net.hostBytes()
 	if m.rt.IsCPU() {
-		e.Scratch = int64(m.rt.Threads()) * scratchPerThread(S, T, cfg.HeadDim)
+		e.Scratch = int64(m.rt.Threads()) * scratchPerThread(S, net.tokens(), m.cfg.ViT.HeadDim)
 	}
 	e.Scratch += int64(work)
 	m.est.mu.Lock()
@@ -276,6 +223,68 @@ func (m *Model) estimate(opt RunOptions, S, W, H int) (MemoryEstimate, error) {
 	m.est.m[key] = e
 	m.est.mu.Unlock()
 	return e, nil
+}
+
+// planGraphs plans the memory of net's graphs as a run computes them: the
+// reference view's (three or more views), the backbone's (with the heads
+// when the views fit one chunk) and a head chunk's. It sets e's compute
+// buffers and returns the largest CPU work buffer.
+func (m *Model) planGraphs(net network, e *MemoryEstimate) (work uint64, err error) {
+	var host, dev uint64
+	measure := func(build func(b *backend.Builder) error) (uint64, error) {
+		ms, err := m.rt.Measure(backend.RunOptions{MaxNodes: m.nodeBudget(net.S)}, build)
+		if errors.Is(err, ggml.ErrNodeBudget) {
+			// Attention without a fused kernel takes its queries in chunks
+			// whose scores stay small, each over all S·T keys: many views
+			// make graphs too large to plan or run as one.
+			return 0, fmt.Errorf("%w for %d view(s) at %dx%d: their graph has more than the %d nodes planned for them (attention without the fused kernel, in chunks of queries over all %d keys); run fewer views at once",
+				ErrNotEnoughMemory, net.S, net.W, net.H, m.nodeBudget(net.S), net.S*net.tokens())
+		}
+		if err != nil {
+			return 0, fmt.Errorf("planning the memory of %d view(s) at %dx%d: %w", net.S, net.W, net.H, err)
+		}
+		host, dev, work = max(host, ms.Host), max(dev, ms.Device), max(work, ms.Work)
+		return ms.Host + ms.Device, nil
+	}
+	var in backboneInput
+	if stop, ok := net.referenceStop(); ok {
+		if _, err := measure(net.referenceGraph(nil, stop)); err != nil {
+			return 0, err
+		}
+		in = backboneInput{fromTokens: true, from: stop}
+	}
+	n, err := measure(net.backboneGraph(in))
+	if err != nil {
+		return 0, err
+	}
+	e.Backbone = int64(n)
+	if !net.fused() {
+		if n, err = measure(net.headGraph(headInput{views: net.chunk})); err != nil {
+			return 0, err
+		}
+		e.Head = int64(n)
+	}
+	e.Compute, e.DeviceCompute = int64(host+dev), int64(dev)
+	return work, nil
+}
+
+// hostBytes is the Go heap a run of net allocates: the pixels per view and
+// stacked (twice without fusion), the reference view's tokens and their
+// reordered copy, the features of every view, the outputs and their
+// per-view copies.
+func (n network) hostBytes() int64 {
+	cfg := n.m.cfg.ViT
+	S, C, D, np := int64(n.S), int64(cfg.EmbedDim), int64(cfg.FeatureDim()), int64(n.grid.PH*n.grid.PW)
+	px := int64(3 * n.W * n.H * 4)
+	maps := int64(n.W*n.H*4) * int64(n.m.outputMaps())
+	host := 2*S*px + 2*S*maps
+	if _, ok := n.referenceStop(); ok {
+		host += 2 * S * C * int64(n.tokens()) * 4
+	}
+	if !n.fused() {
+		host += S*px + 4*D*np*S*4
+	}
+	return host
 }
 
 // scratchPerThread bounds the CPU kernels' scratch buffers of one thread

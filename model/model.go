@@ -93,15 +93,9 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 			f.Close()
 		}
 	}()
-	cfg, err := configFromFile(f)
+	cfg, err := readConfig(f, path)
 	if err != nil {
-		return nil, fmt.Errorf("model %s: %w", path, err)
-	}
-	if err := validate(f, cfg); err != nil {
-		return nil, fmt.Errorf("model %s (%s): %w", path, cfg.Arch, err)
-	}
-	if err := checkFinite(f); err != nil {
-		return nil, fmt.Errorf("model %s: %w", path, err)
+		return nil, err
 	}
 	log := opts.Logger
 	if log == nil {
@@ -122,47 +116,15 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if !rt.IsCPU() {
 		m.deviceBudget = max(opts.MaxDeviceMemory, 0)
 	}
-	vitRoot, headRoot := "vit", "head"
-	if cfg.NestedMetric {
-		vitRoot, headRoot = "m_vit", "m_head"
-	}
-	m.vit = vit.New(cfg.ViT)
-	m.head = dpt.New(cfg.Head)
-	type part struct {
-		dst  any
-		root string
-	}
-	parts := []part{{m.vit, vitRoot}, {m.head, headRoot}}
-	if cfg.HasCamera {
-		m.cam = &camera.Decoder{}
-		parts = append(parts, part{m.cam, "cam"})
-	}
-	if cfg.CamEnc != nil {
-		m.camEnc = camera.NewEncoder(*cfg.CamEnc)
-		parts = append(parts, part{m.camEnc, "cam_enc"})
-	}
-	if cfg.GS != nil {
-		m.gsHead = dpt.New(*cfg.GS)
-		parts = append(parts, part{m.gsHead, "gs"})
-	}
-	// Upload only what the graphs use.
-	want := map[string]bool{}
+	parts := m.newLayers()
+	want := map[string]bool{} // upload only what the graphs use
 	for _, p := range parts {
 		for _, n := range bind.Names(p.dst, p.root) {
 			want[n] = true
 		}
 	}
-	if m.deviceBudget > 0 {
-		var bytes uint64
-		for _, ti := range f.Tensors() {
-			if want[ti.Name] {
-				bytes += ti.Size
-			}
-		}
-		if int64(bytes) > m.deviceBudget {
-			return nil, fmt.Errorf("model %s: %w: its weights need %s of %s memory, more than the %s the model may use (-max-device-memory); use a quantized model (da3-go quantize) or raise the budget",
-				path, ErrNotEnoughMemory, sysmem.Bytes(bytes), rt.Device().Name(), sysmem.Bytes(uint64(m.deviceBudget)))
-		}
+	if err := m.checkWeightBudget(f, want, path); err != nil {
+		return nil, err
 	}
 	w, err := rt.UploadWeights(ctx, f, func(name string) bool { return want[name] }, opts.Progress)
 	if err != nil {
@@ -174,56 +136,164 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 			w.Close() // m is nil here: the named result was cleared by the return
 		}
 	}()
+	if err := m.bindWeights(f, parts, want, path); err != nil {
+		return nil, err
+	}
+	m.warnUnused(f, want)
+	log.Info("model loaded", "arch", cfg.Arch.String(), "name", cfg.Name, "device", rt.Device().Name(), "weights_MiB", m.w.Bytes()>>20)
+	return m, nil
+}
+
+// readConfig reads f's configuration and checks the file against it: the
+// tensors the schema wants, all of them finite.
+func readConfig(f *loader.File, path string) (Config, error) {
+	cfg, err := configFromFile(f)
+	if err != nil {
+		return Config{}, fmt.Errorf("model %s: %w", path, err)
+	}
+	if err := validate(f, cfg); err != nil {
+		return Config{}, fmt.Errorf("model %s (%s): %w", path, cfg.Arch, err)
+	}
+	if err := checkFinite(f); err != nil {
+		return Config{}, fmt.Errorf("model %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// layer is a part of the network to bind to the weights under root.
+type layer struct {
+	dst  any
+	root string
+}
+
+// newLayers makes the model's parts, unbound, and lists them with their
+// weights' roots.
+func (m *Model) newLayers() []layer {
+	cfg := m.cfg
+	m.vit = vit.New(cfg.ViT)
+	m.head = dpt.New(cfg.Head)
+	layers := []layer{{m.vit, m.vitRoot()}, {m.head, "head"}}
+	if cfg.NestedMetric {
+		layers[1].root = "m_head"
+	}
+	if cfg.HasCamera {
+		m.cam = &camera.Decoder{}
+		layers = append(layers, layer{m.cam, "cam"})
+	}
+	if cfg.CamEnc != nil {
+		m.camEnc = camera.NewEncoder(*cfg.CamEnc)
+		layers = append(layers, layer{m.camEnc, "cam_enc"})
+	}
+	if cfg.GS != nil {
+		m.gsHead = dpt.New(*cfg.GS)
+		layers = append(layers, layer{m.gsHead, "gs"})
+	}
+	return layers
+}
+
+// vitRoot is the backbone's weights' root: "vit", or the nested metric
+// branch's "m_vit".
+func (m *Model) vitRoot() string {
+	if m.cfg.NestedMetric {
+		return "m_vit"
+	}
+	return "vit"
+}
+
+// checkWeightBudget refuses weights (the tensors of f in want) that exceed
+// the device memory budget (Options.MaxDeviceMemory).
+func (m *Model) checkWeightBudget(f *loader.File, want map[string]bool, path string) error {
+	if m.deviceBudget <= 0 {
+		return nil
+	}
+	var bytes uint64
+	for _, ti := range f.Tensors() {
+		if want[ti.Name] {
+			bytes += ti.Size
+		}
+	}
+	if int64(bytes) > m.deviceBudget {
+		return fmt.Errorf("model %s: %w: its weights need %s of %s memory, more than the %s the model may use (-max-device-memory); use a quantized model (da3-go quantize) or raise the budget",
+			path, ErrNotEnoughMemory, sysmem.Bytes(bytes), m.rt.Device().Name(), sysmem.Bytes(uint64(m.deviceBudget)))
+	}
+	return nil
+}
+
+// bindWeights binds the layers to the uploaded weights (want: their names),
+// packs the linear layers' weights on the CPU, reads the position
+// embedding and checks that the address space left can run the model.
+func (m *Model) bindWeights(f *loader.File, layers []layer, want map[string]bool, path string) error {
 	var missing []string
-	for _, b := range parts {
-		if err := bind.Struct(b.dst, m.w, b.root); err != nil {
+	for _, l := range layers {
+		if err := bind.Struct(l.dst, m.w, l.root); err != nil {
 			var me *bind.MissingError
 			if !errors.As(err, &me) {
-				return nil, err
+				return err
 			}
 			missing = append(missing, me.Names...)
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("model %s (%s): %w", path, cfg.Arch, &bind.MissingError{Names: missing})
+		return fmt.Errorf("model %s (%s): %w", path, m.cfg.Arch, &bind.MissingError{Names: missing})
 	}
-	// On the CPU the linear layers' weights are packed once into the GEMM's panels (the products then
-	// skip packing them on every call; the same values), and the file pages that held them dropped.
-	if rt.IsCPU() {
-		var names []string
-		for n := range want {
-			if strings.HasSuffix(n, ".weight") {
-				names = append(names, n)
-			}
-		}
-		sort.Strings(names)
-		if err := m.w.Pack(rt.Kernels(), names); err != nil {
-			return nil, fmt.Errorf("model %s: %w", path, err)
-		}
-		if p := m.w.Packed(); len(p) > 0 {
-			rt.UsePacked(p)
-			log.Debug("weights packed for the CPU products", "weights", len(p), "MiB", m.w.PackedBytes()>>20)
+	if m.rt.IsCPU() {
+		if err := m.packWeights(want); err != nil {
+			return fmt.Errorf("model %s: %w", path, err)
 		}
 	}
-	// The position embedding is needed on the host for per-grid interpolation.
-	pe, err := f.TensorData(vitRoot + ".pos_embed")
-	if err != nil {
-		return nil, err
-	}
-	peInfo, _ := f.Tensor(vitRoot + ".pos_embed")
-	table, err := ggml.ToFloat32(ggml.Type(peInfo.Type), pe, int(peInfo.Elements()))
-	if err != nil {
-		return nil, fmt.Errorf("pos_embed: %w", err)
-	}
-	if m.vit.Pos, err = vit.NewPosEmbed(table, cfg.ViT.EmbedDim, cfg.ViT.PosGrid, cfg.ViT.InterpOff); err != nil {
-		return nil, err
+	if err := m.readPosEmbed(f); err != nil {
+		return err
 	}
 	// Under an address-space limit the Go runtime aborts when its heap
 	// cannot grow, so a model that leaves no room to run is refused here.
 	if l, ok := sysmem.Tightest(sysmem.Limits(), true); ok && l.Free < minHeadroom {
-		return nil, fmt.Errorf("model %s: %w: only %s of address space is left after loading (%s); raise ulimit -v (it counts reserved address space, not memory: the Go runtime alone reserves about 1.2 GiB)",
+		return fmt.Errorf("model %s: %w: only %s of address space is left after loading (%s); raise ulimit -v (it counts reserved address space, not memory: the Go runtime alone reserves about 1.2 GiB)",
 			path, ErrNotEnoughMemory, sysmem.Bytes(l.Free), l)
 	}
+	return nil
+}
+
+// packWeights packs the linear layers' weights (among want) once into the
+// GEMM's panels on the CPU: the products then skip packing them on every
+// call (the same values), and the file pages that held them are dropped.
+func (m *Model) packWeights(want map[string]bool) error {
+	var names []string
+	for n := range want {
+		if strings.HasSuffix(n, ".weight") {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	if err := m.w.Pack(m.rt.Kernels(), names); err != nil {
+		return err
+	}
+	if p := m.w.Packed(); len(p) > 0 {
+		m.rt.UsePacked(p)
+		m.log.Debug("weights packed for the CPU products", "weights", len(p), "MiB", m.w.PackedBytes()>>20)
+	}
+	return nil
+}
+
+// readPosEmbed reads the position embedding, which is needed on the host
+// for per-grid interpolation.
+func (m *Model) readPosEmbed(f *loader.File) error {
+	name := m.vitRoot() + ".pos_embed"
+	pe, err := f.TensorData(name)
+	if err != nil {
+		return err
+	}
+	peInfo, _ := f.Tensor(name)
+	table, err := ggml.ToFloat32(ggml.Type(peInfo.Type), pe, int(peInfo.Elements()))
+	if err != nil {
+		return fmt.Errorf("pos_embed: %w", err)
+	}
+	m.vit.Pos, err = vit.NewPosEmbed(table, m.cfg.ViT.EmbedDim, m.cfg.ViT.PosGrid, m.cfg.ViT.InterpOff)
+	return err
+}
+
+// warnUnused logs the file's tensors that no graph uses (want: those they
+// use), besides those files may carry (auxTensor).
+func (m *Model) warnUnused(f *loader.File, want map[string]bool) {
 	var unused []string
 	for _, ti := range f.Tensors() {
 		if !want[ti.Name] && !auxTensor(ti.Name) {
@@ -231,10 +301,8 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 		}
 	}
 	if len(unused) > 0 {
-		log.Warn("model file tensors not used", "count", len(unused), "first", unused[0])
+		m.log.Warn("model file tensors not used", "count", len(unused), "first", unused[0])
 	}
-	log.Info("model loaded", "arch", cfg.Arch.String(), "name", cfg.Name, "device", rt.Device().Name(), "weights_MiB", m.w.Bytes()>>20)
-	return m, nil
 }
 
 // minHeadroom is the address space Load requires to be left: the Go heap

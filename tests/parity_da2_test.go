@@ -14,6 +14,7 @@ import (
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/ggml/kernels"
+	"github.com/da3-go/da3-go/internal/kernelcount"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -42,8 +43,8 @@ func TestParityDA2(t *testing.T) {
 			var policy *kernels.Policy
 			if strings.HasSuffix(tc.name, "-strips") {
 				policy = stripsPolicy()
-				calls := kernels.WindowCalls()
-				t.Cleanup(func() { assert.Greater(t, kernels.WindowCalls(), calls, "the head ran in strips") })
+				calls := kernelcount.WindowCalls()
+				t.Cleanup(func() { assert.Greater(t, kernelcount.WindowCalls(), calls, "the head ran in strips") })
 			}
 			m, err := model.Load(context.Background(), convertFixture(t, dir+"/"+tc.src, opts), model.Options{Options: backend.Options{Device: "cpu", Kernels: policy}})
 			require.NoError(t, err)

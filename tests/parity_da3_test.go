@@ -14,6 +14,7 @@ import (
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/ggml/kernels"
+	"github.com/da3-go/da3-go/internal/kernelcount"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -44,9 +45,9 @@ func TestParityDA3(t *testing.T) {
 	t.Run("da3-tiny/chunked", func(t *testing.T) { parityDA3(t, "da3-tiny", &chunked) })
 	t.Run("da3-tiny/ggml-only", func(t *testing.T) { parityDA3(t, "da3-tiny", &kernels.Policy{}) })
 	t.Run("da3-tiny/strips", func(t *testing.T) {
-		calls := kernels.WindowCalls()
+		calls := kernelcount.WindowCalls()
 		parityDA3(t, "da3-tiny", stripsPolicy())
-		assert.Greater(t, kernels.WindowCalls(), calls, "the head ran in strips")
+		assert.Greater(t, kernelcount.WindowCalls(), calls, "the head ran in strips")
 	})
 	for _, c := range oracleCases(t, "da3-") {
 		t.Run(filepath.Base(c.fixture), func(t *testing.T) { parityDA3(t, c.fixture, nil) })

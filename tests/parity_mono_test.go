@@ -12,6 +12,7 @@ import (
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/internal/kernelcount"
 	"github.com/da3-go/da3-go/internal/sky"
 	"github.com/da3-go/da3-go/model"
 )
@@ -22,9 +23,9 @@ import (
 func TestParityDA3Mono(t *testing.T) {
 	t.Run("default", func(t *testing.T) { parityDA3Mono(t, nil) })
 	t.Run("strips", func(t *testing.T) {
-		calls := kernels.WindowCalls()
+		calls := kernelcount.WindowCalls()
 		parityDA3Mono(t, stripsPolicy())
-		assert.Greater(t, kernels.WindowCalls(), calls, "the head ran in strips")
+		assert.Greater(t, kernelcount.WindowCalls(), calls, "the head ran in strips")
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/internal/kernelcount"
 	"github.com/da3-go/da3-go/internal/testutil"
 	"github.com/da3-go/da3-go/model"
 )
@@ -66,9 +67,9 @@ func TestPrecisionAccuracy(t *testing.T) {
 					if tc.quant != ggml.TypeF32 {
 						path, _ = quantizeFile(t, f32, tc.quant, ggml.TypeF32)
 					}
-					before := kernels.Calls(v, tc.prec)
+					before := kernelcount.Calls(v, tc.prec)
 					got := runPrecision(t, path, tc.prec, img, fx.opts)
-					assert.Greater(t, kernels.Calls(v, tc.prec), before, "the %s kernels ran", tc.prec)
+					assert.Greater(t, kernelcount.Calls(v, tc.prec), before, "the %s kernels ran", tc.prec)
 					maxAbs, _, corr := testutil.Stats(ref.Depth, got.Depth)
 					t.Logf("%s %s: depth corr %.7f, max|d| %.3g (%.2g%% of max)", fx.name, tc.prec, corr, maxAbs, 100*maxAbs/maxOf(ref.Depth))
 					assert.GreaterOrEqual(t, corr, tc.gate, "depth correlation with the f32 model")

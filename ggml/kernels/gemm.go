@@ -138,9 +138,14 @@ func GEMMFits(w, x *ggml.Tensor, ep Epilogue) bool {
 // AVX-512 variant) of the graph's kernel variant and precision: w [K, N], x
 // [K, …] give [N, …] (batched: w [K, N, B2, B3], x [K, M, B2, B3] give [N,
 // M, B2, B3]). In f32 the same result as MulMat for F32 operands up to
-// summation order. It panics with a *ggml.ShapeError unless
-// GEMMFits(w, x, ep). CPU backend only.
+// summation order. Where the runtime packed w at load (SetPacked) for the
+// graph's variant and precision, the product reads those panels instead of
+// packing w again: the same values. It panics with a *ggml.ShapeError
+// unless GEMMFits(w, x, ep). CPU backend only.
 func GEMM(g *ggml.Context, w, x *ggml.Tensor, ep Epilogue) *ggml.Tensor {
+	if pw := packedFor(g, w); pw != nil && gemmPackedFits(g, pw, x, ep) {
+		return gemmPacked(g, pw, x, ep)
+	}
 	ts := ep.args([]*ggml.Tensor{w, x})
 	mustFit(GEMMFits(w, x, ep), "gemm", ts, "want kernels on (DA3_KERNELS), contiguous operands, x f32, w [K, N] (f32, f16, bf16 or a quantized type with blocks dividing 256) and x [K, ...], or f32 batches of equal count; a bias of N f32 values")
 	shape := dims(x)
@@ -169,15 +174,15 @@ func Conv2DFits(w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) bool {
 // x [W, H, IC, N] gives [OW, OH, OC, N]) with ep fused into the store,
 // computed as an implicit-im2col GEMM: the patches are packed straight from
 // the input into the GEMM's cache-sized panels, so no im2col matrix is
-// built. Where the graph's policy has Winograd and WinogradFits, it is
-// Winograd's algorithm instead (Conv2DWinograd). It panics with a
+// built. Where the graph's policy has Winograd and winogradFits, it is
+// Winograd's algorithm instead (conv2DWinograd). It panics with a
 // *ggml.ShapeError unless Conv2DFits(w, x, p, ep). CPU backend only.
 func Conv2D(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
 	ts := ep.args([]*ggml.Tensor{w, x})
 	mustFit(Conv2DFits(w, x, p, ep), "conv2d_gemm", ts, "want kernels on (DA3_KERNELS), f32 contiguous operands with matching channels, stride, pad, dilation < 256, and a bias of OC f32 values")
 	pol, v := nodeKernels(g)
-	if pol.Winograd && WinogradFits(w, x, p, ep) {
-		return Conv2DWinograd(g, w, x, p, ep)
+	if pol.Winograd && winogradFits(w, x, p, ep) {
+		return conv2DWinograd(g, w, x, p, ep)
 	}
 	s, pad, d := p.Norm()
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), w.Dim(0), w.Dim(1))
@@ -186,25 +191,25 @@ func Conv2D(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue
 		uintptr(s|pad<<8|d<<16|int(ep.Act)<<24|int(prec)<<26|int(v)<<28))
 }
 
-// WinogradFits reports whether Conv2DWinograd accepts the operands: those
+// winogradFits reports whether conv2DWinograd accepts the operands: those
 // of Conv2DFits with a 3×3 kernel, stride 1, dilation 1 and padding ≤ 2,
 // and at least 8 input and output channels (fewer gain too little over the
 // GEMM to pay for the transforms).
-func WinogradFits(w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) bool {
+func winogradFits(w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) bool {
 	s, pad, d := p.Norm()
 	return Conv2DFits(w, x, p, ep) && w.Dim(0) == 3 && w.Dim(1) == 3 && s == 1 && d == 1 && pad <= 2 &&
 		w.Dim(2) >= 8 && w.Dim(3) >= 8 && x.Dim(0)+2*pad < 1<<31
 }
 
-// Conv2DWinograd is Conv2D for 3×3 kernels by Winograd's algorithm in the
-// tile WinogradTile picks: F(4×4, 3×3) takes 36 products per 4×4 block of
+// conv2DWinograd is Conv2D for 3×3 kernels by Winograd's algorithm in the
+// tile chooseWinogradTile picks: F(4×4, 3×3) takes 36 products per 4×4 block of
 // outputs and channel pair instead of 144 (4x fewer), F(2×2, 3×3) 16
 // instead of 36 (2.25x), the rest being the input, kernel and output
 // transforms. The result differs from the direct convolution by rounding
 // only, more for F(4×4) (its transforms scale by up to 8 and its kernel
 // transform is inexact); see TestWinograd for the bounds. It panics with a
-// *ggml.ShapeError unless WinogradFits(w, x, p, ep).
-func Conv2DWinograd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
+// *ggml.ShapeError unless winogradFits(w, x, p, ep).
+func conv2DWinograd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
 	return winograd(g, w, x, p, ep, false)
 }
 
@@ -214,7 +219,7 @@ func Conv2DWinograd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep 
 // copy of it); otherwise the two nodes. It panics with a *ggml.ShapeError
 // unless Conv2DFits(w, x, p, ep).
 func Conv2DReLUIn(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
-	if pol, _ := nodeKernels(g); pol.Winograd && WinogradFits(w, x, p, ep) {
+	if pol, _ := nodeKernels(g); pol.Winograd && winogradFits(w, x, p, ep) {
 		return winograd(g, w, x, p, ep, true)
 	}
 	return Conv2D(g, w, x.ReLU(g), p, ep)
@@ -227,7 +232,7 @@ func Conv2DReLUIn(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Ep
 // maps); otherwise the two nodes. It panics with a *ggml.ShapeError unless
 // Conv2DFits(w, x, p, ep).
 func Conv2DAdd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, res *ggml.Tensor) *ggml.Tensor {
-	if pol, _ := nodeKernels(g); pol.Winograd && WinogradFits(w, x, p, ep) && res != nil && res.Type() == ggml.TypeF32 && res.IsContiguous() {
+	if pol, _ := nodeKernels(g); pol.Winograd && winogradFits(w, x, p, ep) && res != nil && res.Type() == ggml.TypeF32 && res.IsContiguous() {
 		ow, oh := p.OutSize(x.Dim(0), x.Dim(1), 3, 3)
 		if slices.Equal(dims(res), []int{ow, oh, w.Dim(3), x.Dim(3)}) {
 			return winogradRes(g, w, x, p, ep, false, res)
@@ -236,7 +241,7 @@ func Conv2DAdd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilo
 	return res.Add(g, Conv2D(g, w, x, p, ep))
 }
 
-// winograd is Conv2DWinograd, of ReLU(x) when reluIn.
+// winograd is conv2DWinograd, of ReLU(x) when reluIn.
 func winograd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, reluIn bool) *ggml.Tensor {
 	return winogradRes(g, w, x, p, ep, reluIn, nil)
 }
@@ -244,7 +249,7 @@ func winograd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilog
 // winogradRes is winograd plus res (nil: none).
 func winogradRes(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, reluIn bool, res *ggml.Tensor) *ggml.Tensor {
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), 3, 3)
-	tile := WinogradTile(ow, oh)
+	tile := chooseWinogradTile(ow, oh)
 	if pol, v := nodeKernels(g); pol.convPrecision(v) != PrecisionF32 {
 		// F(4×4)'s transforms spread the values over a wider range than bf16's 8 bits keep:
 		// on the tiny DA2 fixture with narrow convolutions the depth's correlation with
@@ -254,13 +259,13 @@ func winogradRes(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epi
 	return winogradTile(g, w, x, p, ep, tile, reluIn, res)
 }
 
-// WinogradTile is the output tile Conv2DWinograd uses for an ow×oh output in
+// chooseWinogradTile is the output tile conv2DWinograd uses for an ow×oh output in
 // f32: 4 (F(4×4, 3×3)) unless the map is so small that 4×4 tiles would
 // compute many padding outputs, or fewer than 32 of them would not pay for
 // their kernel transform (2.25 times F(2×2)'s, redone in every run: the
 // 18×12 maps of a DPT head at 504×336 take 20-40 % longer in 4×4 tiles),
 // then 2.
-func WinogradTile(ow, oh int) int {
+func chooseWinogradTile(ow, oh int) int {
 	pad := func(n, t int) int { return (n + t - 1) / t * t }
 	// F(4×4) does 36/16 = 2.25 products per output, F(2×2) 16/4 = 4, each on its
 	// tiles' outputs, padding included.
@@ -270,16 +275,16 @@ func WinogradTile(ow, oh int) int {
 	return 2
 }
 
-// Conv2DWinogradTile is Conv2DWinograd in output tiles of tile×tile: 2
+// conv2DWinogradTile is conv2DWinograd in output tiles of tile×tile: 2
 // (F(2×2, 3×3)) or 4 (F(4×4, 3×3)).
-func Conv2DWinogradTile(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, tile int) *ggml.Tensor {
+func conv2DWinogradTile(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, tile int) *ggml.Tensor {
 	return winogradTile(g, w, x, p, ep, tile, false, nil)
 }
 
-// winogradTile is Conv2DWinogradTile, of ReLU(x) when reluIn, plus res when
+// winogradTile is conv2DWinogradTile, of ReLU(x) when reluIn, plus res when
 // not nil.
 func winogradTile(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, tile int, reluIn bool, res *ggml.Tensor) *ggml.Tensor {
-	mustFit(WinogradFits(w, x, p, ep) && (tile == 2 || tile == 4), "conv2d_winograd", ep.args([]*ggml.Tensor{w, x}), "want the operands of Conv2D with a 3x3 kernel, stride 1, dilation 1, pad <= 2 and at least 8 channels in and out, and a tile of 2 or 4")
+	mustFit(winogradFits(w, x, p, ep) && (tile == 2 || tile == 4), "conv2d_winograd", ep.args([]*ggml.Tensor{w, x}), "want the operands of Conv2D with a 3x3 kernel, stride 1, dilation 1, pad <= 2 and at least 8 channels in and out, and a tile of 2 or 4")
 	_, pad, _ := p.Norm()
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), 3, 3)
 	pol, v := nodeKernels(g)
@@ -382,12 +387,12 @@ type PackedWeight struct {
 	Precision Precision // how the panels are stored: f32, bf16 pairs (F32 weights), int8 (Q8_0)
 }
 
-// PackedShape is the shape of PackedWeight.T for a weight [K, N] packed for
+// packedShape is the shape of PackedWeight.T for a weight [K, N] packed for
 // variant v in precision p (f32 or bf16 pairs of an F32 weight, or int8
 // panels of a Q8_0 weight), and false when it cannot be packed there (N not
 // a multiple of the variant's panel width, or a variant or precision this
 // CPU lacks).
-func PackedShape(v Variant, p Precision, K, N int) ([]int, bool) {
+func packedShape(v Variant, p Precision, K, N int) ([]int, bool) {
 	words := int(C.da3_pack_weight_words(C.int(v), C.int(p), C.int64_t(K), C.int64_t(N)))
 	nr := int(C.da3_variant_nr(C.int(v)))
 	if words <= 0 || nr <= 0 || N%nr != 0 {
@@ -428,12 +433,12 @@ type PackedSet struct {
 // PackWeights packs the matrices ws [K, N] for the products of graphs with
 // policy pol (its variant, and the precision its products give each
 // weight's type): F32 weights, F16 ones for bf16 products and Q8_0 ones for
-// int8 products, those that PackedShape allows (the others are left out),
+// int8 products, those that packedShape allows (the others are left out),
 // reading each one's
 // data (N rows of K values as the tensor's type stores them) with read and
 // calling done (when not nil) once it is packed; the weights are packed on
 // all CPUs, so read and done are called from several goroutines at once.
-// The products GEMMPacked computes from them equal, bit for bit, those of
+// The products gemmPacked computes from them equal, bit for bit, those of
 // GEMM from the weights.
 func PackWeights(pol Policy, ws []*ggml.Tensor, read func(*ggml.Tensor) ([]byte, error), done func(*ggml.Tensor)) (*PackedSet, error) {
 	v := pol.Variant
@@ -457,7 +462,7 @@ func PackWeights(pol Policy, ws []*ggml.Tensor, read func(*ggml.Tensor) ([]byte,
 		if !ok {
 			continue
 		}
-		if shape, ok := PackedShape(v, p, w.Dim(0), w.Dim(1)); ok {
+		if shape, ok := packedShape(v, p, w.Dim(0), w.Dim(1)); ok {
 			items = append(items, item{w, p, shape, total})
 			total += (shape[0]*shape[1]*4 + 63) &^ 63
 		}
@@ -578,21 +583,21 @@ func (s *PackedSet) Close() error {
 }
 
 // SetPacked makes the packed weights of ws (by the weight they replace)
-// available to the products built in g (nn's linear layers ask PackedFor).
+// available to the products built in g (GEMM reads them).
 func SetPacked(g *ggml.Context, ws map[*ggml.Tensor]*PackedWeight) { g.SetValue(packedKey{}, ws) }
 
-// PackedFor is the packed form of w set on g, or nil.
-func PackedFor(g *ggml.Context, w *ggml.Tensor) *PackedWeight {
+// packedFor is the packed form of w set on g, or nil.
+func packedFor(g *ggml.Context, w *ggml.Tensor) *PackedWeight {
 	ws, _ := g.Value(packedKey{}).(map[*ggml.Tensor]*PackedWeight)
 	return ws[w]
 }
 
 type packedKey struct{}
 
-// GEMMPackedFits reports whether GEMMPacked accepts pw and x in g: the
+// gemmPackedFits reports whether gemmPacked accepts pw and x in g: the
 // graph's kernel variant and the precision its products take are those pw
 // was packed for, x is F32 [K, …] contiguous, and ep fits N.
-func GEMMPackedFits(g *ggml.Context, pw *PackedWeight, x *ggml.Tensor, ep Epilogue) bool {
+func gemmPackedFits(g *ggml.Context, pw *PackedWeight, x *ggml.Tensor, ep Epilogue) bool {
 	if pw == nil || pw.T == nil || !Available().GEMM || x == nil || x.Type() != ggml.TypeF32 || !x.IsContiguous() ||
 		x.Dim(0) != pw.K || !ep.fits(pw.N) {
 		return false
@@ -602,12 +607,12 @@ func GEMMPackedFits(g *ggml.Context, pw *PackedWeight, x *ggml.Tensor, ep Epilog
 	return p.GEMM && v == pw.Variant && ok && pp == pw.Precision
 }
 
-// GEMMPacked is GEMM(g, w, x, ep) for the weight w that pw packs: the same
+// gemmPacked is GEMM(g, w, x, ep) for the weight w that pw packs: the same
 // values without packing w again. It panics with a *ggml.ShapeError unless
-// GEMMPackedFits.
-func GEMMPacked(g *ggml.Context, pw *PackedWeight, x *ggml.Tensor, ep Epilogue) *ggml.Tensor {
+// gemmPackedFits.
+func gemmPacked(g *ggml.Context, pw *PackedWeight, x *ggml.Tensor, ep Epilogue) *ggml.Tensor {
 	ts := ep.args([]*ggml.Tensor{pw.T, x})
-	mustFit(GEMMPackedFits(g, pw, x, ep), "gemm (packed)", ts, "want the graph's variant and precision those of the packing, and x f32 [K, ...] contiguous")
+	mustFit(gemmPackedFits(g, pw, x, ep), "gemm (packed)", ts, "want the graph's variant and precision those of the packing, and x f32 [K, ...] contiguous")
 	shape := dims(x)
 	shape[0] = pw.N
 	_, v := nodeKernels(g)

@@ -1,7 +1,7 @@
 // Package kernels holds da3-go's CPU kernels for ggml graphs: a packed
 // matrix product with fused bias and activation (GEMM), an implicit-im2col
 // convolution on the same product (Conv2D), Winograd's F(4×4, 3×3) and
-// F(2×2, 3×3) for 3×3 convolutions (Conv2DWinograd), fused attention
+// F(2×2, 3×3) for 3×3 convolutions (taken by Conv2D), fused attention
 // (Attention), layer norm in one pass a row, optionally followed by DA3's
 // 2-D RoPE (LayerNorm, LayerNormRoPE), and a bilinear resize with
 // per-column tables (Bilinear), also as zero-bordered windows of rows
@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/internal/kernelcount"
 )
 
 // Variant is an instruction-set variant of the GEMM, convolution and
@@ -173,13 +174,13 @@ func PrecisionRuns(v Variant, p Precision) bool {
 	return C.da3_precision_ok(C.int(v), C.int(p)) != 0
 }
 
-// Peak measures the peak rate, in operations a second (two per
+// peak measures the peak rate, in operations a second (two per
 // multiply-add), of the products of precision p in variant v on one core
 // (the calling goroutine's thread, for at least d): independent
 // multiply-adds on registers alone, the bound a kernel's speed is compared
-// with (BenchmarkPeak, BenchmarkGEMM). It returns 0 when v cannot compute p
+// with (BenchmarkPeak, BenchmarkGEMM: the tests export it). It returns 0 when v cannot compute p
 // on this CPU.
-func Peak(v Variant, p Precision, d time.Duration) float64 {
+func peak(v Variant, p Precision, d time.Duration) float64 {
 	if v == VariantAuto {
 		v = DefaultVariant()
 	}
@@ -198,18 +199,15 @@ func Peak(v Variant, p Precision, d time.Duration) float64 {
 	}
 }
 
-// Calls counts the kernel calls (one per thread and node) that variant v
-// has run in precision p since the process started: which kernels actually
-// ran, for tests and diagnostics.
-func Calls(v Variant, p Precision) uint64 { return uint64(C.da3_variant_calls(C.int(v), C.int(p))) }
-
-// WinogradCalls counts the calls of the Winograd convolution (one per
-// thread and node) since the process started.
-func WinogradCalls() uint64 { return uint64(C.da3_winograd_calls()) }
-
-// WindowCalls counts the calls of BilinearWindow's kernel (one per thread
-// and node) since the process started: whether a head ran in strips.
-func WindowCalls() uint64 { return uint64(C.da3_window_calls()) }
+// The call counters, for tests and diagnostics, are read through
+// internal/kernelcount.
+func init() {
+	kernelcount.Register(kernelcount.Source{
+		Calls:    func(v, p int) uint64 { return uint64(C.da3_variant_calls(C.int(v), C.int(p))) },
+		Winograd: func() uint64 { return uint64(C.da3_winograd_calls()) },
+		Window:   func() uint64 { return uint64(C.da3_window_calls()) },
+	})
+}
 
 // CPUFeatures lists the CPU features the kernel variants use that this CPU
 // has (avx2 stands for AVX2 with FMA and F16C, avx512 for F, BW, DQ and VL).
@@ -244,7 +242,7 @@ type Policy struct {
 	// (bias and activation fused).
 	GEMM bool
 	// Winograd computes the 3×3 stride-1 convolutions that fit with
-	// Winograd's F(4×4, 3×3) or F(2×2, 3×3) (Conv2DWinograd) instead of the direct GEMM.
+	// Winograd's F(4×4, 3×3) or F(2×2, 3×3) instead of the direct GEMM.
 	Winograd bool
 	// Attention computes attention with the fused kernel.
 	Attention bool
@@ -284,7 +282,7 @@ type Policy struct {
 	// NORM takes contiguous rows only (ggml-vulkan) would otherwise leave it
 	// to the CPU, splitting the graph at every block. Device routing.
 	ContiguousNorm bool
-	// NarrowConvs computes the convolutions (Conv2D, Conv2DWinograd) in
+	// NarrowConvs computes the convolutions (Conv2D, Winograd's included) in
 	// Precision too (bf16; in bf16 for int8). By default they stay f32:
 	// the depth heads' convolutions carry most of the error of the narrow
 	// modes (DA2-Small on an NYU photo: depth correlation with f32 0.99985

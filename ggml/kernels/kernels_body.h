@@ -352,38 +352,141 @@ static int choose_mr(int64_t m) {
 
 // ---- the product ----
 
-// gemm computes C[m][n] = Σ_k A[m][k]·B[n][k] for m in [m0, m1), n in
-// [n0, n1) with mr-tall tiles, then applies the epilogue ep (may be NULL).
-// sc holds the packing buffers (gemm_scratch). prec DA3_PREC_BF16 rounds the
-// packed panels to bf16 and multiplies them with bf16 products summed in
-// f32 (where the variant has them).
 // gemm_scratch is a thread's packing buffers for gemm and the abort flag
 // its node carries (da3_abort_flag), polled once per block of rows.
 struct gemm_scratch { float * pa, * pb; void * pah, * pbh; const int * abort; };
 
+// b_panels is a block of B as the tile reads it: kt steps, sa words per row
+// of A's panels and sb per column of B's.
+struct b_panels { const void * b; int64_t kt, sa, sb; };
+
+// gemm_mode is one precision of gemm: the depth of its blocks, its tile for
+// mr rows, how it packs a block of B (columns [jc, jc+nc), depths
+// [pc, pc+kc)) or finds it packed at load, and how it packs a block of A
+// (rows [ic, ic+mc)). gemm_mode_for chooses one per product.
+struct gemm_mode {
+    int64_t (*depth)(const struct bsrc * b);
+    tile_fn (*tile)(int mr);
+    struct b_panels (*pack_b)(const struct bsrc * b, int64_t jc, int64_t nc, int64_t pc, int64_t kc,
+                              const struct gemm_scratch * sc);
+    const void * (*pack_a)(const float * a, int64_t lda, int64_t ic, int64_t mc, int64_t pc, int64_t kc, int mr,
+                           const struct gemm_scratch * sc);
+};
+
+// f32: matrices take 256-deep blocks (each block is a pass over C, and with
+// many rows C leaves the caches: four views, 17 % faster than 128),
+// convolutions KC (their panels packed from the image).
+static int64_t f32_depth(const struct bsrc * b) { return b->x != NULL ? KC : KCQ; }
+
+static struct b_panels f32_pack_b(const struct bsrc * b, int64_t jc, int64_t nc, int64_t pc, int64_t kc,
+                                  const struct gemm_scratch * sc) {
+    if (b->pre != NULL) { // packed once at load: the block's panels are read in place
+        return (struct b_panels){ b->pre + jc * b->prew + pc * NR, kc, kc, b->prew };
+    }
+    pack_b_panels(b, jc, nc, pc, kc, sc->pb);
+    return (struct b_panels){ sc->pb, kc, kc, kc };
+}
+
+static const void * f32_pack_a(const float * a, int64_t lda, int64_t ic, int64_t mc, int64_t pc, int64_t kc, int mr,
+                               const struct gemm_scratch * sc) {
+    pack_a_panels(a, lda, ic, mc, pc, kc, mr, sc->pa);
+    return sc->pa;
+}
+
+static const struct gemm_mode gemm_f32 = { f32_depth, tile_for, f32_pack_b, f32_pack_a };
+
+#if defined(ISA_BF16)
+// bf16: pairs of k halve the bytes of a panel, so f32 matrices take twice
+// the depth for the same panel size and C (which leaves the caches with
+// many rows) is read and written half as often.
+static int64_t bf16_depth(const struct bsrc * b) { return b->x == NULL && b->q == NULL ? KCB : KCQ; }
+
+static struct b_panels bf16_pack_b(const struct bsrc * b, int64_t jc, int64_t nc, int64_t pc, int64_t kc,
+                                   const struct gemm_scratch * sc) {
+    const int64_t kt = (kc + 1) / 2;
+    if (b->pre != NULL) { // packed once at load, in pairs of k
+        return (struct b_panels){ b->pre + jc * b->prew + pc / 2 * NR, kt, kt, b->prew };
+    }
+    if (b->x == NULL && b->q == NULL) {
+        pack_b_pairs(b, jc, nc, pc, kc, sc->pb, sc->pbh);
+    } else {
+        pack_b_panels(b, jc, nc, pc, kc, sc->pb);
+        pairs_panels(sc->pb, nc, NR, kc, sc->pbh);
+    }
+    return (struct b_panels){ sc->pbh, kt, kt, kt };
+}
+
+static const void * bf16_pack_a(const float * a, int64_t lda, int64_t ic, int64_t mc, int64_t pc, int64_t kc, int mr,
+                                const struct gemm_scratch * sc) {
+    pack_a_pairs(a, lda, ic, mc, pc, kc, mr, sc->pa, sc->pah);
+    return sc->pah;
+}
+
+static const struct gemm_mode gemm_bf16 = { bf16_depth, tile_bf16_for, bf16_pack_b, bf16_pack_a };
+#endif
+
+#if defined(ISA_INT8)
+// int8: q8_0 weights in KCQ-deep blocks, the activations quantized per
+// block of A.
+static int64_t int8_depth(const struct bsrc * b) { (void) b; return KCQ; }
+
+static tile_fn int8_tile(int mr) { (void) mr; return tile_int8; }
+
+static struct b_panels int8_pack_b(const struct bsrc * b, int64_t jc, int64_t nc, int64_t pc, int64_t kc,
+                                   const struct gemm_scratch * sc) {
+    const int64_t sa = panel_words(kc, MR_INT8, 0) / MR_INT8;
+    if (b->pre != NULL) { // q8 panels packed at load: 5/16 words per k and column (pc a multiple of KCQ)
+        return (struct b_panels){ b->pre + jc * b->prew + pc / 16 * 5 * NR, kc, sa, b->prew };
+    }
+    pack_b_q8(b->q, b->row_bytes, jc, nc, pc, kc, sc->pbh);
+    return (struct b_panels){ sc->pbh, kc, sa, panel_words(kc, NR, 1) / NR };
+}
+
+static const void * int8_pack_a(const float * a, int64_t lda, int64_t ic, int64_t mc, int64_t pc, int64_t kc, int mr,
+                                const struct gemm_scratch * sc) {
+    (void) mr;
+    pack_a_q8(a, lda, ic, mc, pc, kc, sc->pah);
+    return sc->pah;
+}
+
+static const struct gemm_mode gemm_int8 = { int8_depth, int8_tile, int8_pack_b, int8_pack_a };
+#endif
+
+// gemm_modes are the precisions this variant computes, by DA3_PREC_*
+// (NULL: not in this variant, which then computes f32).
+static const struct gemm_mode * const gemm_modes[3] = {
+    [DA3_PREC_F32] = &gemm_f32,
+#if defined(ISA_BF16)
+    [DA3_PREC_BF16] = &gemm_bf16,
+#endif
+#if defined(ISA_INT8)
+    [DA3_PREC_INT8] = &gemm_int8,
+#endif
+};
+
+// gemm_mode_for is the mode of a product of B in precision prec: int8 only
+// for q8_0 weights (per call, or packed at load: for int8 the packing is
+// always of q8_0 rows), f32 for a precision the variant lacks.
+static const struct gemm_mode * gemm_mode_for(const struct bsrc * b, int prec) {
+    const int q8 = (b->q != NULL && b->type == GGML_TYPE_Q8_0) || b->pre != NULL;
+    if (prec < 0 || prec >= 3 || gemm_modes[prec] == NULL || (prec == DA3_PREC_INT8 && !q8)) {
+        return &gemm_f32;
+    }
+    return gemm_modes[prec];
+}
+
+// gemm computes C[m][n] = Σ_k A[m][k]·B[n][k] for m in [m0, m1), n in
+// [n0, n1) with mr-tall tiles, then applies the epilogue ep (may be NULL).
+// sc holds the packing buffers (gemm_scratch). prec is the precision
+// (gemm_mode_for): DA3_PREC_BF16 rounds the packed panels to bf16 and
+// multiplies them with bf16 products summed in f32, DA3_PREC_INT8 takes
+// q8_0 weights and quantized activations (where the variant has them).
 static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c, int64_t ldc, int64_t K,
                  int64_t m0, int64_t m1, int64_t n0, int64_t n1, int mr, const struct epi * ep,
                  const struct gemm_scratch * sc, int prec) {
-    // Matrices take 256-deep blocks: each block is a pass over C, and with many rows C leaves the caches
-    // (four views: 17 % faster than 128); convolutions KC (their panels packed from the image).
-    int64_t kb = b->x != NULL ? KC : KCQ;
-    tile_fn tile = tile_for(mr);
-#if defined(ISA_BF16)
-    if (prec == DA3_PREC_BF16) {
-        // Pairs of k halve the bytes of a panel: f32 matrices take twice the depth for the same panel
-        // size, so C (which leaves the caches with many rows) is read and written half as often.
-        kb = b->x == NULL && b->q == NULL ? KCB : KCQ;
-        tile = tile_bf16_for(mr);
-    }
-#endif
-#if defined(ISA_INT8)
-    // q8_0 weights, per call or packed once (for int8 the packing is always of q8_0 rows)
-    const int q8 = prec == DA3_PREC_INT8 && ((b->q != NULL && b->type == GGML_TYPE_Q8_0) || b->pre != NULL);
-    if (q8) {
-        kb = KCQ;
-        tile = tile_int8;
-    }
-#endif
+    const struct gemm_mode * md = gemm_mode_for(b, prec);
+    const int64_t kb = md->depth(b);
+    const tile_fn tile = md->tile(mr);
     const int64_t mcb = MC / mr * mr; // rows per packed block: whole tiles
     // Weights packed at load need no packing buffer: one column block, so A is packed once per block of
     // rows and depth instead of once per NC columns.
@@ -393,66 +496,17 @@ static void gemm(const float * a, int64_t lda, const struct bsrc * b, float * c,
         for (int64_t pc = 0; pc < K; pc += kb) {
             const int64_t kc = K - pc < kb ? K - pc : kb;
             const struct epi * e = pc + kc == K ? ep : NULL;
-            // Each tile reads kt steps; panels hold sa words per row of A and sb per column of B.
-            const void * pb = sc->pb;
-            int64_t kt = kc, sa = kc, sb = kc;
-            if (b->pre != NULL) { // packed once at load: the block's panels are read in place
-                const int64_t step = prec == DA3_PREC_BF16 ? 2 : 1;
-                pb = b->pre + jc * b->prew + pc / step * NR;
-                kt = sa = (kc + step - 1) / step;
-                sb = b->prew;
-#if defined(ISA_INT8)
-                if (q8) { // q8 panels: 5/16 words per k and column (pc a multiple of KCQ)
-                    pb = b->pre + jc * b->prew + pc / 16 * 5 * NR;
-                    kt = kc;
-                    sa = panel_words(kc, MR_INT8, 0) / MR_INT8;
-                }
-#endif
-            } else
-#if defined(ISA_INT8)
-            if (q8) {
-                pack_b_q8(b->q, b->row_bytes, jc, nc, pc, kc, sc->pbh);
-                pb = sc->pbh;
-                sa = panel_words(kc, MR_INT8, 0) / MR_INT8;
-                sb = panel_words(kc, NR, 1) / NR;
-            } else
-#endif
-#if defined(ISA_BF16)
-            if (prec == DA3_PREC_BF16) {
-                if (b->x == NULL && b->q == NULL) {
-                    pack_b_pairs(b, jc, nc, pc, kc, sc->pb, sc->pbh);
-                } else {
-                    pack_b_panels(b, jc, nc, pc, kc, sc->pb);
-                    pairs_panels(sc->pb, nc, NR, kc, sc->pbh);
-                }
-                pb = sc->pbh;
-                kt = sa = sb = (kc + 1) / 2;
-            } else
-#endif
-            pack_b_panels(b, jc, nc, pc, kc, sc->pb);
+            const struct b_panels pb = md->pack_b(b, jc, nc, pc, kc, sc);
             for (int64_t ic = m0; ic < m1; ic += mcb) {
                 if (da3_aborted(sc->abort)) { // the graph is being stopped: ggml returns ABORTED after the node
                     return;
                 }
                 const int64_t mc = m1 - ic < mcb ? m1 - ic : mcb;
-                const void * pa = sc->pa;
-#if defined(ISA_INT8)
-                if (q8) {
-                    pack_a_q8(a, lda, ic, mc, pc, kc, sc->pah);
-                    pa = sc->pah;
-                } else
-#endif
-#if defined(ISA_BF16)
-                if (prec == DA3_PREC_BF16) {
-                    pack_a_pairs(a, lda, ic, mc, pc, kc, mr, sc->pa, sc->pah);
-                    pa = sc->pah;
-                } else
-#endif
-                pack_a_panels(a, lda, ic, mc, pc, kc, mr, sc->pa);
+                const uint32_t * pa = md->pack_a(a, lda, ic, mc, pc, kc, mr, sc);
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     for (int64_t ir = 0; ir < mc; ir += mr) {
                         const int64_t rows = mc - ir < mr ? mc - ir : mr;
-                        tile(kt, (const uint32_t *) pa + ir * sa, (const uint32_t *) pb + jr * sb,
+                        tile(pb.kt, pa + ir * pb.sa, (const uint32_t *) pb.b + jr * pb.sb,
                              c + (ic + ir) * ldc + jc + jr, ldc, rows, nc - jr, pc > 0, e, ic + ir, jc + jr);
                     }
                 }

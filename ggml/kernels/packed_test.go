@@ -11,6 +11,7 @@ import (
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/ggml/internal/optest"
 	"github.com/da3-go/da3-go/ggml/kernels"
+	"github.com/da3-go/da3-go/internal/kernelcount"
 )
 
 // TestGEMMPacked checks that a weight packed once (PackWeights) gives the
@@ -103,11 +104,11 @@ func testGEMMPacked(t *testing.T, v kernels.Variant, prec kernels.Precision, typ
 		require.NoError(t, err)
 		ref = kernels.GEMM(h.G, h.Input(ggml.TypeF32, wd, K, N), x, ep)
 	}
-	before := kernels.Calls(v, prec)
+	before := kernelcount.Calls(v, prec)
 	out := h.Compute(kernels.GEMMPacked(h.G, pw, x, ep), ref)
 	assert.Equal(t, out[1], out[0], "packed once = packed per call, bit for bit")
 	if typ == ggml.TypeQ8_0 {
-		assert.Greater(t, kernels.Calls(v, prec), before, "the int8 kernels ran")
+		assert.Greater(t, kernelcount.Calls(v, prec), before, "the int8 kernels ran")
 	}
 	for _, op := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8} {
 		if op != pw.Precision {

@@ -11,6 +11,7 @@ import (
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/ggml/internal/optest"
 	"github.com/da3-go/da3-go/ggml/kernels"
+	"github.com/da3-go/da3-go/internal/kernelcount"
 )
 
 // TestSumParts checks SumParts against float64 sums of the same runs (more
@@ -119,11 +120,11 @@ func TestConv2DReLUIn(t *testing.T) {
 					b, _ := h.Rand(rng, OC)
 					p := ggml.Conv2DParams{Pad: 1}
 					ep := kernels.Epilogue{Bias: b, Act: kernels.ActReLU}
-					before := kernels.WinogradCalls()
+					before := kernelcount.WinogradCalls()
 					fused := kernels.Conv2DReLUIn(h.G, k, x, p, ep)
 					assert.Equal(t, wino, fused.Src(1).Op() == x.Op(), "Winograd reads x itself; else a ReLU node does (%s)", fused.Src(1).Op())
 					out := h.Compute(fused, kernels.Conv2D(h.G, k, x.ReLU(h.G), p, ep))
-					assert.Equal(t, wino, kernels.WinogradCalls() > before)
+					assert.Equal(t, wino, kernelcount.WinogradCalls() > before)
 					for i, o := range out[0] {
 						require.False(t, math.IsNaN(float64(o)), "output %d: the NaN passed the ReLU", i)
 					}
@@ -186,11 +187,11 @@ func TestConv2DAdd(t *testing.T) {
 						ep.Bias, _ = h.Rand(rng, OC)
 					}
 					p := ggml.Conv2DParams{Pad: 1}
-					before := kernels.WinogradCalls()
+					before := kernelcount.WinogradCalls()
 					fused := kernels.Conv2DAdd(h.G, k, x, p, ep, res)
 					assert.Equal(t, wino, fused.Op() == "CUSTOM", "one node with Winograd; else an add (%s)", fused.Op())
 					out := h.Compute(fused, res.Add(h.G, kernels.Conv2D(h.G, k, x, p, ep)))
-					assert.Equal(t, wino, kernels.WinogradCalls() > before)
+					assert.Equal(t, wino, kernelcount.WinogradCalls() > before)
 					assert.Equal(t, out[1], out[0])
 				})
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/ggml/internal/optest"
 	"github.com/da3-go/da3-go/ggml/kernels"
+	"github.com/da3-go/da3-go/internal/kernelcount"
 )
 
 // variants are the instruction-set variants of the kernels, best first.
@@ -57,7 +58,7 @@ func callCounts() map[kernels.Variant]uint64 {
 	m := map[kernels.Variant]uint64{}
 	for _, v := range variants {
 		for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8} {
-			m[v] += kernels.Calls(v, p)
+			m[v] += kernelcount.Calls(v, p)
 		}
 	}
 	return m
@@ -196,7 +197,7 @@ func TestGEMMBF16(t *testing.T) {
 		t.Skipf("bf16 needs AVX-512 with AVX512_BF16 (CPU features: %v)", kernels.CPUFeatures())
 	}
 	p := kernels.Policy{GEMM: true, Variant: kernels.VariantAVX512, Precision: kernels.PrecisionBF16}
-	before := kernels.Calls(kernels.VariantAVX512, kernels.PrecisionBF16)
+	before := kernelcount.Calls(kernels.VariantAVX512, kernels.PrecisionBF16)
 	for _, s := range [][3]int{{1, 1, 1}, {7, 3, 5}, {300, 33, 15}, {520, 40, 300}, {700, 70, 29}} {
 		K, N, M := s[0], s[1], s[2]
 		t.Run(fmt.Sprintf("gemm_K%d_N%d_M%d", K, N, M), func(t *testing.T) {
@@ -237,16 +238,16 @@ func TestGEMMBF16(t *testing.T) {
 			rng := optest.RNG(uint64(s.w))
 			k, kr := h.Rand(rng, s.k, s.k, s.ic, s.oc)
 			x, xr := h.Rand(rng, s.w, s.h, s.ic, 1)
-			calls := kernels.Calls(kernels.VariantAVX512, kernels.PrecisionBF16)
+			calls := kernelcount.Calls(kernels.VariantAVX512, kernels.PrecisionBF16)
 			got := h.Compute(kernels.Conv2D(h.G, k, x, s.p, kernels.Epilogue{}))[0]
-			assert.Equal(t, calls, kernels.Calls(kernels.VariantAVX512, kernels.PrecisionBF16), "no bf16 kernel ran")
+			assert.Equal(t, calls, kernelcount.Calls(kernels.VariantAVX512, kernels.PrecisionBF16), "no bf16 kernel ran")
 			want, mag := optest.ConvRef(kr, xr, s.p), optest.ConvRef(absND(kr), absND(xr), s.p)
 			for i := range got {
 				assert.InDelta(t, want.V[i], float64(got[i]), 1e-5*mag.V[i]+1e-6, "output %d: float32 accuracy", i)
 			}
 		})
 	}
-	assert.Greater(t, kernels.Calls(kernels.VariantAVX512, kernels.PrecisionBF16), before, "the bf16 kernels ran")
+	assert.Greater(t, kernelcount.Calls(kernels.VariantAVX512, kernels.PrecisionBF16), before, "the bf16 kernels ran")
 }
 
 // TestGEMMInt8 checks GEMM in int8 precision with q8_0 weights against
@@ -259,7 +260,7 @@ func TestGEMMInt8(t *testing.T) {
 		t.Skipf("int8 needs AVX-512 with AVX512_VNNI (CPU features: %v)", kernels.CPUFeatures())
 	}
 	p := kernels.Policy{GEMM: true, Variant: kernels.VariantAVX512, Precision: kernels.PrecisionInt8}
-	before := kernels.Calls(kernels.VariantAVX512, kernels.PrecisionInt8)
+	before := kernelcount.Calls(kernels.VariantAVX512, kernels.PrecisionInt8)
 	for _, s := range [][3]int{{32, 1, 1}, {64, 45, 37}, {288, 130, 200}, {768, 100, 45}, {512, 1100, 3}} {
 		K, N, M := s[0], s[1], s[2]
 		for _, act := range []kernels.Act{kernels.ActNone, kernels.ActGELU} {
@@ -285,7 +286,7 @@ func TestGEMMInt8(t *testing.T) {
 			})
 		}
 	}
-	assert.Greater(t, kernels.Calls(kernels.VariantAVX512, kernels.PrecisionInt8), before, "the int8 kernels ran")
+	assert.Greater(t, kernelcount.Calls(kernels.VariantAVX512, kernels.PrecisionInt8), before, "the int8 kernels ran")
 }
 
 // int8Ref is act(w·x) in float64 for w [K, N] and x [K, M], and per output
@@ -348,7 +349,7 @@ func TestAttentionBF16(t *testing.T) {
 	if !kernels.PrecisionRuns(kernels.VariantAVX512, kernels.PrecisionBF16) {
 		t.Skipf("bf16 needs AVX-512 with AVX512_BF16 (CPU features: %v)", kernels.CPUFeatures())
 	}
-	before := kernels.Calls(kernels.VariantAVX512, kernels.PrecisionBF16)
+	before := kernelcount.Calls(kernels.VariantAVX512, kernels.PrecisionBF16)
 	for _, s := range []struct{ hd, H, n, nk int }{{64, 2, 33, 33}, {20, 2, 7, 300}, {64, 1, 70, 129}} {
 		t.Run(fmt.Sprintf("hd%d_H%d_n%d_nk%d", s.hd, s.H, s.n, s.nk), func(t *testing.T) {
 			h := optest.NewHarness(t, 16)
@@ -399,5 +400,5 @@ func TestAttentionBF16(t *testing.T) {
 			assert.Greater(t, worst, 1e-3, "the error is at the float32 level: bf16 did not run")
 		})
 	}
-	assert.Greater(t, kernels.Calls(kernels.VariantAVX512, kernels.PrecisionBF16), before)
+	assert.Greater(t, kernelcount.Calls(kernels.VariantAVX512, kernels.PrecisionBF16), before)
 }

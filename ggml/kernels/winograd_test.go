@@ -11,6 +11,7 @@ import (
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/ggml/internal/optest"
 	"github.com/da3-go/da3-go/ggml/kernels"
+	"github.com/da3-go/da3-go/internal/kernelcount"
 )
 
 // winogradBound is, for every output of a 3×3 stride-1 convolution of x [W,
@@ -221,9 +222,9 @@ func TestWinograd(t *testing.T) {
 			rng := optest.RNG(3)
 			k, _ := h.Rand(rng, 3, 3, 16, 16)
 			x, _ := h.Rand(rng, 20, 20, 16, 1)
-			before := kernels.WinogradCalls()
+			before := kernelcount.WinogradCalls()
 			h.Compute(kernels.Conv2D(h.G, k, x, p, kernels.Epilogue{}))
-			assert.Equal(t, on, kernels.WinogradCalls() > before, "Winograd in the policy: %v", on)
+			assert.Equal(t, on, kernelcount.WinogradCalls() > before, "Winograd in the policy: %v", on)
 		}
 		g := optest.NewHarness(t, 16).G
 		k := g.NewTensor(ggml.TypeF32, 3, 3, 16, 16)

@@ -26,21 +26,7 @@ func (c *Conv2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
 // ggml_conv_2d_direct where the policy routes them there (DirectConv, f32
 // weights) or im2col and a matrix product (ggml_conv_2d).
 func (c *Conv2D) ForwardAct(g *ggml.Context, x *ggml.Tensor, act kernels.Act) *ggml.Tensor {
-	if ep, ok := c.kernel(g, x, act); ok {
-		return kernels.Conv2D(g, c.Weight, x, c.Params, ep)
-	}
-	var y *ggml.Tensor
-	if c.Weight.Dim(0) == 1 && c.Weight.Dim(1) == 1 && c.Params.Stride <= 1 && c.Params.Pad == 0 {
-		y = pointwise(g, c.Weight, x)
-	} else if kernels.PolicyOf(g).DirectConv && c.Weight.Type() == ggml.TypeF32 && x.Type() == ggml.TypeF32 && c.Weight.IsContiguous() {
-		y = c.Weight.Conv2DDirect(g, x, c.Params)
-	} else {
-		y = im2colConv(g, c.Weight, x, c.Params)
-	}
-	if c.Bias != nil {
-		y = y.Add(g, c.Bias.Reshape(g, 1, 1, c.Bias.Dim(0), 1))
-	}
-	return act.Apply(g, y)
+	return conv2D(g, c, x, act, convFusion{})
 }
 
 // ForwardReLUIn is ForwardAct(g, x.ReLU(g), act) (a pre-activation
@@ -48,31 +34,14 @@ func (c *Conv2D) ForwardAct(g *ggml.Context, x *ggml.Tensor, act kernels.Act) *g
 // the convolution where the kernels can (kernels.Conv2DReLUIn): the same
 // values without a pass over the map.
 func (c *Conv2D) ForwardReLUIn(g *ggml.Context, x *ggml.Tensor, act kernels.Act) *ggml.Tensor {
-	if ep, ok := c.kernel(g, x, act); ok {
-		return kernels.Conv2DReLUIn(g, c.Weight, x, c.Params, ep)
-	}
-	return c.ForwardAct(g, x.ReLU(g), act)
+	return conv2D(g, c, x, act, convFusion{reluIn: true})
 }
 
 // ForwardAdd is res.Add(g, Forward(g, x)) (a residual unit's sum), with the
 // sum done by the convolution's store where the kernels can
 // (kernels.Conv2DAdd): the same values without a pass over the maps.
 func (c *Conv2D) ForwardAdd(g *ggml.Context, x, res *ggml.Tensor) *ggml.Tensor {
-	if ep, ok := c.kernel(g, x, kernels.ActNone); ok {
-		return kernels.Conv2DAdd(g, c.Weight, x, c.Params, ep, res)
-	}
-	return res.Add(g, c.Forward(g, x))
-}
-
-// kernel is the epilogue of the layer's bias and act for the CPU
-// convolution kernels, and whether the graph's policy has them and they take
-// x (kernels.Conv2DFits).
-func (c *Conv2D) kernel(g *ggml.Context, x *ggml.Tensor, act kernels.Act) (kernels.Epilogue, bool) {
-	ep := kernels.Epilogue{Bias: c.Bias, Act: act}
-	if c.Bias != nil {
-		ep.Bias = c.Bias.Reshape(g, c.Bias.Dim(0))
-	}
-	return ep, kernels.PolicyOf(g).GEMM && kernels.Conv2DFits(c.Weight, x, c.Params, ep)
+	return conv2D(g, c, x, kernels.ActNone, convFusion{res: res})
 }
 
 // im2colConv is ggml_conv_2d (im2col, then one matrix product) built from

@@ -31,25 +31,6 @@ func MatMul(g *ggml.Context, w, x *ggml.Tensor) *ggml.Tensor {
 	return dense(g, w, nil, x, kernels.ActNone)
 }
 
-// dense is act(w·x + b) (b may be nil): the one place that chooses between
-// the GEMM kernel and ggml's product for linear layers and products.
-func dense(g *ggml.Context, w, b, x *ggml.Tensor, act kernels.Act) *ggml.Tensor {
-	ep := kernels.Epilogue{Bias: b, Act: act}
-	if kernels.PolicyOf(g).GEMM {
-		if pw := kernels.PackedFor(g, w); pw != nil && kernels.GEMMPackedFits(g, pw, x, ep) {
-			return kernels.GEMMPacked(g, pw, x, ep) // w packed once at load
-		}
-		if kernels.GEMMFits(w, x, ep) {
-			return kernels.GEMM(g, w, x, ep)
-		}
-	}
-	y := w.MulMat(g, x)
-	if b != nil {
-		y = y.Add(g, b)
-	}
-	return act.Apply(g, y)
-}
-
 // LayerNorm normalises over ne0 (the channels of a token) and applies the affine
 // weight and bias: (x − mean)/√(var + Eps)·w + b, biased variance as torch.
 type LayerNorm struct {
@@ -61,14 +42,7 @@ type LayerNorm struct {
 // Forward applies the layer: one kernel (kernels.LayerNorm) where the
 // graph's policy has Norm, else ggml's norm, mul and add.
 func (l *LayerNorm) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
-	p := kernels.PolicyOf(g)
-	if p.Norm && kernels.LayerNormFits(x, l.Weight, l.Bias) {
-		return kernels.LayerNorm(g, x, l.Weight, l.Bias, l.Eps)
-	}
-	if p.ContiguousNorm && !x.IsContiguous() {
-		x = x.Cont(g)
-	}
-	return x.Norm(g, l.Eps).Mul(g, l.Weight).Add(g, l.Bias)
+	return layerNorm(g, x, l.Weight, l.Bias, l.Eps)
 }
 
 // LayerScale multiplies each channel by a learned gamma ([C]). The field is an
@@ -85,10 +59,7 @@ func (l *LayerScale) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
 // AddTo is x + gamma ⊙ y: a block's skip connection around its branch y,
 // in one pass with the CPU kernels (kernels.AddScaled: the same values).
 func (l *LayerScale) AddTo(g *ggml.Context, x, y *ggml.Tensor) *ggml.Tensor {
-	if kernels.PolicyOf(g).Norm && kernels.AddScaledFits(x, y, l.Gamma) {
-		return kernels.AddScaled(g, x, y, l.Gamma)
-	}
-	return x.Add(g, l.Forward(g, y))
+	return addScaled(g, x, y, l.Gamma)
 }
 
 // FFN is a transformer block's feed-forward network (MLP or SwiGLU), chosen

@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/da3-go/da3-go/ggml"
-	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/model/nn"
 )
 
@@ -99,19 +98,7 @@ func (a *Attention) Forward(g *ggml.Context, x *ggml.Tensor, p *Pass) *ggml.Tens
 	q := qkv.View(g, 0, shape, nb)
 	k := qkv.View(g, C*qkv.Stride(0), shape, nb)
 	v := qkv.View(g, 2*C*qkv.Stride(0), shape, nb)
-	if cs := a.normRoPETable(g, q, p); cs != nil { // QK norm and RoPE as one kernel node each
-		q = kernels.LayerNormRoPE(g, q, a.QNorm.Weight, a.QNorm.Bias, cs, a.QNorm.Eps)
-		k = kernels.LayerNormRoPE(g, k, a.KNorm.Weight, a.KNorm.Bias, cs, a.KNorm.Eps)
-	} else {
-		if a.QNorm != nil {
-			q = a.QNorm.Forward(g, q)
-			k = a.KNorm.Forward(g, k)
-		}
-		if a.RoPE != nil {
-			q = a.RoPE.Forward(g, q, p, a.Global)
-			k = a.RoPE.Forward(g, k, p, a.Global)
-		}
-	}
+	q, k = a.normRoPE(g, q, a.QNorm, p), a.normRoPE(g, k, a.KNorm, p)
 	if a.Global && S > 1 && !p.Independent { // all views' tokens attend jointly
 		q, k, v = joinViews(g, q), joinViews(g, k), joinViews(g, v)
 	}
@@ -119,20 +106,20 @@ func (a *Attention) Forward(g *ggml.Context, x *ggml.Tensor, p *Pass) *ggml.Tens
 	return a.Proj.Forward(g, o.Reshape(g, C, T, S))
 }
 
-// normRoPETable is the RoPE table of kernels.LayerNormRoPE for q [hd, H, T,
-// S] when the block has both a QK norm and RoPE and the graph's policy has
-// the norm kernel (with the operands it takes), else nil.
-func (a *Attention) normRoPETable(g *ggml.Context, q *ggml.Tensor, p *Pass) *ggml.Tensor {
-	if a.QNorm == nil || a.RoPE == nil || !kernels.PolicyOf(g).Norm {
-		return nil
+// normRoPE is x [hd, H, T, S] (queries or keys) through the block's QK
+// norm n and RoPE, each where the block has it; both in one kernel node
+// where the graph's policy allows (nn.NormRoPE).
+func (a *Attention) normRoPE(g *ggml.Context, x *ggml.Tensor, n *nn.LayerNorm, p *Pass) *ggml.Tensor {
+	rope := func(x *ggml.Tensor) *ggml.Tensor { return a.RoPE.Forward(g, x, p, a.Global) }
+	switch {
+	case n != nil && a.RoPE != nil:
+		return nn.NormRoPE(g, x, n, func() *ggml.Tensor { return a.RoPE.Table(x.Dim(0), p, a.Global) }, rope)
+	case n != nil:
+		return n.Forward(g, x)
+	case a.RoPE != nil:
+		return rope(x)
 	}
-	cs := a.RoPE.Table(q.Dim(0), p, a.Global)
-	for _, n := range []*nn.LayerNorm{a.QNorm, a.KNorm} {
-		if !kernels.LayerNormRoPEFits(q, n.Weight, n.Bias, cs) {
-			return nil
-		}
-	}
-	return cs
+	return x
 }
 
 // joinViews views x [hd, H, T, S] as [hd, H, T·S, 1] (the tokens of all
