@@ -37,18 +37,14 @@ type Options struct {
 	// Logger receives the device choice and op fallbacks; nil discards them
 	// (a library prints nothing unless given a logger).
 	Logger *slog.Logger
-	// Kernels, when set, replaces the kernel policy of the graphs (which
-	// fused kernels the layers use; see ggml/kernels): for A/B runs and
-	// research. Kernels this build lacks are dropped, and on devices other
-	// than the CPU the CPU kernels are. Default: kernels.Default, the
-	// fastest for the device.
-	Kernels *kernels.Policy
-	// Precision of the CPU kernels' products (kernels.Precision; default
-	// f32). Open fails when the device is not the CPU or the CPU lacks it.
-	Precision kernels.Precision
-	// NarrowConvs computes the convolutions in Precision too
-	// (kernels.Policy.NarrowConvs); Open fails with f32.
-	NarrowConvs bool
+	// Kernels is the kernel policy of the graphs (which fused kernels the
+	// layers use, in which precision; see ggml/kernels). The zero value
+	// means auto: the fastest kernels for the device (DevicePolicy), in
+	// Kernels.Precision (default f32; bf16 and int8 on CPUs that have them)
+	// with Kernels.NarrowConvs. An Explicit policy replaces the kernels, for
+	// A/B runs and research: kernels this build lacks are dropped, and on
+	// devices other than the CPU the CPU kernels are. Open validates it.
+	Kernels kernels.Policy
 }
 
 // DefaultBackendDirs are the directories searched for dynamic backends, all
@@ -210,6 +206,39 @@ type Stats struct {
 	Ops map[string]int
 }
 
+// resolvePolicy is the policy of the graphs on dev for the one the options
+// give (see Options.Kernels): the one place it is validated.
+func resolvePolicy(given kernels.Policy, dev ggml.Device) (kernels.Policy, error) {
+	cpu := dev.Type() == ggml.DeviceCPU
+	routing := DevicePolicy(dev)
+	p := routing
+	if given.Explicit {
+		if err := given.Check(); err != nil && given.Variant != kernels.VariantAuto {
+			return p, err
+		}
+		p = given.Mask()
+		if !cpu { // the custom ops run on the CPU backend only; norms are routed as the device needs
+			p = p.CPUOnlyOff()
+			p.ContiguousNorm = routing.ContiguousNorm
+		}
+	}
+	p.StripBytes, p.ScoreBytes = given.StripBytes, given.ScoreBytes
+	p.Precision, p.NarrowConvs = kernels.PrecisionF32, false
+	if err := given.Validate(); err != nil {
+		return p, err
+	}
+	if given.Precision != kernels.PrecisionF32 {
+		if !cpu {
+			return p, fmt.Errorf("%w: %s products are computed by the CPU kernels, not on %s", kernels.ErrPrecision, given.Precision, dev.Name())
+		}
+		p.Precision, p.NarrowConvs = given.Precision, given.NarrowConvs
+		if err := p.Check(); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
 // Open chooses the device and creates its backend and a CPU fallback.
 func Open(opts Options) (*Runtime, error) {
 	if err := ggml.CheckVersion(); err != nil {
@@ -240,32 +269,9 @@ func Open(opts Options) (*Runtime, error) {
 		threads = runtime.NumCPU()
 	}
 	cpu := dev.Type() == ggml.DeviceCPU
-	rt := &Runtime{dev: dev, threads: threads, log: log, kernels: DevicePolicy(dev)}
-	if opts.Kernels != nil {
-		if err := opts.Kernels.Check(); err != nil && opts.Kernels.Variant != kernels.VariantAuto {
-			return nil, err
-		}
-		routing := rt.kernels
-		rt.kernels = opts.Kernels.Mask()
-		if !cpu { // the custom ops run on the CPU backend only; norms are routed as the device needs
-			rt.kernels = rt.kernels.CPUOnlyOff()
-			rt.kernels.ContiguousNorm = routing.ContiguousNorm
-		}
-	}
-	if opts.NarrowConvs && opts.Precision == kernels.PrecisionF32 {
-		return nil, fmt.Errorf("%w: narrow convolutions need the bf16 or int8 precision", kernels.ErrPrecision)
-	}
-	if opts.Precision != kernels.PrecisionF32 {
-		if !cpu {
-			return nil, fmt.Errorf("%w: %s products are computed by the CPU kernels, not on %s", kernels.ErrPrecision, opts.Precision, dev.Name())
-		}
-		p := rt.kernels
-		p.Precision = opts.Precision
-		p.NarrowConvs = opts.NarrowConvs
-		if err := p.Check(); err != nil {
-			return nil, err
-		}
-		rt.kernels = p
+	rt := &Runtime{dev: dev, threads: threads, log: log}
+	if rt.kernels, err = resolvePolicy(opts.Kernels, dev); err != nil {
+		return nil, err
 	}
 	if rt.primary, err = dev.NewBackend(); err != nil {
 		return nil, err

@@ -26,10 +26,10 @@ func DevicePolicy(dev ggml.Device) kernels.Policy {
 	if dev.Type() == ggml.DeviceCPU {
 		return kernels.Default(true)
 	}
-	var p kernels.Policy
+	p := kernels.Policy{Explicit: true}
 	g, err := ggml.NewContext(64)
 	if err != nil {
-		return kernels.Policy{Flash: true}
+		return kernels.Policy{Explicit: true, Flash: true}
 	}
 	defer g.Close()
 	const hd, heads, n = 64, 4, 128

@@ -80,7 +80,7 @@ func TestUploadWeightsZeroCopyMatchesCopy(t *testing.T) {
 // file (their dropped pages return), and copied weights are not packed.
 func TestPackWeights(t *testing.T) {
 	if !kernels.Available().GEMM {
-		t.Skip("kernels off (DA3_KERNELS=off)")
+		t.Skip("the CPU kernels are off in this build")
 	}
 	const K, N = 96, 128
 	r := rand.New(rand.NewPCG(3, 4))

@@ -9,6 +9,7 @@ import (
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/imgproc"
 	"github.com/da3-go/da3-go/model"
 )
@@ -30,10 +31,20 @@ func init() { ggml.SetLogger(logger) }
 
 // load opens a model. The C ABI is a program's entry, so, like the command,
 // it reads the environment: DA3_DEVICE when device is empty, the absolute
-// folders of DA3_BACKEND_PATH (relative ones are refused with a warning).
+// folders of DA3_BACKEND_PATH (relative ones are refused with a warning),
+// the CPU kernels' variant DA3_KERNELS.
 func load(path, metricPath, device string, threads int) (scene, error) {
 	if device == "" {
 		device = os.Getenv("DA3_DEVICE")
+	}
+	if env := os.Getenv("DA3_KERNELS"); env != "" {
+		v, err := kernels.ParseVariant(env)
+		if err == nil {
+			err = kernels.SetDefaultVariant(v)
+		}
+		if err != nil {
+			logger.Warn("DA3_KERNELS not applied", "value", env, "err", err, "variant", kernels.DefaultVariant().String())
+		}
 	}
 	dirs, refused := backend.SplitBackendPath(os.Getenv("DA3_BACKEND_PATH"))
 	for _, d := range refused {

@@ -29,7 +29,7 @@ func TestLoadOptions(t *testing.T) {
 	}
 
 	s, ts := newTestServer(t, Options{Device: "cpu", Parallel: 2, Models: []ModelSpec{{Path: da3}},
-		Load: model.Options{Options: backend.Options{Kernels: &kernels.Policy{Variant: kernels.VariantOff}}}})
+		Load: model.Options{Options: backend.Options{Kernels: kernels.Policy{Explicit: true, Variant: kernels.VariantOff}}}})
 	got := policy(s)
 	require.Len(t, got, 2)
 	for _, p := range got {
@@ -43,7 +43,7 @@ func TestLoadOptions(t *testing.T) {
 		t.Skip("this CPU lacks AVX512_BF16: bf16 not tested")
 	}
 	s, ts = newTestServer(t, Options{Device: "cpu", Models: []ModelSpec{{Path: da3}},
-		Load: model.Options{Options: backend.Options{Precision: kernels.PrecisionBF16, NarrowConvs: true}}})
+		Load: model.Options{Options: backend.Options{Kernels: kernels.Policy{Precision: kernels.PrecisionBF16, NarrowConvs: true}}}})
 	got = policy(s)
 	require.Len(t, got, 1)
 	assert.Equal(t, kernels.PrecisionBF16, got[0].Precision)

@@ -52,7 +52,7 @@ func TestEstimateManyViewsDA3Small(t *testing.T) {
 // streams it) instead of failing to plan it, and a window still fits.
 func TestEstimateManyViewsScoresPath(t *testing.T) {
 	path := da3SmallShaped(t, false)
-	m, err := model.Load(t.Context(), path, model.Options{Options: backend.Options{Device: "cpu", Kernels: &kernels.Policy{}}})
+	m, err := model.Load(t.Context(), path, model.Options{Options: backend.Options{Device: "cpu", Kernels: kernels.Policy{Explicit: true}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 	opt := model.RunOptions{ChunkSize: 8}

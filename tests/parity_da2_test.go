@@ -40,7 +40,7 @@ func TestParityDA2(t *testing.T) {
 			if md, _ := meta["max_depth"].(float64); md > 0 {
 				opts.MaxDepth = float32(md)
 			}
-			var policy *kernels.Policy
+			var policy kernels.Policy
 			if strings.HasSuffix(tc.name, "-strips") {
 				policy = stripsPolicy()
 				calls := kernelcount.WindowCalls()

@@ -39,33 +39,33 @@ func TestParityDA3(t *testing.T) {
 	flash.Attention, flash.Flash = false, true
 	scores.Attention = false
 	chunked.Attention, chunked.ScoreBytes = false, 64 // one or two queries per chunk of scores
-	t.Run("da3-tiny", func(t *testing.T) { parityDA3(t, "da3-tiny", nil) })
-	t.Run("da3-tiny/flash", func(t *testing.T) { parityDA3(t, "da3-tiny", &flash) })
-	t.Run("da3-tiny/scores", func(t *testing.T) { parityDA3(t, "da3-tiny", &scores) })
-	t.Run("da3-tiny/chunked", func(t *testing.T) { parityDA3(t, "da3-tiny", &chunked) })
-	t.Run("da3-tiny/ggml-only", func(t *testing.T) { parityDA3(t, "da3-tiny", &kernels.Policy{}) })
+	t.Run("da3-tiny", func(t *testing.T) { parityDA3(t, "da3-tiny", kernels.Policy{}) })
+	t.Run("da3-tiny/flash", func(t *testing.T) { parityDA3(t, "da3-tiny", flash) })
+	t.Run("da3-tiny/scores", func(t *testing.T) { parityDA3(t, "da3-tiny", scores) })
+	t.Run("da3-tiny/chunked", func(t *testing.T) { parityDA3(t, "da3-tiny", chunked) })
+	t.Run("da3-tiny/ggml-only", func(t *testing.T) { parityDA3(t, "da3-tiny", kernels.Policy{Explicit: true}) })
 	t.Run("da3-tiny/strips", func(t *testing.T) {
 		calls := kernelcount.WindowCalls()
 		parityDA3(t, "da3-tiny", stripsPolicy())
 		assert.Greater(t, kernelcount.WindowCalls(), calls, "the head ran in strips")
 	})
 	for _, c := range oracleCases(t, "da3-") {
-		t.Run(filepath.Base(c.fixture), func(t *testing.T) { parityDA3(t, c.fixture, nil) })
+		t.Run(filepath.Base(c.fixture), func(t *testing.T) { parityDA3(t, c.fixture, kernels.Policy{}) })
 	}
 }
 
 // stripsPolicy is the default kernel policy with strips of two rows, so
 // that the tiny fixtures' heads run in strips (the default strip size holds
 // a tiny map whole).
-func stripsPolicy() *kernels.Policy {
+func stripsPolicy() kernels.Policy {
 	p := kernels.Default(true)
 	p.StripBytes = 1
-	return &p
+	return p
 }
 
 // parityDA3 runs the cases of fixture name with the kernel policy p (nil:
 // the default).
-func parityDA3(t *testing.T, name string, p *kernels.Policy) {
+func parityDA3(t *testing.T, name string, p kernels.Policy) {
 	dir := fixture(t, name)
 	opts := model.Options{Options: backend.Options{Device: "cpu", Kernels: p}}
 	m, err := model.Load(context.Background(), convertFixture(t, dir, convert.Options{}), opts)

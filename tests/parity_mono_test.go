@@ -21,7 +21,7 @@ import (
 // against the official package, including the sky fill with the 0.99
 // quantile of the non-sky depth.
 func TestParityDA3Mono(t *testing.T) {
-	t.Run("default", func(t *testing.T) { parityDA3Mono(t, nil) })
+	t.Run("default", func(t *testing.T) { parityDA3Mono(t, kernels.Policy{}) })
 	t.Run("strips", func(t *testing.T) {
 		calls := kernelcount.WindowCalls()
 		parityDA3Mono(t, stripsPolicy())
@@ -29,8 +29,8 @@ func TestParityDA3Mono(t *testing.T) {
 	})
 }
 
-// parityDA3Mono runs TestParityDA3Mono with the kernel policy p (nil: the default).
-func parityDA3Mono(t *testing.T, p *kernels.Policy) {
+// parityDA3Mono runs TestParityDA3Mono with the kernel policy p (zero: the default).
+func parityDA3Mono(t *testing.T, p kernels.Policy) {
 	dir := fixture(t, "da3-tiny-mono")
 	m, err := model.Load(context.Background(), convertFixture(t, dir, convert.Options{}), model.Options{Options: backend.Options{Device: "cpu", Kernels: p}})
 	require.NoError(t, err)

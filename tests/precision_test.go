@@ -29,7 +29,7 @@ const (
 // runPrecision loads path with precision p, runs it on img and closes it.
 func runPrecision(t *testing.T, path string, p kernels.Precision, img model.Image, opts model.RunOptions) *model.Result {
 	t.Helper()
-	m, err := model.Load(context.Background(), path, model.Options{Options: backend.Options{Device: "cpu", Precision: p}})
+	m, err := model.Load(context.Background(), path, model.Options{Options: backend.Options{Device: "cpu", Kernels: kernels.Policy{Precision: p}}})
 	require.NoError(t, err, "load %s in %s", path, p)
 	defer m.Close()
 	require.Equal(t, p, m.Kernels().Precision)
@@ -57,7 +57,7 @@ func TestPrecisionAccuracy(t *testing.T) {
 				t.Run(tc.prec.String(), func(t *testing.T) {
 					if !kernels.PrecisionRuns(v, tc.prec) {
 						// The precision is refused, not silently run in f32.
-						_, err := model.Load(context.Background(), f32, model.Options{Options: backend.Options{Device: "cpu", Precision: tc.prec}})
+						_, err := model.Load(context.Background(), f32, model.Options{Options: backend.Options{Device: "cpu", Kernels: kernels.Policy{Precision: tc.prec}}})
 						require.ErrorIs(t, err, kernels.ErrPrecision)
 						t.Skipf("%s needs AVX-512 with %s (kernels %s, CPU features %v)", tc.prec,
 							map[kernels.Precision]string{kernels.PrecisionBF16: "AVX512_BF16", kernels.PrecisionInt8: "AVX512_VNNI"}[tc.prec],
@@ -79,13 +79,13 @@ func TestPrecisionAccuracy(t *testing.T) {
 	}
 }
 
-// TestNarrowConvs checks model.Options.NarrowConvs: refused in f32; in bf16
+// TestNarrowConvs checks kernels.Policy.NarrowConvs: refused in f32; in bf16
 // the convolutions then run in bf16 too, which changes the depth (a little:
 // still within the bf16 gate of the f32 model).
 func TestNarrowConvs(t *testing.T) {
 	fx := quantFixtures()[0]
 	f32 := fx.gguf(t)
-	_, err := model.Load(context.Background(), f32, model.Options{Options: backend.Options{Device: "cpu", NarrowConvs: true}})
+	_, err := model.Load(context.Background(), f32, model.Options{Options: backend.Options{Device: "cpu", Kernels: kernels.Policy{NarrowConvs: true}}})
 	require.ErrorIs(t, err, kernels.ErrPrecision, "narrow convolutions in f32")
 	if !kernels.PrecisionRuns(kernels.DefaultVariant(), kernels.PrecisionBF16) {
 		t.Skipf("bf16 needs AVX-512 with AVX512_BF16 (CPU features %v)", kernels.CPUFeatures())
@@ -94,7 +94,7 @@ func TestNarrowConvs(t *testing.T) {
 	require.NoError(t, err)
 	ref := runPrecision(t, f32, kernels.PrecisionF32, img, fx.opts)
 	wide := runPrecision(t, f32, kernels.PrecisionBF16, img, fx.opts)
-	m, err := model.Load(context.Background(), f32, model.Options{Options: backend.Options{Device: "cpu", Precision: kernels.PrecisionBF16, NarrowConvs: true}})
+	m, err := model.Load(context.Background(), f32, model.Options{Options: backend.Options{Device: "cpu", Kernels: kernels.Policy{Precision: kernels.PrecisionBF16, NarrowConvs: true}}})
 	require.NoError(t, err)
 	defer m.Close()
 	require.True(t, m.Kernels().NarrowConvs)

@@ -314,7 +314,7 @@ func (b *bench) load(ctx context.Context) (*model.Model, error) {
 	}
 	cfg := m.Config()
 	rep.Arch, rep.Name, rep.Device = cfg.Arch.String(), cfg.Name, m.Device()
-	rep.CPUKernels, rep.Precision = kernels.Describe(m.Kernels()), opts.Precision.String()
+	rep.CPUKernels, rep.Precision = kernels.Describe(m.Kernels()), opts.Kernels.Precision.String()
 	rep.LoadMS = millis(load)
 	rep.WeightsMiB = float64(m.WeightBytes()) / (1 << 20)
 	rep.LoadRSSMiB = procStatusMiB("VmRSS")

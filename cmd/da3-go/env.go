@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 
 	"github.com/da3-go/da3-go/backend"
+	"github.com/da3-go/da3-go/ggml/kernels"
 )
 
 // The environment variables the command reads; the library packages read
@@ -35,4 +38,20 @@ func backendDirs() []string {
 		slog.Warn(envBackendPath+": relative folder refused (backend folders must be absolute paths)", "dir", d)
 	}
 	return dirs
+}
+
+// applyKernelsEnv sets the CPU kernels' variant from DA3_KERNELS (avx512,
+// avx2, portable, off or auto), warning about a value it cannot use.
+func applyKernelsEnv(stderr io.Writer) {
+	env := os.Getenv(envKernels)
+	if env == "" {
+		return
+	}
+	v, err := kernels.ParseVariant(env)
+	if err == nil {
+		err = kernels.SetDefaultVariant(v)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "da3-go: warning: %s=%s: %v; the kernels stay %s\n", envKernels, env, err, kernels.DefaultVariant())
+	}
 }

@@ -101,6 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return unknownCommand(stderr, "da3-go", name)
 	}
+	applyKernelsEnv(stderr)
 	return c.run(ctx, args[1:], stdout, stderr)
 }
 

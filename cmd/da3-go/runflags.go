@@ -168,30 +168,31 @@ func (f *modelFlags) options() (model.Options, error) {
 	if f.threads < 0 {
 		return model.Options{}, errUsage(fmt.Sprintf("-threads %d: must not be negative", f.threads))
 	}
-	if f.narrowConvs && prec == kernels.PrecisionF32 {
-		return model.Options{}, errUsage("-narrow-convs needs -precision bf16 or int8")
-	}
 	maxDev, err := parseBytes(f.maxDeviceMemory)
 	if err != nil {
 		return model.Options{}, errUsage("-max-device-memory: " + err.Error())
 	}
+	policy.Precision, policy.NarrowConvs = prec, f.narrowConvs
+	if err := policy.Validate(); err != nil { // the rest is checked against the device when the model loads
+		return model.Options{}, errUsage("-narrow-convs needs -precision bf16 or int8 (" + err.Error() + ")")
+	}
 	return model.Options{Options: backend.Options{Device: deviceOr(f.device), Threads: f.threads, BackendDirs: backendDirs(),
-		Kernels: policy, Precision: prec, NarrowConvs: f.narrowConvs}, MaxDeviceMemory: maxDev}, nil
+		Kernels: policy}, MaxDeviceMemory: maxDev}, nil
 }
 
 const kernelsUsage = "kernel policy: auto (the fastest for the device), none (ggml's own ops), or a comma list of gemm, winograd, attention, resize, norm, strips, flash, directconv (GPU: ggml_conv_2d_direct) and a CPU variant avx512, avx2 or portable (alone: every kernel in that variant; default $DA3_KERNELS, else the best for the CPU)"
 
 const precisionUsage = "precision of the CPU products: f32, bf16 (linear layers and attention; AVX512_BF16 CPUs) or int8 (q8_0 weight matrices in int8, the other products bf16; AVX512_VNNI CPUs); convolutions stay f32 (see -narrow-convs)"
 
-// parseKernels parses -kernels: nil for auto.
-func parseKernels(s string) (*kernels.Policy, error) {
+// parseKernels parses -kernels: the zero policy for auto.
+func parseKernels(s string) (kernels.Policy, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "auto":
-		return nil, nil
+		return kernels.Policy{}, nil
 	case "none":
-		return &kernels.Policy{Variant: kernels.VariantOff}, nil
+		return kernels.Policy{Explicit: true, Variant: kernels.VariantOff}, nil
 	}
-	var p kernels.Policy
+	p := kernels.Policy{Explicit: true}
 	named := false
 	for _, k := range strings.Split(strings.ToLower(s), ",") {
 		k = strings.TrimSpace(k)
@@ -215,13 +216,14 @@ func parseKernels(s string) (*kernels.Policy, error) {
 		case "avx512", "avx2", "portable":
 			p.Variant, _ = kernels.ParseVariant(k)
 		default:
-			return nil, fmt.Errorf("-kernels %q: want auto, none or a comma list of gemm, winograd, attention, resize, norm, strips, flash, directconv, avx512, avx2, portable", s)
+			return kernels.Policy{}, fmt.Errorf("-kernels %q: want auto, none or a comma list of gemm, winograd, attention, resize, norm, strips, flash, directconv, avx512, avx2, portable", s)
 		}
 	}
 	if !named { // a variant alone: every CPU kernel, in that variant
 		p = kernels.CPUKernels(p.Variant)
+		p.Explicit = true
 	}
-	return &p, nil
+	return p, nil
 }
 
 type usageErr string

@@ -18,15 +18,15 @@ func TestParseKernels(t *testing.T) {
 
 	p, err = parseKernels("none")
 	require.NoError(t, err)
-	assert.Equal(t, &kernels.Policy{Variant: kernels.VariantOff}, p)
+	assert.Equal(t, kernels.Policy{Explicit: true, Variant: kernels.VariantOff}, p)
 
 	p, err = parseKernels("gemm, norm")
 	require.NoError(t, err)
-	assert.Equal(t, &kernels.Policy{GEMM: true, Norm: true}, p)
+	assert.Equal(t, kernels.Policy{Explicit: true, GEMM: true, Norm: true}, p)
 
 	p, err = parseKernels("avx2")
 	require.NoError(t, err)
-	assert.Equal(t, &kernels.Policy{GEMM: true, Attention: true, Resize: true, Norm: true, Winograd: true, Strips: true, Variant: kernels.VariantAVX2}, p)
+	assert.Equal(t, kernels.Policy{Explicit: true, GEMM: true, Attention: true, Resize: true, Norm: true, Winograd: true, Strips: true, Variant: kernels.VariantAVX2}, p)
 
 	_, err = parseKernels("gemm,fast")
 	assert.ErrorContains(t, err, "norm")

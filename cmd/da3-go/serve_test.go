@@ -243,18 +243,18 @@ func TestServeModelFlags(t *testing.T) {
 	o := serve("-device", "cpu", "-threads", "1", "-kernels", "none", "-max-device-memory", "1G")
 	assert.Equal(t, "cpu", o.Device)
 	assert.Equal(t, 1, o.Threads)
-	assert.Equal(t, &kernels.Policy{Variant: kernels.VariantOff}, o.Load.Kernels)
-	assert.Equal(t, kernels.PrecisionF32, o.Load.Precision)
+	assert.Equal(t, kernels.Policy{Explicit: true, Variant: kernels.VariantOff}, o.Load.Kernels)
+	assert.Equal(t, kernels.PrecisionF32, o.Load.Kernels.Precision)
 	assert.Equal(t, int64(1<<30), o.Load.MaxDeviceMemory)
 
 	o = serve()
-	assert.Nil(t, o.Load.Kernels, "-kernels auto: the model's default policy")
+	assert.Zero(t, o.Load.Kernels, "-kernels auto: the zero policy, the device's default")
 	assert.Zero(t, o.Load.MaxDeviceMemory)
 
 	if !kernels.PrecisionRuns(kernels.VariantAuto, kernels.PrecisionBF16) {
 		t.Skip("this CPU lacks AVX512_BF16: -precision bf16 not tested")
 	}
 	o = serve("-device", "cpu", "-precision", "bf16", "-narrow-convs")
-	assert.Equal(t, kernels.PrecisionBF16, o.Load.Precision)
-	assert.True(t, o.Load.NarrowConvs)
+	assert.Equal(t, kernels.PrecisionBF16, o.Load.Kernels.Precision)
+	assert.True(t, o.Load.Kernels.NarrowConvs)
 }

@@ -50,8 +50,5 @@ func cpuKernels() string {
 	if v == kernels.VariantOff {
 		line = fmt.Sprintf("off, ggml's ops (DA3_KERNELS=off; best for this CPU: %s)", kernels.BestVariant())
 	}
-	if err := kernels.DefaultVariantErr(); err != nil {
-		line += "; " + err.Error()
-	}
 	return line
 }

@@ -195,7 +195,7 @@ func TestBilinear(t *testing.T) {
 // and in bf16 where the CPU has it.
 func BenchmarkAttention(b *testing.B) {
 	if !kernels.Available().Attention {
-		b.Skip("kernels off (DA3_KERNELS=off)")
+		b.Skip("the CPU kernels are off in this build")
 	}
 	for _, prec := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16} {
 		if !kernels.PrecisionRuns(kernels.DefaultVariant(), prec) {

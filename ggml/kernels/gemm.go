@@ -147,7 +147,7 @@ func GEMM(g *ggml.Context, w, x *ggml.Tensor, ep Epilogue) *ggml.Tensor {
 		return gemmPacked(g, pw, x, ep)
 	}
 	ts := ep.args([]*ggml.Tensor{w, x})
-	mustFit(GEMMFits(w, x, ep), "gemm", ts, "want kernels on (DA3_KERNELS), contiguous operands, x f32, w [K, N] (f32, f16, bf16 or a quantized type with blocks dividing 256) and x [K, ...], or f32 batches of equal count; a bias of N f32 values")
+	mustFit(GEMMFits(w, x, ep), "gemm", ts, "want kernels on (a variant other than off), contiguous operands, x f32, w [K, N] (f32, f16, bf16 or a quantized type with blocks dividing 256) and x [K, ...], or f32 batches of equal count; a bias of N f32 values")
 	shape := dims(x)
 	shape[0] = w.Dim(1)
 	p, v := nodeKernels(g)
@@ -179,7 +179,7 @@ func Conv2DFits(w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) bool {
 // *ggml.ShapeError unless Conv2DFits(w, x, p, ep). CPU backend only.
 func Conv2D(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
 	ts := ep.args([]*ggml.Tensor{w, x})
-	mustFit(Conv2DFits(w, x, p, ep), "conv2d_gemm", ts, "want kernels on (DA3_KERNELS), f32 contiguous operands with matching channels, stride, pad, dilation < 256, and a bias of OC f32 values")
+	mustFit(Conv2DFits(w, x, p, ep), "conv2d_gemm", ts, "want kernels on (a variant other than off), f32 contiguous operands with matching channels, stride, pad, dilation < 256, and a bias of OC f32 values")
 	pol, v := nodeKernels(g)
 	if pol.Winograd && winogradFits(w, x, p, ep) {
 		return conv2DWinograd(g, w, x, p, ep)
@@ -364,7 +364,7 @@ func AttentionFits(q, k, v *ggml.Tensor) bool {
 // *ggml.ShapeError unless AttentionFits(q, k, v). CPU backend only.
 func Attention(g *ggml.Context, q, k, v *ggml.Tensor, scale float32) *ggml.Tensor {
 	ts := []*ggml.Tensor{q, k, v}
-	mustFit(AttentionFits(q, k, v), "attention", ts, "want kernels on (DA3_KERNELS) and f32 [hd, H, n, B] operands with contiguous rows of hd <= 256")
+	mustFit(AttentionFits(q, k, v), "attention", ts, "want kernels on (a variant other than off) and f32 [hd, H, n, B] operands with contiguous rows of hd <= 256")
 	ud := uint64(math.Float32bits(scale))
 	if pol, vr := nodeKernels(g); unsafe.Sizeof(uintptr(0)) == 8 { // else the C side takes the best variant, f32
 		ud |= uint64(precisionFor(pol, vr, ggml.TypeF32))<<32 | uint64(vr)<<40

@@ -11,9 +11,9 @@
 // The GEMM, convolution and attention come in instruction-set variants
 // compiled into every binary (AVX-512, AVX2 with FMA, portable C) and
 // chosen at run time from the CPU's features (BestVariant), so a binary
-// built for x86-64-v3 keeps the AVX-512 paths. The environment variable
-// DA3_KERNELS (avx512, avx2, portable or off) overrides the choice for the
-// process (DefaultVariant); a Policy can name one per graph. On AVX-512 CPUs
+// built for x86-64-v3 keeps the AVX-512 paths. SetDefaultVariant overrides
+// the choice for the process (the command's DA3_KERNELS: avx512, avx2,
+// portable or off); a Policy can name one per graph. On AVX-512 CPUs
 // with AVX512_BF16 and AVX512_VNNI the products can also run in bf16 or int8
 // (Precision).
 //
@@ -38,10 +38,9 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/da3-go/da3-go/ggml"
@@ -89,37 +88,29 @@ func (v Variant) Runs() bool {
 // else portable.
 func BestVariant() Variant { return Variant(C.da3_best_variant()) }
 
-// defaultVariant reads DA3_KERNELS once.
-var defaultVariant = sync.OnceValues(func() (Variant, error) {
-	env := os.Getenv("DA3_KERNELS")
-	if env == "" {
-		return BestVariant(), nil
-	}
-	v, err := ParseVariant(env)
-	if err != nil {
-		return BestVariant(), fmt.Errorf("DA3_KERNELS: %w", err)
-	}
-	if v == VariantAuto {
-		return BestVariant(), nil
-	}
-	if !v.Runs() {
-		return BestVariant(), fmt.Errorf("DA3_KERNELS=%s: this CPU or build cannot run it (CPU features: %s)", v, strings.Join(CPUFeatures(), " "))
-	}
-	return v, nil
-})
+// chosenVariant is the variant SetDefaultVariant chose (VariantAuto: none).
+var chosenVariant atomic.Int32
 
-// DefaultVariant is the variant of this process: DA3_KERNELS when set (and
-// runnable), else BestVariant. DefaultVariantErr says why DA3_KERNELS was
-// not used.
-func DefaultVariant() Variant {
-	v, _ := defaultVariant()
-	return v
+// SetDefaultVariant sets the instruction-set variant of the process's
+// kernels (the command's DA3_KERNELS): VariantAuto restores BestVariant,
+// VariantOff turns GEMM and attention off. A variant this CPU or build
+// cannot run is refused, and the variant stays. Call it before the first
+// graph is built: policies already made keep theirs.
+func SetDefaultVariant(v Variant) error {
+	if v != VariantAuto && !v.Runs() {
+		return fmt.Errorf("kernel variant %s: this CPU or build cannot run it (CPU features: %s)", v, strings.Join(CPUFeatures(), " "))
+	}
+	chosenVariant.Store(int32(v))
+	return nil
 }
 
-// DefaultVariantErr reports an unusable DA3_KERNELS value (nil otherwise).
-func DefaultVariantErr() error {
-	_, err := defaultVariant()
-	return err
+// DefaultVariant is the variant of this process: the one SetDefaultVariant
+// chose, else BestVariant.
+func DefaultVariant() Variant {
+	if v := Variant(chosenVariant.Load()); v != VariantAuto {
+		return v
+	}
+	return BestVariant()
 }
 
 // Precision is the arithmetic of the GEMM and convolution products.
@@ -236,8 +227,15 @@ func Describe(p Policy) string {
 }
 
 // Policy is the kernel policy of a graph: which of the fused paths the
-// layers of model/nn take. The zero value uses ggml's own ops only.
+// layers of model/nn take. Given to a runtime (backend.Options.Kernels),
+// the zero value means auto: the fastest kernels for the device, to which
+// Precision, NarrowConvs, StripBytes and ScoreBytes still apply; Explicit
+// makes the switches the policy as given (Policy{Explicit: true} is ggml's
+// own ops only). The policy set on a graph is always explicit.
 type Policy struct {
+	// Explicit: the kernel switches below (GEMM … DirectConv, ContiguousNorm)
+	// and Variant are the policy as given, not the device's default.
+	Explicit bool
 	// GEMM computes linear layers and convolutions with GEMM and Conv2D
 	// (bias and activation fused).
 	GEMM bool
@@ -291,21 +289,22 @@ type Policy struct {
 }
 
 // Available is what this binary can run on this CPU with the process's
-// variant (DefaultVariant): GEMM and Attention unless DA3_KERNELS=off;
+// variant (DefaultVariant): GEMM and Attention unless it is VariantOff;
 // Resize, Norm and Strips always.
 func Available() Policy {
 	v := DefaultVariant()
 	on := v != VariantOff
-	return Policy{GEMM: on, Attention: on, Resize: true, Norm: true, Strips: true, Flash: true, Variant: v}
+	return Policy{Explicit: true, GEMM: on, Attention: on, Resize: true, Norm: true, Strips: true, Flash: true, Variant: v}
 }
 
 // Default is the fastest policy for graphs that run on the CPU (cpu) or on
 // another device: every kernel of this build on the CPU, ggml's flash
 // attention elsewhere (the custom ops run on the CPU backend only).
-// DA3_KERNELS=off turns the CPU kernels off, Resize, Norm and Strips included.
+// The process variant VariantOff turns the CPU kernels off, Resize, Norm and
+// Strips included.
 func Default(cpu bool) Policy {
 	if !cpu {
-		return Policy{Flash: true}
+		return Policy{Explicit: true, Flash: true}
 	}
 	// Two products and a softmax are faster than ggml's CPU flash attention: Flash stays off.
 	return CPUKernels(DefaultVariant())
@@ -315,7 +314,7 @@ func Default(cpu bool) Policy {
 // and the CLI's -kernels VARIANT use it); none for VariantOff.
 func CPUKernels(v Variant) Policy {
 	on := v != VariantOff
-	return Policy{GEMM: on, Winograd: on, Attention: on, Resize: on, Norm: on, Strips: on, Variant: v}
+	return Policy{Explicit: true, GEMM: on, Winograd: on, Attention: on, Resize: on, Norm: on, Strips: on, Variant: v}
 }
 
 // Mask returns p without the kernels this binary and CPU lack, with
@@ -340,6 +339,15 @@ func (p Policy) Mask() Policy {
 func (p Policy) CPUOnlyOff() Policy {
 	p.GEMM, p.Attention, p.Resize, p.Norm, p.Strips = false, false, false, false, false
 	return p
+}
+
+// Validate reports what makes p invalid on any device: narrow convolutions
+// without a narrow precision. Check adds what this CPU cannot run.
+func (p Policy) Validate() error {
+	if p.NarrowConvs && p.Precision == PrecisionF32 {
+		return fmt.Errorf("%w: narrow convolutions need the bf16 or int8 precision", ErrPrecision)
+	}
+	return nil
 }
 
 // Check reports a variant or precision in p that cannot run on this CPU

@@ -23,7 +23,7 @@ import (
 // a packing for another variant or precision is not taken.
 func TestGEMMPacked(t *testing.T) {
 	if !kernels.Available().GEMM {
-		t.Skip("kernels off (DA3_KERNELS=off)")
+		t.Skip("the CPU kernels are off in this build")
 	}
 	for _, v := range variants {
 		if !v.Runs() {

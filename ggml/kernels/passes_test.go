@@ -99,7 +99,7 @@ func TestStackRows(t *testing.T) {
 // nodes.
 func TestConv2DReLUIn(t *testing.T) {
 	if !kernels.Available().GEMM {
-		t.Skip("kernels off (DA3_KERNELS=off)")
+		t.Skip("the CPU kernels are off in this build")
 	}
 	for _, v := range variants {
 		if !v.Runs() {
@@ -166,7 +166,7 @@ func TestAddScaled(t *testing.T) {
 // policy it is those two nodes.
 func TestConv2DAdd(t *testing.T) {
 	if !kernels.Available().GEMM {
-		t.Skip("kernels off (DA3_KERNELS=off)")
+		t.Skip("the CPU kernels are off in this build")
 	}
 	for _, v := range variants {
 		if !v.Runs() {

@@ -28,7 +28,7 @@ var variants = []kernels.Variant{kernels.VariantAVX512, kernels.VariantAVX2, ker
 func runVariants(t *testing.T, cases []optest.Case) {
 	t.Helper()
 	if !kernels.Available().GEMM {
-		t.Skip("kernels off (DA3_KERNELS=off)")
+		t.Skip("the CPU kernels are off in this build")
 	}
 	ran := 0
 	for _, v := range variants {
@@ -111,22 +111,24 @@ func TestVariantsRun(t *testing.T) {
 	assert.Equal(t, "off (ggml's ops)", kernels.Describe(off))
 }
 
-// TestDefaultVariantEnv checks DA3_KERNELS: each value selects the process's
-// variant (in a child process, as at start-up), a variant this CPU lacks or
-// an unknown name falls back to the best with an error, and "off" turns the
-// kernels off.
-func TestDefaultVariantEnv(t *testing.T) {
-	if os.Getenv("DA3_KERNELS_CHILD") == "1" {
+// TestSetDefaultVariant: each variant becomes the process's (in a child
+// process, as a program sets it at start-up), a variant this CPU lacks is
+// refused and the best stays, and "off" turns the kernels off.
+func TestSetDefaultVariant(t *testing.T) {
+	if name, ok := os.LookupEnv("DA3_VARIANT_CHILD"); ok {
+		v, err := kernels.ParseVariant(name)
+		if err == nil {
+			err = kernels.SetDefaultVariant(v)
+		}
 		p := kernels.Default(true)
-		fmt.Printf("variant=%s gemm=%v err=%v\n", kernels.DefaultVariant(), p.GEMM, kernels.DefaultVariantErr())
+		fmt.Printf("variant=%s gemm=%v err=%v\n", kernels.DefaultVariant(), p.GEMM, err)
 		return
 	}
 	best := kernels.BestVariant()
 	for _, tc := range []struct {
-		env, want string
-		gemm, err bool
+		name, want string
+		gemm, err  bool
 	}{
-		{"", best.String(), true, false},
 		{"auto", best.String(), true, false},
 		{"portable", "portable", true, false},
 		{"avx2", map[bool]string{true: "avx2", false: best.String()}[kernels.VariantAVX2.Runs()], true, !kernels.VariantAVX2.Runs()},
@@ -134,9 +136,9 @@ func TestDefaultVariantEnv(t *testing.T) {
 		{"off", "off", false, false},
 		{"fastest", best.String(), true, true},
 	} {
-		t.Run("DA3_KERNELS="+tc.env, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestDefaultVariantEnv$", "-test.count=1")
-			cmd.Env = append(os.Environ(), "DA3_KERNELS_CHILD=1", "DA3_KERNELS="+tc.env)
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestSetDefaultVariant$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "DA3_VARIANT_CHILD="+tc.name)
 			out, err := cmd.CombinedOutput()
 			require.NoError(t, err, "%s", out)
 			line := ""
@@ -151,6 +153,9 @@ func TestDefaultVariantEnv(t *testing.T) {
 			assert.Equal(t, tc.err, !strings.HasSuffix(line, "err=<nil>"), line)
 		})
 	}
+	t.Run("the default is the best", func(t *testing.T) {
+		assert.Equal(t, best, kernels.DefaultVariant(), "no program chose one here")
+	})
 }
 
 // absND is |a|.

@@ -135,7 +135,7 @@ func winogradBound(x, k, b *optest.ND, pad, T int) *optest.ND {
 // errors of both algorithms relative to max|ref|.
 func TestWinograd(t *testing.T) {
 	if !kernels.Available().GEMM {
-		t.Skip("kernels off (DA3_KERNELS=off)")
+		t.Skip("the CPU kernels are off in this build")
 	}
 	for _, v := range variants {
 		if !v.Runs() {

@@ -23,7 +23,7 @@ import (
 
 // openCPU opens a CPU runtime with the kernel policy p (nil: the default,
 // every kernel of this build).
-func openCPU(t *testing.T, p ...*kernels.Policy) *backend.Runtime {
+func openCPU(t *testing.T, p ...kernels.Policy) *backend.Runtime {
 	t.Helper()
 	opts := backend.Options{Device: "cpu", Threads: 1, Logger: slog.New(slog.DiscardHandler)}
 	if len(p) > 0 {
@@ -92,8 +92,8 @@ func linearRef(w, b, x []float32, in, out, tokens int) []float64 {
 // ops only, and every kernel of this build (the default on the CPU).
 var policies = []struct {
 	name string
-	p    *kernels.Policy
-}{{"ggml", &kernels.Policy{}}, {"kernels", nil}}
+	p    kernels.Policy
+}{{"ggml", kernels.Policy{Explicit: true}}, {"kernels", kernels.Policy{}}}
 
 func TestLinear(t *testing.T) {
 	for _, pol := range policies {

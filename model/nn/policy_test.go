@@ -74,7 +74,7 @@ func TestAttention(t *testing.T) {
 			if tc.p.Attention && !kernels.Available().Attention {
 				t.Skip("built without AVX-512")
 			}
-			got := run(t, openCPU(t, &tc.p), func(bd *backend.Builder) *ggml.Tensor {
+			got := run(t, openCPU(t, tc.p), func(bd *backend.Builder) *ggml.Tensor {
 				return nn.Attention(bd.G, bd.Input("q", q, hd, H, n, B), bd.Input("k", k, hd, H, nk, B), bd.Input("v", v, hd, H, nk, B), float32(scale))
 			})
 			assert.Equal(t, []int{hd, H, n, B}, dims4(got.Shape))

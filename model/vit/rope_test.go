@@ -72,7 +72,7 @@ func TestNormRoPE(t *testing.T) {
 		}
 		var outs [][]float32
 		for _, fused := range []bool{true, false} {
-			pol := &kernels.Policy{Norm: fused}
+			pol := kernels.Policy{Explicit: true, Norm: fused}
 			rt, err := backend.Open(backend.Options{Device: "cpu", Threads: 2, Kernels: pol, Logger: slog.New(slog.DiscardHandler)})
 			require.NoError(t, err)
 			out, err := rt.Run(context.Background(), backend.RunOptions{}, func(bd *backend.Builder) error {
@@ -119,7 +119,7 @@ func TestRoPEViews(t *testing.T) {
 	}
 	rope := &RoPE2D{Base: 100}
 	for _, global := range []bool{false, true} {
-		rt, err := backend.Open(backend.Options{Device: "cpu", Threads: 2, Kernels: &kernels.Policy{}, Logger: slog.New(slog.DiscardHandler)})
+		rt, err := backend.Open(backend.Options{Device: "cpu", Threads: 2, Kernels: kernels.Policy{Explicit: true}, Logger: slog.New(slog.DiscardHandler)})
 		require.NoError(t, err)
 		out, err := rt.Run(context.Background(), backend.RunOptions{}, func(bd *backend.Builder) error {
 			in := bd.Input("x", x, hd, H, T, S)
