@@ -79,12 +79,9 @@ type Model struct {
 // Load opens a Depth Anything GGUF, reads its config from the metadata,
 // uploads the weights to the chosen device and binds them.
 func Load(ctx context.Context, path string, opts Options) (m *Model, err error) {
-	f, err := loader.Open(path)
+	f, err := openFile(path)
 	if err != nil {
-		if errors.Is(err, syscall.ENOMEM) {
-			return nil, fmt.Errorf("open model %s: %w: not enough memory or address space (ulimit -v) to map the file", path, err)
-		}
-		return nil, fmt.Errorf("open model %s: %w", path, err)
+		return nil, err
 	}
 	// On the CPU the weights are read straight from the file's memory map:
 	// then the uploaded Weights own the file and close it.
@@ -93,15 +90,9 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 			f.Close()
 		}
 	}()
-	cfg, err := configFromFile(f)
+	cfg, err := checkedConfig(path, f)
 	if err != nil {
-		return nil, fmt.Errorf("model %s: %w", path, err)
-	}
-	if err := validate(f, cfg); err != nil {
-		return nil, fmt.Errorf("model %s (%s): %w", path, cfg.Arch, err)
-	}
-	if err := checkFinite(f); err != nil {
-		return nil, fmt.Errorf("model %s: %w", path, err)
+		return nil, err
 	}
 	log := opts.Logger
 	if log == nil {
@@ -122,29 +113,45 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	if !rt.IsCPU() {
 		m.deviceBudget = max(opts.MaxDeviceMemory, 0)
 	}
-	vitRoot, headRoot := "vit", "head"
-	if cfg.NestedMetric {
-		vitRoot, headRoot = "m_vit", "m_head"
+	if err := m.loadWeights(ctx, f, opts.Progress); err != nil {
+		return nil, err
 	}
-	m.vit = vit.New(cfg.ViT)
-	m.head = dpt.New(cfg.Head)
-	type part struct {
-		dst  any
-		root string
+	log.Info("model loaded", "arch", cfg.Arch.String(), "name", cfg.Name, "device", rt.Device().Name(), "weights_MiB", m.w.Bytes()>>20)
+	return m, nil
+}
+
+// openFile maps a model file.
+func openFile(path string) (*loader.File, error) {
+	f, err := loader.Open(path)
+	if err != nil {
+		if errors.Is(err, syscall.ENOMEM) {
+			return nil, fmt.Errorf("open model %s: %w: not enough memory or address space (ulimit -v) to map the file", path, err)
+		}
+		return nil, fmt.Errorf("open model %s: %w", path, err)
 	}
-	parts := []part{{m.vit, vitRoot}, {m.head, headRoot}}
-	if cfg.HasCamera {
-		m.cam = &camera.Decoder{}
-		parts = append(parts, part{m.cam, "cam"})
+	return f, nil
+}
+
+// checkedConfig reads the file's config and checks the file against it:
+// its tensors' shapes, and that its weights are finite.
+func checkedConfig(path string, f *loader.File) (Config, error) {
+	cfg, err := configFromFile(f)
+	if err != nil {
+		return Config{}, fmt.Errorf("model %s: %w", path, err)
 	}
-	if cfg.CamEnc != nil {
-		m.camEnc = camera.NewEncoder(*cfg.CamEnc)
-		parts = append(parts, part{m.camEnc, "cam_enc"})
+	if err := validate(f, cfg); err != nil {
+		return Config{}, fmt.Errorf("model %s (%s): %w", path, cfg.Arch, err)
 	}
-	if cfg.GS != nil {
-		m.gsHead = dpt.New(*cfg.GS)
-		parts = append(parts, part{m.gsHead, "gs"})
+	if err := checkFinite(f); err != nil {
+		return Config{}, fmt.Errorf("model %s: %w", path, err)
 	}
+	return cfg, nil
+}
+
+// loadWeights creates the parts, uploads the weights their graphs use and binds
+// them, and prepares what the runs need on the host.
+func (m *Model) loadWeights(ctx context.Context, f *loader.File, progress func(done, total int64)) (err error) {
+	parts := m.newParts()
 	// Upload only what the graphs use.
 	want := map[string]bool{}
 	for _, p := range parts {
@@ -152,78 +159,151 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 			want[n] = true
 		}
 	}
-	if m.deviceBudget > 0 {
-		var bytes uint64
-		for _, ti := range f.Tensors() {
-			if want[ti.Name] {
-				bytes += ti.Size
-			}
-		}
-		if int64(bytes) > m.deviceBudget {
-			return nil, fmt.Errorf("model %s: %w: its weights need %s of %s memory, more than the %s the model may use (-max-device-memory); use a quantized model (da3-go quantize) or raise the budget",
-				path, ErrNotEnoughMemory, sysmem.Bytes(bytes), rt.Device().Name(), sysmem.Bytes(uint64(m.deviceBudget)))
-		}
+	if err := m.checkWeightBudget(f, want); err != nil {
+		return err
 	}
-	w, err := rt.UploadWeights(ctx, f, func(name string) bool { return want[name] }, opts.Progress)
+	w, err := m.rt.UploadWeights(ctx, f, func(name string) bool { return want[name] }, progress)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	m.w = w
 	defer func() {
 		if err != nil {
-			w.Close() // m is nil here: the named result was cleared by the return
+			w.Close() // Load returns no model: nothing else frees the weights
 		}
 	}()
+	if err := m.bindParts(parts); err != nil {
+		return err
+	}
+	// On the CPU the linear layers' weights are packed once into the GEMM's panels (the products then
+	// skip packing them on every call; the same values), and the file pages that held them dropped.
+	if m.rt.IsCPU() {
+		if err := m.packWeights(want); err != nil {
+			return err
+		}
+	}
+	if err := m.loadPosEmbed(f, parts[0].root); err != nil {
+		return err
+	}
+	// Under an address-space limit the Go runtime aborts when its heap
+	// cannot grow, so a model that leaves no room to run is refused here.
+	if l, ok := sysmem.Tightest(sysmem.Limits(), true); ok && l.Free < minHeadroom {
+		return fmt.Errorf("model %s: %w: only %s of address space is left after loading (%s); raise ulimit -v (it counts reserved address space, not memory: the Go runtime alone reserves about 1.2 GiB)",
+			m.path, ErrNotEnoughMemory, sysmem.Bytes(l.Free), l)
+	}
+	m.warnUnused(f, want)
+	return nil
+}
+
+// boundPart is a part of the network and the root of its tensors' names.
+type boundPart struct {
+	dst  any
+	root string
+}
+
+// newParts creates the parts the config has: the backbone (first) and the
+// head, and the camera decoder, camera encoder and Gaussian head when the
+// file has them. The nested model's metric branch has its tensors under
+// m_vit and m_head.
+func (m *Model) newParts() []boundPart {
+	cfg := m.cfg
+	vitRoot, headRoot := "vit", "head"
+	if cfg.NestedMetric {
+		vitRoot, headRoot = "m_vit", "m_head"
+	}
+	m.vit = vit.New(cfg.ViT)
+	m.head = dpt.New(cfg.Head)
+	parts := []boundPart{{m.vit, vitRoot}, {m.head, headRoot}}
+	if cfg.HasCamera {
+		m.cam = &camera.Decoder{}
+		parts = append(parts, boundPart{m.cam, "cam"})
+	}
+	if cfg.CamEnc != nil {
+		m.camEnc = camera.NewEncoder(*cfg.CamEnc)
+		parts = append(parts, boundPart{m.camEnc, "cam_enc"})
+	}
+	if cfg.GS != nil {
+		m.gsHead = dpt.New(*cfg.GS)
+		parts = append(parts, boundPart{m.gsHead, "gs"})
+	}
+	return parts
+}
+
+// checkWeightBudget refuses weights larger than the device memory budget.
+func (m *Model) checkWeightBudget(f *loader.File, want map[string]bool) error {
+	if m.deviceBudget <= 0 {
+		return nil
+	}
+	var bytes uint64
+	for _, ti := range f.Tensors() {
+		if want[ti.Name] {
+			bytes += ti.Size
+		}
+	}
+	if int64(bytes) > m.deviceBudget {
+		return fmt.Errorf("model %s: %w: its weights need %s of %s memory, more than the %s the model may use (-max-device-memory); use a quantized model (da3-go quantize) or raise the budget",
+			m.path, ErrNotEnoughMemory, sysmem.Bytes(bytes), m.rt.Device().Name(), sysmem.Bytes(uint64(m.deviceBudget)))
+	}
+	return nil
+}
+
+// bindParts binds the uploaded weights to the parts; the tensors missing from
+// the file are reported together.
+func (m *Model) bindParts(parts []boundPart) error {
 	var missing []string
 	for _, b := range parts {
 		if err := bind.Struct(b.dst, m.w, b.root); err != nil {
 			var me *bind.MissingError
 			if !errors.As(err, &me) {
-				return nil, err
+				return err
 			}
 			missing = append(missing, me.Names...)
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("model %s (%s): %w", path, cfg.Arch, &bind.MissingError{Names: missing})
+		return fmt.Errorf("model %s (%s): %w", m.path, m.cfg.Arch, &bind.MissingError{Names: missing})
 	}
-	// On the CPU the linear layers' weights are packed once into the GEMM's panels (the products then
-	// skip packing them on every call; the same values), and the file pages that held them dropped.
-	if rt.IsCPU() {
-		var names []string
-		for n := range want {
-			if strings.HasSuffix(n, ".weight") {
-				names = append(names, n)
-			}
-		}
-		sort.Strings(names)
-		if err := m.w.Pack(rt.Kernels(), names); err != nil {
-			return nil, fmt.Errorf("model %s: %w", path, err)
-		}
-		if p := m.w.Packed(); len(p) > 0 {
-			rt.UsePacked(p)
-			log.Debug("weights packed for the CPU products", "weights", len(p), "MiB", m.w.PackedBytes()>>20)
+	return nil
+}
+
+// packWeights packs the wanted linear layers' weights for the CPU products.
+func (m *Model) packWeights(want map[string]bool) error {
+	var names []string
+	for n := range want {
+		if strings.HasSuffix(n, ".weight") {
+			names = append(names, n)
 		}
 	}
-	// The position embedding is needed on the host for per-grid interpolation.
+	sort.Strings(names)
+	if err := m.w.Pack(m.rt.Kernels(), names); err != nil {
+		return fmt.Errorf("model %s: %w", m.path, err)
+	}
+	if p := m.w.Packed(); len(p) > 0 {
+		m.rt.UsePacked(p)
+		m.log.Debug("weights packed for the CPU products", "weights", len(p), "MiB", m.w.PackedBytes()>>20)
+	}
+	return nil
+}
+
+// loadPosEmbed reads the backbone's position embedding (under vitRoot): it
+// is needed on the host for per-grid interpolation.
+func (m *Model) loadPosEmbed(f *loader.File, vitRoot string) error {
 	pe, err := f.TensorData(vitRoot + ".pos_embed")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	peInfo, _ := f.Tensor(vitRoot + ".pos_embed")
 	table, err := ggml.ToFloat32(ggml.Type(peInfo.Type), pe, int(peInfo.Elements()))
 	if err != nil {
-		return nil, fmt.Errorf("pos_embed: %w", err)
+		return fmt.Errorf("pos_embed: %w", err)
 	}
-	if m.vit.Pos, err = vit.NewPosEmbed(table, cfg.ViT.EmbedDim, cfg.ViT.PosGrid, cfg.ViT.InterpOff); err != nil {
-		return nil, err
-	}
-	// Under an address-space limit the Go runtime aborts when its heap
-	// cannot grow, so a model that leaves no room to run is refused here.
-	if l, ok := sysmem.Tightest(sysmem.Limits(), true); ok && l.Free < minHeadroom {
-		return nil, fmt.Errorf("model %s: %w: only %s of address space is left after loading (%s); raise ulimit -v (it counts reserved address space, not memory: the Go runtime alone reserves about 1.2 GiB)",
-			path, ErrNotEnoughMemory, sysmem.Bytes(l.Free), l)
-	}
+	v := m.cfg.ViT
+	m.vit.Pos, err = vit.NewPosEmbed(table, v.EmbedDim, v.PosGrid, v.InterpOff)
+	return err
+}
+
+// warnUnused logs the file's tensors that no graph uses.
+func (m *Model) warnUnused(f *loader.File, want map[string]bool) {
 	var unused []string
 	for _, ti := range f.Tensors() {
 		if !want[ti.Name] && !auxTensor(ti.Name) {
@@ -231,10 +311,8 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 		}
 	}
 	if len(unused) > 0 {
-		log.Warn("model file tensors not used", "count", len(unused), "first", unused[0])
+		m.log.Warn("model file tensors not used", "count", len(unused), "first", unused[0])
 	}
-	log.Info("model loaded", "arch", cfg.Arch.String(), "name", cfg.Name, "device", rt.Device().Name(), "weights_MiB", m.w.Bytes()>>20)
-	return m, nil
 }
 
 // minHeadroom is the address space Load requires to be left: the Go heap
