@@ -232,35 +232,75 @@ const (
 // configFromFile reads the model config from a GGUF's metadata and tensor
 // list. It never hard-codes sizes: everything comes from the file.
 func configFromFile(f *loader.File) (Config, error) {
+	c, roots, err := archFromFile(f)
+	if err != nil {
+		return Config{}, err
+	}
+	if c.ViT, err = vitConfig(f, c.Arch, roots.vit); err != nil {
+		return Config{}, err
+	}
+	kv := f.KV()
+	hr := &kvReader{kv: kv, prefix: kvPrefix + roots.head}
+	c.readHead(f, hr)
+	ir := &kvReader{kv: kv, prefix: kvPrefix + "img."}
+	target := preprocess.DefaultProcessRes
+	if c.Arch == DA2 {
+		target = preprocess.DefaultDA2Res
+	}
+	c.ResizeTarget = ir.u32Or("resize_target", target, c.ViT.PatchSize, maxRes)
+	c.Mean = ir.floats3("mean", preprocess.ImageNetMean, -1e3, 1e3)
+	c.Std = ir.floats3("std", preprocess.ImageNetStd, 1e-6, 1e3)
+	if errs := append(hr.errs, ir.errs...); len(errs) > 0 {
+		return Config{}, fmt.Errorf("reading model metadata: %w", errList(errs))
+	}
+	return c, nil
+}
+
+// tensorRoots are the prefixes of the backbone's and the head's metadata
+// keys and tensor names: "vit." and "head.", or "m_vit." and "m_head." in
+// the nested model's metric branch.
+type tensorRoots struct{ vit, head string }
+
+// archFromFile reads the architecture and the name, and tells the
+// architectures of depthanything3 files apart by their tensors.
+func archFromFile(f *loader.File) (Config, tensorRoots, error) {
 	kv := f.KV()
 	arch, err := kv.String(kvPrefix + "arch")
 	if err != nil {
 		ga := kv.StringOr("general.architecture", "")
-		return Config{}, fmt.Errorf("%w: not a Depth Anything file (general.architecture %q, no %sarch key)", ErrUnsupportedArch, ga, kvPrefix)
+		return Config{}, tensorRoots{}, fmt.Errorf("%w: not a Depth Anything file (general.architecture %q, no %sarch key)", ErrUnsupportedArch, ga, kvPrefix)
 	}
 	has := func(name string) bool { _, ok := f.Tensor(name); return ok }
 	var c Config
 	c.Name = kv.StringOr(kvPrefix+"checkpoint_name", kv.StringOr("general.name", ""))
-	vitPrefix, headPrefix := "vit.", "head."
+	roots := tensorRoots{vit: "vit.", head: "head."}
 	if _, ok := kv.Get(kvPrefix + "m_vit.embed_dim"); ok {
 		c.NestedMetric = true
-		vitPrefix, headPrefix = "m_vit.", "m_head."
+		roots = tensorRoots{vit: "m_vit.", head: "m_head."}
 	}
 	switch arch {
 	case "depthanything2":
 		c.Arch = DA2
 	case "depthanything3":
 		switch {
-		case has(vitPrefix + "camera_token"):
+		case has(roots.vit + "camera_token"):
 			c.Arch = DA3
-		case has(headPrefix + "scratch.sky_out2a.weight"):
+		case has(roots.head + "scratch.sky_out2a.weight"):
 			c.Arch = DA3Mono
 		default:
-			return Config{}, fmt.Errorf("%w: depthanything3 file with neither a camera token nor a sky head", ErrUnsupportedArch)
+			return Config{}, tensorRoots{}, fmt.Errorf("%w: depthanything3 file with neither a camera token nor a sky head", ErrUnsupportedArch)
 		}
 	default:
-		return Config{}, fmt.Errorf("%w: %q", ErrUnsupportedArch, arch)
+		return Config{}, tensorRoots{}, fmt.Errorf("%w: %q", ErrUnsupportedArch, arch)
 	}
+	return c, roots, nil
+}
+
+// vitConfig reads the backbone's config (metadata under vitPrefix, the
+// patch size at the top level), checks it, and completes it: the position
+// grid from the pos_embed tensor, the MLP width from DINOv2's rules.
+func vitConfig(f *loader.File, arch Arch, vitPrefix string) (vit.Config, error) {
+	kv := f.KV()
 	r := &kvReader{kv: kv, prefix: kvPrefix + vitPrefix}
 	v := vit.Config{
 		EmbedDim:  r.u32("embed_dim", 1, maxEmbedDim),
@@ -291,18 +331,24 @@ func configFromFile(f *loader.File) (Config, error) {
 	// The final norm's eps: torch's nn.LayerNorm default 1e-5 in DA3, 1e-6 in
 	// DA2. (The C++ engine uses ln_eps, 1e-6, for both; the PyTorch code wins.)
 	v.FinalEps = 1e-5
-	if c.Arch == DA2 {
+	if arch == DA2 {
 		v.FinalEps = 1e-6
 	}
-	if c.Arch != DA3 {
+	if arch != DA3 {
 		v.AltStart, v.RoPEStart, v.QKNormStart, v.CatToken = -1, -1, -1, false
 	}
 	if errs := append(r.errs, top.errs...); len(errs) > 0 {
-		return Config{}, fmt.Errorf("reading model metadata: %w", errList(errs))
+		return vit.Config{}, fmt.Errorf("reading model metadata: %w", errList(errs))
 	}
 	if err := v.Validate(); err != nil {
-		return Config{}, err
+		return vit.Config{}, err
 	}
+	return completeViT(f, v, vitPrefix)
+}
+
+// completeViT takes the position grid from the pos_embed tensor (M²+1 rows)
+// and, where the file does not give it, the MLP width from DINOv2's rules.
+func completeViT(f *loader.File, v vit.Config, vitPrefix string) (vit.Config, error) {
 	if pe, ok := f.Tensor(vitPrefix + "pos_embed"); ok && len(pe.Shape) >= 2 {
 		rows := pe.Shape[1]
 		m := uint64(0)
@@ -310,7 +356,7 @@ func configFromFile(f *loader.File) (Config, error) {
 			m++
 		}
 		if rows < 2 || m*m+1 != rows {
-			return Config{}, fmt.Errorf("%spos_embed has %d rows, not M²+1 with M ≤ %d", vitPrefix, rows, maxPosGrid)
+			return vit.Config{}, fmt.Errorf("%spos_embed has %d rows, not M²+1 with M ≤ %d", vitPrefix, rows, maxPosGrid)
 		}
 		v.PosGrid = int(m)
 	}
@@ -321,11 +367,16 @@ func configFromFile(f *loader.File) (Config, error) {
 			v.MLPHidden = (4*v.EmbedDim*2/3 + 7) / 8 * 8
 		}
 	}
-	c.ViT = v
+	return v, nil
+}
 
-	hr := &kvReader{kv: kv, prefix: kvPrefix + headPrefix}
+// readHead reads the head's config (metadata through hr, which records the
+// problems) and what the architecture's head implies: metric output, a
+// camera head, and for DA3 any-view files the camera encoder and the
+// Gaussian head when they have them.
+func (c *Config) readHead(f *loader.File, hr *kvReader) {
 	h := dpt.Config{
-		Patch:    v.PatchSize,
+		Patch:    c.ViT.PatchSize,
 		Features: hr.u32("features", 2, maxFeatures),
 		NormEps:  1e-5,
 	}
@@ -342,10 +393,10 @@ func configFromFile(f *loader.File) (Config, error) {
 		h.Aux = hr.boolOr("has_aux", false)
 		c.HasCamera = true
 		if !c.NestedMetric {
-			c.CamEnc = camEncConfig(f, kv, hr)
-			c.GS, c.GSAdapter = gsConfig(kv, hr)
+			c.CamEnc = camEncConfig(f, hr.kv, hr)
+			c.GS, c.GSAdapter = gsConfig(hr.kv, hr)
 			if c.GS != nil {
-				c.GS.Patch = v.PatchSize
+				c.GS.Patch = c.ViT.PatchSize
 			}
 		}
 	case DA3Mono:
@@ -353,19 +404,6 @@ func configFromFile(f *loader.File) (Config, error) {
 		c.Metric = strings.Contains(strings.ToLower(c.Name), "metric")
 	}
 	c.Head = h
-
-	ir := &kvReader{kv: kv, prefix: kvPrefix + "img."}
-	target := preprocess.DefaultProcessRes
-	if c.Arch == DA2 {
-		target = preprocess.DefaultDA2Res
-	}
-	c.ResizeTarget = ir.u32Or("resize_target", target, v.PatchSize, maxRes)
-	c.Mean = ir.floats3("mean", preprocess.ImageNetMean, -1e3, 1e3)
-	c.Std = ir.floats3("std", preprocess.ImageNetStd, 1e-6, 1e3)
-	if errs := append(hr.errs, ir.errs...); len(errs) > 0 {
-		return Config{}, fmt.Errorf("reading model metadata: %w", errList(errs))
-	}
-	return c, nil
 }
 
 // camEncConfig reads the camera encoder's metadata (depthanything3.cam_enc.*,
