@@ -270,76 +270,92 @@ func setFields(req *DepthRequest, fields map[string][]string) *apiError {
 		if !ok || name == "image" || name == "images" {
 			return badRequest("unknown field %q", name)
 		}
-		f := v.Field(i)
-		last := strings.TrimSpace(vals[len(vals)-1])
-		switch f.Kind() {
-		case reflect.String:
-			f.SetString(last)
-		case reflect.Bool:
-			b, err := strconv.ParseBool(last)
-			if err != nil {
-				return badRequest("field %q: %q is not a boolean", name, last)
-			}
-			f.SetBool(b)
-		case reflect.Pointer: // *bool
-			b, err := strconv.ParseBool(last)
-			if err != nil {
-				return badRequest("field %q: %q is not a boolean", name, last)
-			}
-			f.Set(reflect.ValueOf(&b))
-		case reflect.Int:
-			n, err := strconv.Atoi(last)
-			if err != nil {
-				return badRequest("field %q: %q is not an integer", name, last)
-			}
-			f.SetInt(int64(n))
-		case reflect.Uint64:
-			n, err := strconv.ParseUint(last, 10, 64)
-			if err != nil {
-				return badRequest("field %q: %q is not an unsigned integer", name, last)
-			}
-			f.SetUint(n)
-		case reflect.Float32:
-			x, err := strconv.ParseFloat(last, 32)
-			if err != nil {
-				return badRequest("field %q: %q is not a number", name, last)
-			}
-			f.SetFloat(x)
-		case reflect.Slice:
-			if f.Type().Elem().Kind() == reflect.Struct { // a JSON array
-				if err := json.Unmarshal([]byte(last), f.Addr().Interface()); err != nil {
-					return badRequest("field %q: not a JSON array of %s: %v", name, f.Type().Elem().Name(), err)
-				}
-				continue
-			}
-			// repeated and/or comma-separated
-			var list []string
-			for _, s := range vals {
-				for _, e := range strings.Split(s, ",") {
-					if e = strings.TrimSpace(e); e != "" {
-						list = append(list, e)
-					}
-				}
-			}
-			switch f.Type().Elem().Kind() {
-			case reflect.String:
-				f.Set(reflect.ValueOf(list))
-			case reflect.Float64:
-				nums := make([]float64, len(list))
-				for i, e := range list {
-					x, err := strconv.ParseFloat(e, 64)
-					if err != nil {
-						return badRequest("field %q: %q is not a number", name, e)
-					}
-					nums[i] = x
-				}
-				f.Set(reflect.ValueOf(nums))
-			default:
-				panic("server: unhandled request list field " + name)
-			}
-		default:
-			panic("server: unhandled request field kind " + f.Kind().String())
+		if err := setField(v.Field(i), name, vals); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// setField sets a request field from the values of its form field (the
+// last one, but for lists).
+func setField(f reflect.Value, name string, vals []string) *apiError {
+	last := strings.TrimSpace(vals[len(vals)-1])
+	switch f.Kind() {
+	case reflect.String:
+		f.SetString(last)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(last)
+		if err != nil {
+			return badRequest("field %q: %q is not a boolean", name, last)
+		}
+		f.SetBool(b)
+	case reflect.Pointer: // *bool
+		b, err := strconv.ParseBool(last)
+		if err != nil {
+			return badRequest("field %q: %q is not a boolean", name, last)
+		}
+		f.Set(reflect.ValueOf(&b))
+	case reflect.Int:
+		n, err := strconv.Atoi(last)
+		if err != nil {
+			return badRequest("field %q: %q is not an integer", name, last)
+		}
+		f.SetInt(int64(n))
+	case reflect.Uint64:
+		n, err := strconv.ParseUint(last, 10, 64)
+		if err != nil {
+			return badRequest("field %q: %q is not an unsigned integer", name, last)
+		}
+		f.SetUint(n)
+	case reflect.Float32:
+		x, err := strconv.ParseFloat(last, 32)
+		if err != nil {
+			return badRequest("field %q: %q is not a number", name, last)
+		}
+		f.SetFloat(x)
+	case reflect.Slice:
+		return setListField(f, name, vals)
+	default:
+		panic("server: unhandled request field kind " + f.Kind().String())
+	}
+	return nil
+}
+
+// setListField sets a slice field: a JSON array of structs (the last
+// value), or a list of strings or numbers, repeated and/or comma-separated.
+func setListField(f reflect.Value, name string, vals []string) *apiError {
+	if f.Type().Elem().Kind() == reflect.Struct { // a JSON array
+		last := strings.TrimSpace(vals[len(vals)-1])
+		if err := json.Unmarshal([]byte(last), f.Addr().Interface()); err != nil {
+			return badRequest("field %q: not a JSON array of %s: %v", name, f.Type().Elem().Name(), err)
+		}
+		return nil
+	}
+	// repeated and/or comma-separated
+	var list []string
+	for _, s := range vals {
+		for _, e := range strings.Split(s, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				list = append(list, e)
+			}
+		}
+	}
+	switch f.Type().Elem().Kind() {
+	case reflect.String:
+		f.Set(reflect.ValueOf(list))
+	case reflect.Float64:
+		nums := make([]float64, len(list))
+		for i, e := range list {
+			x, err := strconv.ParseFloat(e, 64)
+			if err != nil {
+				return badRequest("field %q: %q is not a number", name, e)
+			}
+			nums[i] = x
+		}
+		f.Set(reflect.ValueOf(nums))
+	default:
+		panic("server: unhandled request list field " + name)
 	}
 	return nil
 }
@@ -354,6 +370,23 @@ type limits struct {
 // validate checks the options and the images' headers (format and size)
 // without decoding any pixel.
 func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) *apiError {
+	if err := p.validateOptions(lim); err != nil {
+		return err
+	}
+	if err := p.validateOutputs(m, canExport); err != nil {
+		return err
+	}
+	if err := p.validateIntrinsics(m); err != nil {
+		return err
+	}
+	if err := p.validateModelOutputs(m); err != nil {
+		return err
+	}
+	return p.readSizes(lim)
+}
+
+// validateOptions checks the number of images and the run options.
+func (p *parsed) validateOptions(lim limits) *apiError {
 	q := &p.req
 	if len(p.images) == 0 {
 		return badRequest("no image: send \"image\" (or \"images\") as base64 in JSON, or image files in a multipart form")
@@ -367,6 +400,13 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 	if _, err := p.runOptions().modelOptions(); err != nil {
 		return badRequest("%v", err)
 	}
+	return nil
+}
+
+// validateOutputs checks the map formats, the colour map, the exports
+// (known, and possible with the model) and the point clouds' threshold.
+func (p *parsed) validateOutputs(m ModelInfo, canExport func(string) bool) *apiError {
+	q := &p.req
 	for _, f := range q.MapFormats {
 		if !slices.Contains(mapFormats, f) {
 			return badRequest("unknown map format %q (%s)", f, strings.Join(mapFormats, ", "))
@@ -389,23 +429,36 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 	if q.PointsConfThresh < 0 || q.PointsConfThresh != q.PointsConfThresh {
 		return badRequest("points_conf_thresh must be a number ≥ 0")
 	}
-	if q.Intrinsics != nil {
-		k := q.Intrinsics
-		if len(k) != 4 {
-			return badRequest("intrinsics: want [fx, fy, cx, cy] in pixels of the input images, got %d numbers", len(k))
-		}
-		for _, v := range k {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return badRequest("intrinsics: %v is not finite", k)
-			}
-		}
-		if !(k[0] > 0 && k[1] > 0) {
-			return badRequest("intrinsics: focal lengths fx %g, fy %g must be positive pixels", k[0], k[1])
-		}
-		if !m.Intrinsics {
-			return unprocessable("model %q (%s, %s depth) does not use intrinsics: only the DA3 metric model (metric-large) turns its output into metres with them", m.Name, m.Arch, m.Unit)
+	return nil
+}
+
+// validateIntrinsics checks given intrinsics, and that the model uses them.
+func (p *parsed) validateIntrinsics(m ModelInfo) *apiError {
+	k := p.req.Intrinsics
+	if k == nil {
+		return nil
+	}
+	if len(k) != 4 {
+		return badRequest("intrinsics: want [fx, fy, cx, cy] in pixels of the input images, got %d numbers", len(k))
+	}
+	for _, v := range k {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return badRequest("intrinsics: %v is not finite", k)
 		}
 	}
+	if !(k[0] > 0 && k[1] > 0) {
+		return badRequest("intrinsics: focal lengths fx %g, fy %g must be positive pixels", k[0], k[1])
+	}
+	if !m.Intrinsics {
+		return unprocessable("model %q (%s, %s depth) does not use intrinsics: only the DA3 metric model (metric-large) turns its output into metres with them", m.Name, m.Arch, m.Unit)
+	}
+	return nil
+}
+
+// validateModelOutputs checks that the model gives the outputs asked for
+// and takes the given cameras.
+func (p *parsed) validateModelOutputs(m ModelInfo) *apiError {
+	q := &p.req
 	if q.IncludeConfidence && !m.Confidence {
 		return unprocessable("model %q (%s) has no confidence output", m.Name, m.Arch)
 	}
@@ -426,6 +479,12 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 	if (q.IncludePose || q.IncludePoints) && !m.Camera {
 		return unprocessable("model %q (%s) has no camera head: poses and point clouds need a DA3 any-view model", m.Name, m.Arch)
 	}
+	return nil
+}
+
+// readSizes reads the images' sizes from their headers into p.sizes and
+// checks the total number of pixels.
+func (p *parsed) readSizes(lim limits) *apiError {
 	var total int64
 	p.sizes = p.sizes[:0]
 	for i, b := range p.images {

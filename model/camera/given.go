@@ -318,16 +318,7 @@ func ransacScale(x, y [][3]float64) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	// Threshold: median over the aligned estimates of the nearest reference.
-	near := make([]float64, n)
-	for i := range x {
-		p := apply(s0, x[i])
-		near[i] = math.Inf(1)
-		for j := range y {
-			near[i] = math.Min(near[i], dist(p, y[j]))
-		}
-	}
-	thr := median(near)
+	thr := nearestThreshold(s0, x, y)
 	rng := rand.New(rand.NewPCG(42, 0))
 	best := s0
 	bestK, bestErr := -1, math.Inf(1)
@@ -342,37 +333,63 @@ func ransacScale(x, y [][3]float64) (float64, error) {
 		if err != nil {
 			continue
 		}
-		in := make([]bool, n)
-		k, sum := 0, 0.0
-		for i := range x {
-			e := dist(apply(s, x[i]), y[i])
-			if e <= thr {
-				in[i] = true
-				k++
-				sum += e
-			}
-		}
-		mean := math.Inf(1)
-		if k > 0 {
-			mean = sum / float64(k)
-		}
+		in, k, mean := centreInliers(s, x, y, thr)
 		if k > bestK || (k == bestK && mean < bestErr) {
 			bestK, bestErr, best, bestIn = k, mean, s, in
 		}
 	}
 	if bestK >= 3 {
-		var xs, ys [][3]float64
-		for i, in := range bestIn {
-			if in {
-				xs, ys = append(xs, x[i]), append(ys, y[i])
-			}
-		}
-		if s, err := umeyama(xs, ys); err == nil {
-			return s.S, nil
-		}
-		return 0, ErrDegenerate
+		return refitScale(x, y, bestIn)
 	}
 	return best.S, nil
+}
+
+// nearestThreshold is the inlier threshold: the median over the aligned
+// estimates of the distance to the nearest reference.
+func nearestThreshold(s0 Sim3, x, y [][3]float64) float64 {
+	near := make([]float64, len(x))
+	for i := range x {
+		p := apply(s0, x[i])
+		near[i] = math.Inf(1)
+		for j := range y {
+			near[i] = math.Min(near[i], dist(p, y[j]))
+		}
+	}
+	return median(near)
+}
+
+// centreInliers are the centres that s aligns within thr of their reference:
+// their mask, their number and their mean error (+Inf for none).
+func centreInliers(s Sim3, x, y [][3]float64, thr float64) ([]bool, int, float64) {
+	in := make([]bool, len(x))
+	k, sum := 0, 0.0
+	for i := range x {
+		e := dist(apply(s, x[i]), y[i])
+		if e <= thr {
+			in[i] = true
+			k++
+			sum += e
+		}
+	}
+	mean := math.Inf(1)
+	if k > 0 {
+		mean = sum / float64(k)
+	}
+	return in, k, mean
+}
+
+// refitScale is the scale of the similarity refitted on the inliers.
+func refitScale(x, y [][3]float64, in []bool) (float64, error) {
+	var xs, ys [][3]float64
+	for i, ok := range in {
+		if ok {
+			xs, ys = append(xs, x[i]), append(ys, y[i])
+		}
+	}
+	if s, err := umeyama(xs, ys); err == nil {
+		return s.S, nil
+	}
+	return 0, ErrDegenerate
 }
 
 func apply(s Sim3, p [3]float64) [3]float64 {

@@ -100,10 +100,10 @@ func SolveRays(maps []RayMap, imgW, imgH int, seed uint64) ([]RayFit, error) {
 	}
 	rng := newMT19937(seed)
 	nSample, samples := ransacSamples(rng, n)
-	xs, ys := planeGrid(w), planeGrid(h)
+	s := raySolver{xs: planeGrid(w), ys: planeGrid(h), nSample: nSample, samples: samples, rng: rng}
 	out := make([]RayFit, len(maps))
 	for v, m := range maps {
-		fit, err := solveView(m, xs, ys, nSample, samples, rng)
+		fit, err := s.solve(m)
 		if err != nil {
 			return nil, fmt.Errorf("view %d: %w", v, err)
 		}
@@ -155,26 +155,74 @@ func planeGrid(n int) []float64 {
 	return out
 }
 
-func solveView(m RayMap, xs, ys []float64, nSample int, samples [][]int, rng *mt19937) (RayFit, error) {
+// raySolver is what the views' solves share: the identity camera's plane
+// grid, RANSAC's candidate count and sample matrix, and the generator the
+// refits draw from.
+type raySolver struct {
+	xs, ys  []float64
+	nSample int
+	samples [][]int
+	rng     *mt19937
+}
+
+// solve recovers one view's camera from its ray map (steps 1 to 5 of
+// SolveRays).
+func (s *raySolver) solve(m RayMap) (RayFit, error) {
+	c := s.correspondences(m)
+	order := argsortDesc(c.wt)
+	mask := c.ransac(order[:s.nSample], s.samples)
+	inl, nInliers := c.refitPoints(mask, s.rng)
+	if len(inl) < 4 {
+		return RayFit{}, fmt.Errorf("%w: RANSAC kept %d inliers, at least 4 are needed (the rays do not look like a camera)", ErrRayPose, len(inl))
+	}
+	A, ok := dlt(c.src, c.dst, c.wt, inl)
+	if !ok {
+		return RayFit{}, fmt.Errorf("%w: the refitted homography is degenerate", ErrRayPose)
+	}
+	fit := homographyFit(A)
+	fit.Inliers, fit.RefitPoints = nInliers, len(inl)
+	fit.T = rayCentre(m, c.wt)
+	if !finite(fit.T[:]) || !finite(fit.Focal[:]) || !finite(fit.PP[:]) {
+		return RayFit{}, fmt.Errorf("%w: the solution is not finite", ErrRayPose)
+	}
+	return fit, nil
+}
+
+// rayPlane is plane c of a ray map's six (directions, then origins).
+func rayPlane(m RayMap, c int) []float32 {
 	n := m.H * m.W
-	plane := func(c int) []float32 { return m.Ray[c*n : (c+1)*n] }
-	dx, dy, dz := plane(0), plane(1), plane(2)
-	src := make([][2]float64, n)
-	dst := make([][2]float64, n)
-	wt := make([]float64, n)
+	return m.Ray[c*n : (c+1)*n]
+}
+
+// rayPoints are the correspondences of a view: the identity camera's plane
+// points, the ray directions divided by their z, and their weights.
+type rayPoints struct {
+	src, dst [][2]float64
+	wt       []float64
+}
+
+// correspondences matches the plane grid with the ray directions; cells
+// with |z| ≤ 1e-4 get weight 0.
+func (s *raySolver) correspondences(m RayMap) rayPoints {
+	n := m.H * m.W
+	dx, dy, dz := rayPlane(m, 0), rayPlane(m, 1), rayPlane(m, 2)
+	c := rayPoints{src: make([][2]float64, n), dst: make([][2]float64, n), wt: make([]float64, n)}
 	for i := 0; i < n; i++ {
-		src[i] = [2]float64{xs[i%m.W], ys[i/m.W]}
+		c.src[i] = [2]float64{s.xs[i%m.W], s.ys[i/m.W]}
 		z := float64(dz[i])
 		u, v := float64(dx[i]), float64(dy[i])
 		if math.Abs(z) > rayZMin {
 			u, v = u/z, v/z
-			wt[i] = float64(m.Conf[i])
+			c.wt[i] = float64(m.Conf[i])
 		}
-		dst[i] = [2]float64{u, v}
+		c.dst[i] = [2]float64{u, v}
 	}
-	order := argsortDesc(wt)
-	cand := order[:nSample]
+	return c
+}
 
+// ransac returns the inlier mask of the sample, among the candidates cand,
+// whose homography has the largest inlier weight (the first on ties).
+func (c *rayPoints) ransac(cand []int, samples [][]int) []bool {
 	bestScore := math.Inf(-1)
 	var bestMask []bool
 	pts := make([]int, rayPick)
@@ -182,27 +230,44 @@ func solveView(m RayMap, xs, ys []float64, nSample int, samples [][]int, rng *mt
 		for k, p := range s {
 			pts[k] = cand[p]
 		}
-		// A degenerate sample has no inliers (upstream: NaN errors).
-		H, ok := dlt(src, dst, wt, pts)
-		mask := make([]bool, n)
-		var score float64
-		for i := 0; ok && i < n; i++ {
-			x, y := src[i][0], src[i][1]
-			pz := H[2][0]*x + H[2][1]*y + H[2][2]
-			px := (H[0][0]*x + H[0][1]*y + H[0][2]) / pz
-			py := (H[1][0]*x + H[1][1]*y + H[1][2]) / pz
-			e := math.Sqrt((px-dst[i][0])*(px-dst[i][0]) + (py-dst[i][1])*(py-dst[i][1]))
-			if e < rayReproj {
-				mask[i] = true
-				score += wt[i]
-			}
-		}
+		mask, score := c.inliers(pts)
 		if score > bestScore {
 			bestScore, bestMask = score, mask
 		}
 	}
+	return bestMask
+}
+
+// inliers fits a homography on the points pts and returns the points it
+// reprojects within rayReproj, and their weight.
+func (c *rayPoints) inliers(pts []int) ([]bool, float64) {
+	n := len(c.wt)
+	src, dst, wt := c.src, c.dst, c.wt
+	// A degenerate sample has no inliers (upstream: NaN errors).
+	H, ok := dlt(src, dst, wt, pts)
+	mask := make([]bool, n)
+	var score float64
+	for i := 0; ok && i < n; i++ {
+		x, y := src[i][0], src[i][1]
+		pz := H[2][0]*x + H[2][1]*y + H[2][2]
+		px := (H[0][0]*x + H[0][1]*y + H[0][2]) / pz
+		py := (H[1][0]*x + H[1][1]*y + H[1][2]) / pz
+		e := math.Sqrt((px-dst[i][0])*(px-dst[i][0]) + (py-dst[i][1])*(py-dst[i][1]))
+		if e < rayReproj {
+			mask[i] = true
+			score += wt[i]
+		}
+	}
+	return mask, score
+}
+
+// refitPoints returns the points the homography is refitted on, and the
+// number of inliers: the inliers of mask; above rayMaxInliers of them, the
+// 95 % of largest weight (at least rayMaxInliers) are kept and rayMaxInliers
+// drawn from them by randperm.
+func (c *rayPoints) refitPoints(mask []bool, rng *mt19937) ([]int, int) {
 	var inl []int
-	for i, in := range bestMask {
+	for i, in := range mask {
 		if in {
 			inl = append(inl, i)
 		}
@@ -211,7 +276,7 @@ func solveView(m RayMap, xs, ys []float64, nSample int, samples [][]int, rng *mt
 	if len(inl) > rayMaxInliers {
 		iw := make([]float64, len(inl))
 		for k, i := range inl {
-			iw[k] = wt[i]
+			iw[k] = c.wt[i]
 		}
 		sorted := argsortDesc(iw)
 		keep := max(int(float64(len(sorted))*0.95), rayMaxInliers)
@@ -223,13 +288,13 @@ func solveView(m RayMap, xs, ys []float64, nSample int, samples [][]int, rng *mt
 		}
 		inl = sub
 	}
-	if len(inl) < 4 {
-		return RayFit{}, fmt.Errorf("%w: RANSAC kept %d inliers, at least 4 are needed (the rays do not look like a camera)", ErrRayPose, len(inl))
-	}
-	A, ok := dlt(src, dst, wt, inl)
-	if !ok {
-		return RayFit{}, fmt.Errorf("%w: the refitted homography is degenerate", ErrRayPose)
-	}
+	return inl, nInliers
+}
+
+// homographyFit decomposes the refitted homography (negated if its
+// determinant is negative): A = Q·L, L /= L₂₂, R = Q, the focal lengths and
+// the principal point from L.
+func homographyFit(A Mat3) RayFit {
 	if det3(A) < 0 {
 		for i := range A {
 			for j := range A[i] {
@@ -237,7 +302,7 @@ func solveView(m RayMap, xs, ys []float64, nSample int, samples [][]int, rng *mt
 			}
 		}
 	}
-	fit := RayFit{Homography: A, Inliers: nInliers, RefitPoints: len(inl)}
+	fit := RayFit{Homography: A}
 	fit.Q, fit.L = QL(A)
 	l22 := fit.L[2][2]
 	for i := range fit.L {
@@ -248,21 +313,25 @@ func solveView(m RayMap, xs, ys []float64, nSample int, samples [][]int, rng *mt
 	fit.R = fit.Q
 	fit.Focal = [2]float64{1 / fit.L[0][0], 1 / fit.L[1][1]}
 	fit.PP = [2]float64{fit.L[2][0] + 1, fit.L[2][1] + 1}
+	return fit
+}
+
+// rayCentre is the confidence-weighted mean ray origin, the camera centre.
+func rayCentre(m RayMap, wt []float64) [3]float64 {
+	n := m.H * m.W
+	var t [3]float64
 	var sw float64
 	for i := 0; i < n; i++ {
 		c := wt[i] // the confidence, zeroed where |z| ≤ 1e-4
 		sw += c
 		for k := 0; k < 3; k++ {
-			fit.T[k] += float64(plane(3 + k)[i]) * c
+			t[k] += float64(rayPlane(m, 3+k)[i]) * c
 		}
 	}
-	for k := range fit.T {
-		fit.T[k] /= sw
+	for k := range t {
+		t[k] /= sw
 	}
-	if !finite(fit.T[:]) || !finite(fit.Focal[:]) || !finite(fit.PP[:]) {
-		return RayFit{}, fmt.Errorf("%w: the solution is not finite", ErrRayPose)
-	}
-	return fit, nil
+	return t
 }
 
 // dlt is find_homography_least_squares_weighted_torch on the points pts:

@@ -11,27 +11,53 @@ import (
 // its (−i)^l factor).
 func so3Generators(l int) (x, y []float64) {
 	n := 2*l + 1
-	idx := func(i, j int) int { return i*n + j }
+	jx, jz := su2Generators(l)
+	q := realToComplex(l)
+	qh := conjTranspose(q, n)
+	toReal := func(a []complex128) []float64 {
+		out := make([]float64, n*n)
+		for i, v := range cmatMul(cmatMul(qh, a, n), q, n) {
+			out[i] = real(v)
+		}
+		return out
+	}
+	// so3_generators stacks (x, z-labelled, −y-labelled) su(2) generators;
+	// e3nn's wigner_D uses X[0] about x and X[1] (the diag(i·m) one) about y.
+	return toReal(jx), toReal(jz)
+}
+
+// su2Generators returns e3nn's su2_generators(l) J_x (from the raising and
+// lowering operators) and the diagonal one, diag(i·m), m = −l..l
+// ((2l+1)² row-major each).
+func su2Generators(l int) (jx, jz []complex128) {
+	n := 2*l + 1
 	// su2_generators(l): raising/lowering from m = −l..l.
 	raising := make([]complex128, n*n)
 	lowering := make([]complex128, n*n)
 	for k := 0; k < n-1; k++ {
 		m := float64(k - l)
-		raising[idx(k+1, k)] = complex(-math.Sqrt(float64(l*(l+1))-m*(m+1)), 0)
+		raising[(k+1)*n+k] = complex(-math.Sqrt(float64(l*(l+1))-m*(m+1)), 0)
 	}
 	for k := 1; k < n; k++ {
 		m := float64(k - l)
-		lowering[idx(k-1, k)] = complex(math.Sqrt(float64(l*(l+1))-m*(m-1)), 0)
+		lowering[(k-1)*n+k] = complex(math.Sqrt(float64(l*(l+1))-m*(m-1)), 0)
 	}
-	jx := make([]complex128, n*n)
+	jx = make([]complex128, n*n)
 	for i := range jx {
 		jx[i] = 0.5 * (raising[i] + lowering[i])
 	}
-	jz := make([]complex128, n*n)
+	jz = make([]complex128, n*n)
 	for k := 0; k < n; k++ {
-		jz[idx(k, k)] = complex(0, float64(k-l))
+		jz[k*n+k] = complex(0, float64(k-l))
 	}
-	// change_basis_real_to_complex(l).
+	return jx, jz
+}
+
+// realToComplex is e3nn's change_basis_real_to_complex(l), with its (−i)^l
+// factor ((2l+1)² row-major).
+func realToComplex(l int) []complex128 {
+	n := 2*l + 1
+	idx := func(i, j int) int { return i*n + j }
 	q := make([]complex128, n*n)
 	s := 1 / math.Sqrt2
 	for m := -l; m < 0; m++ {
@@ -51,39 +77,33 @@ func so3Generators(l int) (x, y []float64) {
 	for i := range q {
 		q[i] *= f
 	}
-	conj := func(a []complex128) []complex128 { // Qᴴ
-		out := make([]complex128, n*n)
-		for i := 0; i < n; i++ {
-			for j := 0; j < n; j++ {
-				out[idx(i, j)] = cmplx.Conj(a[idx(j, i)])
+	return q
+}
+
+// conjTranspose is Aᴴ of the n×n complex matrix a (row-major).
+func conjTranspose(a []complex128, n int) []complex128 {
+	out := make([]complex128, n*n)
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			out[i*n+j] = cmplx.Conj(a[j*n+i])
+		}
+	}
+	return out
+}
+
+// cmatMul is the product of n×n complex matrices (row-major).
+func cmatMul(a, b []complex128, n int) []complex128 {
+	out := make([]complex128, n*n)
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			var v complex128
+			for k := 0; k < n; k++ {
+				v += a[i*n+k] * b[k*n+j]
 			}
+			out[i*n+j] = v
 		}
-		return out
 	}
-	mul := func(a, b []complex128) []complex128 {
-		out := make([]complex128, n*n)
-		for i := 0; i < n; i++ {
-			for j := 0; j < n; j++ {
-				var v complex128
-				for k := 0; k < n; k++ {
-					v += a[idx(i, k)] * b[idx(k, j)]
-				}
-				out[idx(i, j)] = v
-			}
-		}
-		return out
-	}
-	qh := conj(q)
-	toReal := func(a []complex128) []float64 {
-		out := make([]float64, n*n)
-		for i, v := range mul(mul(qh, a), q) {
-			out[i] = real(v)
-		}
-		return out
-	}
-	// so3_generators stacks (x, z-labelled, −y-labelled) su(2) generators;
-	// e3nn's wigner_D uses X[0] about x and X[1] (the diag(i·m) one) about y.
-	return toReal(jx), toReal(jz)
+	return out
 }
 
 // expm is the matrix exponential of the n×n matrix a (row-major) by scaling

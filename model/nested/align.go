@@ -89,19 +89,9 @@ func Align(views []View) (Alignment, error) {
 	metric := make([][]float32, len(views))
 	var conf []float32
 	for i, v := range views {
-		n := len(v.Depth)
-		if n == 0 || len(v.Conf) != n || len(v.MetricDepth) != n || len(v.Sky) != n {
-			return a, fmt.Errorf("align: view %d: depth, confidence, metric depth and sky sizes %d, %d, %d, %d differ",
-				i, n, len(v.Conf), len(v.MetricDepth), len(v.Sky))
-		}
-		if !(v.Focal > 0) {
-			return a, fmt.Errorf("align: view %d: focal length %g is not positive", i, v.Focal)
-		}
-		// apply_metric_scaling in float32: depth · (focal / 300).
-		s := float32(v.Focal) / model.MetricFocalBase
-		dm := make([]float32, n)
-		for p, d := range v.MetricDepth {
-			dm[p] = d * s
+		dm, err := metricDepth(i, v)
+		if err != nil {
+			return a, err
 		}
 		metric[i] = dm
 		for p, sk := range v.Sky {
@@ -115,33 +105,13 @@ func Align(views []View) (Alignment, error) {
 		return a, fmt.Errorf("%w: only %d non-sky pixels (sky map < %g); more than 10 are needed", ErrNoScale, a.NonSky, SkyThreshold)
 	}
 	a.MedianConf = tmath.Quantile(conf, 0.5)
-
-	var num, den float64
-	for i, v := range views {
-		for p, sk := range v.Sky {
-			d, dm := v.Depth[p], metric[i][p]
-			if v.Conf[p] >= a.MedianConf && sk < SkyThreshold && dm > MinMetricDepth && d > MinDepth {
-				num += float64(dm) * float64(d)
-				den += float64(d) * float64(d)
-				a.Pixels++
-			}
-		}
-	}
+	num, den, pixels := fitSums(views, metric, a.MedianConf)
+	a.Pixels = pixels
 	if a.Pixels == 0 {
 		return a, fmt.Errorf("%w: no confident non-sky pixel has positive depth in both branches", ErrNoScale)
 	}
 	a.Scale = float32(num / max(den, 1e-12))
-
-	nonSky := make([]float32, 0, a.NonSky)
-	for _, v := range views {
-		for p := range v.Depth {
-			v.Depth[p] *= a.Scale
-			if v.Sky[p] < SkyThreshold {
-				nonSky = append(nonSky, v.Depth[p])
-			}
-		}
-	}
-	a.SkyDepth = min(tmath.Quantile(nonSky, SkyQuantile), MaxSkyDepth)
+	a.SkyDepth = scaleDepth(views, a.Scale, a.NonSky)
 	for _, v := range views {
 		for p, sk := range v.Sky {
 			if sk >= SkyThreshold {
@@ -151,4 +121,57 @@ func Align(views []View) (Alignment, error) {
 		}
 	}
 	return a, nil
+}
+
+// metricDepth checks view i's sizes and focal length and returns its metric
+// depth, apply_metric_scaling's depth · (focal / 300) in float32.
+func metricDepth(i int, v View) ([]float32, error) {
+	n := len(v.Depth)
+	if n == 0 || len(v.Conf) != n || len(v.MetricDepth) != n || len(v.Sky) != n {
+		return nil, fmt.Errorf("align: view %d: depth, confidence, metric depth and sky sizes %d, %d, %d, %d differ",
+			i, n, len(v.Conf), len(v.MetricDepth), len(v.Sky))
+	}
+	if !(v.Focal > 0) {
+		return nil, fmt.Errorf("align: view %d: focal length %g is not positive", i, v.Focal)
+	}
+	// apply_metric_scaling in float32: depth · (focal / 300).
+	s := float32(v.Focal) / model.MetricFocalBase
+	dm := make([]float32, n)
+	for p, d := range v.MetricDepth {
+		dm[p] = d * s
+	}
+	return dm, nil
+}
+
+// fitSums are the least-squares sums Σ dm·depth and Σ depth² over the fit
+// pixels (conf ≥ medianConf, non-sky, dm > 0.01, depth > 0.001), and their
+// number.
+func fitSums(views []View, metric [][]float32, medianConf float32) (num, den float64, pixels int) {
+	for i, v := range views {
+		for p, sk := range v.Sky {
+			d, dm := v.Depth[p], metric[i][p]
+			if v.Conf[p] >= medianConf && sk < SkyThreshold && dm > MinMetricDepth && d > MinDepth {
+				num += float64(dm) * float64(d)
+				den += float64(d) * float64(d)
+				pixels++
+			}
+		}
+	}
+	return num, den, pixels
+}
+
+// scaleDepth multiplies the views' depth by scale in place and returns the
+// depth of the sky: the SkyQuantile of the scaled non-sky depth (nonSky
+// pixels), at most MaxSkyDepth.
+func scaleDepth(views []View, scale float32, nonSky int) float32 {
+	kept := make([]float32, 0, nonSky)
+	for _, v := range views {
+		for p := range v.Depth {
+			v.Depth[p] *= scale
+			if v.Sky[p] < SkyThreshold {
+				kept = append(kept, v.Depth[p])
+			}
+		}
+	}
+	return min(tmath.Quantile(kept, SkyQuantile), MaxSkyDepth)
 }

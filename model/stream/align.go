@@ -70,30 +70,15 @@ func RobustUmeyama(src, dst, w []float64, opt AlignOptions) (Sim3, AlignStats, e
 		return Sim3{}, st, err
 	}
 	sigma := spread(dst, w)
-	delta := opt.HuberDelta * sigma
-	res := make([]float64, n)
+	h := huber{src: src, dst: dst, w: w, delta: opt.HuberDelta * sigma, res: make([]float64, n)}
 	cw := make([]float64, n)
-	residuals := func(a Sim3) (cost float64) {
-		for i := range n {
-			p := a.Apply([3]float64{src[3*i], src[3*i+1], src[3*i+2]})
-			dx, dy, dz := dst[3*i]-p[0], dst[3*i+1]-p[1], dst[3*i+2]-p[2]
-			r := math.Sqrt(dx*dx + dy*dy + dz*dz)
-			res[i] = r
-			h := 0.5 * r * r
-			if r > delta {
-				h = delta * (r - 0.5*delta)
-			}
-			cost += h * weightAt(w, i)
-		}
-		return cost
-	}
 	prev := math.Inf(1)
 	for st.Iterations < opt.Iterations {
-		cost := residuals(cur)
+		cost := h.residuals(cur)
 		for i := range n {
 			cw[i] = weightAt(w, i)
-			if res[i] > delta {
-				cw[i] *= delta / res[i]
+			if h.res[i] > h.delta {
+				cw[i] *= h.delta / h.res[i]
 			}
 		}
 		next, err := Umeyama(src, dst, cw, opt.Scale)
@@ -111,15 +96,39 @@ func RobustUmeyama(src, dst, w []float64, opt AlignOptions) (Sim3, AlignStats, e
 		}
 		prev = cost
 	}
-	residuals(cur)
+	h.residuals(cur)
 	var sw, ss float64
 	for i := range n {
 		wi := weightAt(w, i)
 		sw += wi
-		ss += wi * res[i] * res[i]
+		ss += wi * h.res[i] * h.res[i]
 	}
 	st.RMS = math.Sqrt(ss/sw) / sigma
 	return cur, st, nil
+}
+
+// huber is RobustUmeyama's Huber cost of the residuals |dstᵢ − a(srcᵢ)|, quadratic up to delta.
+type huber struct {
+	src, dst, w []float64
+	delta       float64
+	res         []float64 // the residuals of the last transform measured
+}
+
+// residuals measures the residuals of a into h.res and returns their weighted Huber cost.
+func (h *huber) residuals(a Sim3) (cost float64) {
+	src, dst, delta := h.src, h.dst, h.delta
+	for i := range h.res {
+		p := a.Apply([3]float64{src[3*i], src[3*i+1], src[3*i+2]})
+		dx, dy, dz := dst[3*i]-p[0], dst[3*i+1]-p[1], dst[3*i+2]-p[2]
+		r := math.Sqrt(dx*dx + dy*dy + dz*dz)
+		h.res[i] = r
+		hc := 0.5 * r * r
+		if r > delta {
+			hc = delta * (r - 0.5*delta)
+		}
+		cost += hc * weightAt(h.w, i)
+	}
+	return cost
 }
 
 func weightAt(w []float64, i int) float64 {
@@ -177,59 +186,97 @@ func Align(prev, next []model.Result, opt AlignOptions) (Sim3, AlignStats, error
 	if len(prev) == 0 || len(prev) != len(next) {
 		return Sim3{}, st, fmt.Errorf("align: %d and %d shared views", len(prev), len(next))
 	}
-	hasConf := true
+	hasConf, err := checkShared(prev, next)
+	if err != nil {
+		return Sim3{}, st, err
+	}
+	pf := pairFilter{hasConf: hasConf, thr: math.Inf(-1)}
+	if hasConf {
+		pf.thr = 0.1 * min(medianConf(prev), medianConf(next))
+		st.ConfThreshold = pf.thr
+	}
+	st.Valid = pf.count(prev, next)
+	if st.Valid < opt.MinPoints {
+		return Sim3{}, st, fmt.Errorf("align: %d valid pixel pairs in %d shared views (need %d): %w", st.Valid, len(prev), opt.MinPoints, ErrDegenerate)
+	}
+	src, dst, w := pf.sample(prev, next, st.Valid, opt.MaxPoints)
+	s, rst, err := RobustUmeyama(src, dst, w, opt)
+	rst.Valid, rst.ConfThreshold = st.Valid, st.ConfThreshold
+	if err != nil {
+		return Sim3{}, rst, fmt.Errorf("align: %w", err)
+	}
+	return s, rst, nil
+}
+
+// checkShared checks that the shared views have cameras and the same size in both windows, and says
+// whether all of them have confidences.
+func checkShared(prev, next []model.Result) (hasConf bool, err error) {
+	hasConf = true
 	for i := range prev {
 		a, b := &prev[i], &next[i]
 		n := a.Width * a.Height
 		if a.Camera == nil || b.Camera == nil {
-			return Sim3{}, st, errors.New("align: views without cameras")
+			return false, errors.New("align: views without cameras")
 		}
 		if a.Width != b.Width || a.Height != b.Height || len(a.Depth) != n || len(b.Depth) != n {
-			return Sim3{}, st, fmt.Errorf("align: shared view %d is %dx%d in one window and %dx%d in the other", i, a.Width, a.Height, b.Width, b.Height)
+			return false, fmt.Errorf("align: shared view %d is %dx%d in one window and %dx%d in the other", i, a.Width, a.Height, b.Width, b.Height)
 		}
 		hasConf = hasConf && len(a.Conf) == n && len(b.Conf) == n
 	}
-	thr := math.Inf(-1)
-	if hasConf {
-		thr = 0.1 * min(medianConf(prev), medianConf(next))
-		st.ConfThreshold = thr
+	return hasConf, nil
+}
+
+// pairFilter picks the pixel pairs of two windows' shared views that enter the alignment: a positive
+// finite depth in both, no sky, and (with confidences) confidence − 1 above thr in both.
+type pairFilter struct {
+	hasConf bool
+	thr     float64
+}
+
+// valid says whether pixel i of views a and b is a pair, and its weight √((c_a − 1)·(c_b − 1)).
+func (f pairFilter) valid(a, b *model.Result, i int) (float64, bool) {
+	da, db := a.Depth[i], b.Depth[i]
+	if !(da > 0) || !(db > 0) || math.IsInf(float64(da), 0) || math.IsInf(float64(db), 0) {
+		return 0, false
 	}
-	valid := func(a, b *model.Result, i int) (float64, bool) {
-		da, db := a.Depth[i], b.Depth[i]
-		if !(da > 0) || !(db > 0) || math.IsInf(float64(da), 0) || math.IsInf(float64(db), 0) {
-			return 0, false
-		}
-		if (a.Sky != nil && a.Sky[i] >= skyThreshold) || (b.Sky != nil && b.Sky[i] >= skyThreshold) {
-			return 0, false
-		}
-		if !hasConf {
-			return 1, true
-		}
-		ca, cb := float64(a.Conf[i])-1, float64(b.Conf[i])-1
-		if !(ca > thr) || !(cb > thr) {
-			return 0, false
-		}
-		return math.Sqrt(ca * cb), true
+	if (a.Sky != nil && a.Sky[i] >= skyThreshold) || (b.Sky != nil && b.Sky[i] >= skyThreshold) {
+		return 0, false
 	}
+	if !f.hasConf {
+		return 1, true
+	}
+	ca, cb := float64(a.Conf[i])-1, float64(b.Conf[i])-1
+	if !(ca > f.thr) || !(cb > f.thr) {
+		return 0, false
+	}
+	return math.Sqrt(ca * cb), true
+}
+
+// count is the number of valid pixel pairs of the shared views.
+func (f pairFilter) count(prev, next []model.Result) int {
+	valid := 0
 	for i := range prev {
 		for p := range prev[i].Depth {
-			if _, ok := valid(&prev[i], &next[i], p); ok {
-				st.Valid++
+			if _, ok := f.valid(&prev[i], &next[i], p); ok {
+				valid++
 			}
 		}
 	}
-	if st.Valid < opt.MinPoints {
-		return Sim3{}, st, fmt.Errorf("align: %d valid pixel pairs in %d shared views (need %d): %w", st.Valid, len(prev), opt.MinPoints, ErrDegenerate)
-	}
-	stride := (st.Valid + opt.MaxPoints - 1) / opt.MaxPoints
-	m := st.Valid / stride
-	src, dst, w := make([]float64, 0, 3*m+3), make([]float64, 0, 3*m+3), make([]float64, 0, m+1)
+	return valid
+}
+
+// sample back-projects at most maxPoints of the valid pixel pairs, at a uniform stride over them, into
+// each window's world frame: the points of next (src), of prev (dst), and their weights.
+func (f pairFilter) sample(prev, next []model.Result, valid, maxPoints int) (src, dst, w []float64) {
+	stride := (valid + maxPoints - 1) / maxPoints
+	m := valid / stride
+	src, dst, w = make([]float64, 0, 3*m+3), make([]float64, 0, 3*m+3), make([]float64, 0, m+1)
 	k := 0
 	for i := range prev {
 		a, b := &prev[i], &next[i]
 		pa, pb := newUnprojector(a), newUnprojector(b)
 		for p := range a.Depth {
-			wt, ok := valid(a, b, p)
+			wt, ok := f.valid(a, b, p)
 			if !ok {
 				continue
 			}
@@ -243,12 +290,7 @@ func Align(prev, next []model.Result, opt AlignOptions) (Sim3, AlignStats, error
 			k++
 		}
 	}
-	s, rst, err := RobustUmeyama(src, dst, w, opt)
-	rst.Valid, rst.ConfThreshold = st.Valid, st.ConfThreshold
-	if err != nil {
-		return Sim3{}, rst, fmt.Errorf("align: %w", err)
-	}
-	return s, rst, nil
+	return src, dst, w
 }
 
 // medianConf is the median of confidence − 1 over the views' pixels (numpy.median).

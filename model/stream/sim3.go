@@ -155,58 +155,117 @@ func Umeyama(src, dst, w []float64, method ScaleMethod) (Sim3, error) {
 	if len(src) != 3*n || len(dst) != len(src) || (w != nil && len(w) != n) {
 		return Sim3{}, fmt.Errorf("umeyama: %d source and %d target coordinates, %d weights", len(src), len(dst), len(w))
 	}
-	weight := func(i int) float64 {
-		if w == nil {
-			return 1
-		}
-		return w[i]
+	p := pointPairs{src: src, dst: dst, w: w, n: n}
+	c, err := p.centroids()
+	if err != nil {
+		return Sim3{}, err
 	}
-	var sw float64
-	var ms, md [3]float64
-	for i := range n {
-		wi := weight(i)
+	m := p.moments(c)
+	if err := m.check(); err != nil {
+		return Sim3{}, err
+	}
+	q, lambda := hornRotation(m.cross)
+	out := Sim3{R: quatToRot(q)}
+	switch method {
+	case ScaleFixed:
+		out.S = 1
+	case ScaleLeastSquares:
+		// Σ w·bᵀ·R·a = λ_max.
+		out.S = lambda / m.vs
+	default:
+		out.S = math.Sqrt(m.vd / m.vs)
+	}
+	if !(out.S > 0) || math.IsInf(out.S, 0) {
+		return Sim3{}, fmt.Errorf("umeyama: scale %g (the point sets are not related by a similarity): %w", out.S, ErrDegenerate)
+	}
+	rm := out.Apply(c.ms) // S·R·μ_src, T still 0
+	for k := range 3 {
+		out.T[k] = c.md[k] - rm[k]
+	}
+	return out, nil
+}
+
+// pointPairs are Umeyama's n weighted correspondences (w nil: equal weights).
+type pointPairs struct {
+	src, dst, w []float64
+	n           int
+}
+
+func (p pointPairs) weight(i int) float64 {
+	if p.w == nil {
+		return 1
+	}
+	return p.w[i]
+}
+
+// centroids are the weighted means of the source and target points and the total weight.
+type centroids struct {
+	ms, md [3]float64
+	sw     float64
+}
+
+// centroids checks the weights and returns the weighted centroids.
+func (p pointPairs) centroids() (centroids, error) {
+	var c centroids
+	for i := range p.n {
+		wi := p.weight(i)
 		if !(wi >= 0) || math.IsInf(wi, 0) {
-			return Sim3{}, fmt.Errorf("umeyama: weight %d is %g", i, wi)
+			return c, fmt.Errorf("umeyama: weight %d is %g", i, wi)
 		}
-		sw += wi
+		c.sw += wi
 		for k := range 3 {
-			ms[k] += wi * src[3*i+k]
-			md[k] += wi * dst[3*i+k]
+			c.ms[k] += wi * p.src[3*i+k]
+			c.md[k] += wi * p.dst[3*i+k]
 		}
 	}
-	if n < 3 || !(sw > 0) {
-		return Sim3{}, fmt.Errorf("umeyama: %d points, total weight %g: %w", n, sw, ErrDegenerate)
+	if p.n < 3 || !(c.sw > 0) {
+		return c, fmt.Errorf("umeyama: %d points, total weight %g: %w", p.n, c.sw, ErrDegenerate)
 	}
 	for k := range 3 {
-		ms[k] /= sw
-		md[k] /= sw
+		c.ms[k] /= c.sw
+		c.md[k] /= c.sw
 	}
-	// Weighted covariances: cross (src × dstᵀ) and of the source alone.
-	var cross, css [3][3]float64
-	var vs, vd float64
-	for i := range n {
-		wi := weight(i) / sw
+	return c, nil
+}
+
+// moments are the weighted covariances about the centroids: cross (src × dstᵀ) and of the source alone,
+// and the variances of both point sets.
+type moments struct {
+	cross, css [3][3]float64
+	vs, vd     float64
+}
+
+// moments returns the weighted covariances about the centroids.
+func (p pointPairs) moments(mean centroids) moments {
+	var m moments
+	for i := range p.n {
+		wi := p.weight(i) / mean.sw
 		if wi == 0 {
 			continue
 		}
 		var a, b [3]float64
 		for k := range 3 {
-			a[k], b[k] = src[3*i+k]-ms[k], dst[3*i+k]-md[k]
+			a[k], b[k] = p.src[3*i+k]-mean.ms[k], p.dst[3*i+k]-mean.md[k]
 		}
 		for r := range 3 {
 			for c := range 3 {
-				cross[r][c] += wi * a[r] * b[c]
-				css[r][c] += wi * a[r] * a[c]
+				m.cross[r][c] += wi * a[r] * b[c]
+				m.css[r][c] += wi * a[r] * a[c]
 			}
 		}
-		vs += wi * (a[0]*a[0] + a[1]*a[1] + a[2]*a[2])
-		vd += wi * (b[0]*b[0] + b[1]*b[1] + b[2]*b[2])
+		m.vs += wi * (a[0]*a[0] + a[1]*a[1] + a[2]*a[2])
+		m.vd += wi * (b[0]*b[0] + b[1]*b[1] + b[2]*b[2])
 	}
-	if math.IsNaN(vs) || math.IsInf(vs, 0) || math.IsNaN(vd) || math.IsInf(vd, 0) {
-		return Sim3{}, errors.New("umeyama: points are not finite")
+	return m
+}
+
+// check refuses points that are not finite or do not determine a rotation.
+func (m *moments) check() error {
+	if math.IsNaN(m.vs) || math.IsInf(m.vs, 0) || math.IsNaN(m.vd) || math.IsInf(m.vd, 0) {
+		return errors.New("umeyama: points are not finite")
 	}
 	// Spread: the source points must span at least a plane (two non-negligible principal axes).
-	ev, _ := jacobiEigen(css)
+	ev, _ := jacobiEigen(m.css)
 	lo := 1e-12 * max(ev[0], ev[1], ev[2])
 	spanned := 0
 	for _, e := range ev {
@@ -214,9 +273,16 @@ func Umeyama(src, dst, w []float64, method ScaleMethod) (Sim3, error) {
 			spanned++
 		}
 	}
-	if !(vs > 0) || !(vd > 0) || spanned < 2 {
-		return Sim3{}, fmt.Errorf("umeyama: the points lie on a line or at one place: %w", ErrDegenerate)
+	if !(m.vs > 0) || !(m.vd > 0) || spanned < 2 {
+		return fmt.Errorf("umeyama: the points lie on a line or at one place: %w", ErrDegenerate)
 	}
+	return nil
+}
+
+// hornRotation returns the rotation that best maps the source onto the target points, given their
+// weighted cross-covariance, as a unit quaternion (w, x, y, z), and the largest eigenvalue of Horn's
+// matrix.
+func hornRotation(cross [3][3]float64) ([4]float64, float64) {
 	// Horn's symmetric 4×4 matrix; its top eigenvector is the rotation's unit quaternion (w, x, y, z).
 	sx, sy, sz := cross[0], cross[1], cross[2]
 	nm := [4][4]float64{
@@ -232,25 +298,7 @@ func Umeyama(src, dst, w []float64, method ScaleMethod) (Sim3, error) {
 			top = i
 		}
 	}
-	q := [4]float64{vecs[0][top], vecs[1][top], vecs[2][top], vecs[3][top]}
-	out := Sim3{R: quatToRot(q)}
-	switch method {
-	case ScaleFixed:
-		out.S = 1
-	case ScaleLeastSquares:
-		// Σ w·bᵀ·R·a = λ_max.
-		out.S = vals[top] / vs
-	default:
-		out.S = math.Sqrt(vd / vs)
-	}
-	if !(out.S > 0) || math.IsInf(out.S, 0) {
-		return Sim3{}, fmt.Errorf("umeyama: scale %g (the point sets are not related by a similarity): %w", out.S, ErrDegenerate)
-	}
-	rm := out.Apply(ms) // S·R·μ_src, T still 0
-	for k := range 3 {
-		out.T[k] = md[k] - rm[k]
-	}
-	return out, nil
+	return [4]float64{vecs[0][top], vecs[1][top], vecs[2][top], vecs[3][top]}, vals[top]
 }
 
 // quatToRot returns the rotation of a quaternion (w, x, y, z), normalised first.

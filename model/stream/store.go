@@ -104,103 +104,159 @@ func init() {
 	}
 }
 
+// windowRecord is a window's place in its run: the frames' names and content keys, the run's
+// fingerprint, the transform to the run's frame and the alignment that gave it (nil for window 0).
+type windowRecord struct {
+	Window      Window
+	Names, Keys []string
+	Fingerprint string
+	ToWorld     Sim3
+	Align       *AlignStats
+}
+
 // writeWindow writes a window's raw results (all at the processed size, one size, with cameras).
-func writeWindow(dir string, w Window, names, keys []string, fingerprint string, toWorld Sim3, st *AlignStats, res []model.Result) error {
-	if len(res) != w.Len() || len(names) != w.Len() || len(keys) != w.Len() {
-		return fmt.Errorf("window %d: %d results and %d names for %d frames", w.Index, len(res), len(names), w.Len())
+func writeWindow(dir string, rec windowRecord, res []model.Result) error {
+	meta, err := newWindowMeta(rec, res)
+	if err != nil {
+		return err
+	}
+	arrays := meta.arrays()
+	return imgio.WriteAtomic(windowPath(dir, rec.Window.Index), func(out io.Writer) error {
+		return writeWindowZip(out, meta, arrays, res)
+	})
+}
+
+// newWindowMeta describes a window's results in meta.json (the arrays' digests still to come), checking
+// that every view has view 0's size and maps, and a camera.
+func newWindowMeta(rec windowRecord, res []model.Result) (windowMeta, error) {
+	w, names := rec.Window, rec.Names
+	if len(res) != w.Len() || len(names) != w.Len() || len(rec.Keys) != w.Len() {
+		return windowMeta{}, fmt.Errorf("window %d: %d results and %d names for %d frames", w.Index, len(res), len(names), w.Len())
 	}
 	W, H := res[0].Width, res[0].Height
-	meta := windowMeta{Version: storeVersion, Window: w, Frames: names, Keys: keys, Fingerprint: fingerprint, Arrays: map[string]string{}, ToWorld: sim3JSON{toWorld.S, toWorld.R, toWorld.T}, Width: W, Height: H,
+	toWorld := rec.ToWorld
+	meta := windowMeta{Version: storeVersion, Window: w, Frames: names, Keys: rec.Keys, Fingerprint: rec.Fingerprint, Arrays: map[string]string{}, ToWorld: sim3JSON{toWorld.S, toWorld.R, toWorld.T}, Width: W, Height: H,
 		Conf: res[0].Conf != nil, Sky: res[0].Sky != nil, RGB: res[0].RGB != nil}
-	if st != nil {
+	if st := rec.Align; st != nil {
 		meta.Align = &alignMeta{Points: st.Points, Valid: st.Valid, Iterations: st.Iterations, RMS: st.RMS}
 		if !math.IsNaN(st.ConfThreshold) {
 			c := st.ConfThreshold
 			meta.Align.ConfThreshold = &c
 		}
 	}
-	n := W * H
-	V := len(res)
 	for i := range res {
-		r := &res[i]
-		if r.Width != W || r.Height != H || len(r.Depth) != n {
-			return fmt.Errorf("window %d: view %d (%s) has %dx%d maps, view 0 %dx%d: streaming needs frames that process to one size", w.Index, i, names[i], r.Width, r.Height, W, H)
+		v, err := meta.view(i, &res[i])
+		if err != nil {
+			return windowMeta{}, err
 		}
-		if r.Camera == nil {
-			return fmt.Errorf("window %d: view %d (%s) has no camera", w.Index, i, names[i])
-		}
-		if (r.Conf != nil) != meta.Conf || (r.Sky != nil) != meta.Sky || (r.RGB != nil) != meta.RGB ||
-			(r.Conf != nil && len(r.Conf) != n) || (r.Sky != nil && len(r.Sky) != n) || (r.RGB != nil && len(r.RGB) != 3*n) {
-			return fmt.Errorf("window %d: view %d (%s) has other maps than view 0", w.Index, i, names[i])
-		}
-		meta.Views = append(meta.Views, viewMeta{ProcessedWidth: r.ProcessedWidth, ProcessedHeight: r.ProcessedHeight,
-			OrigWidth: r.OrigWidth, OrigHeight: r.OrigHeight, Cropped: r.Cropped, Unit: r.Unit.String(), NonFinite: r.NonFinite})
+		meta.Views = append(meta.Views, v)
 	}
-	// Each array is written view by view (no copy of the window's maps).
-	rows := func(m [3][4]float64, k int) []float64 {
-		var out []float64
-		for r := range 3 {
-			out = append(out, m[r][:k]...)
-		}
-		return out
+	return meta, nil
+}
+
+// view checks that view i's results have view 0's size and maps, and a camera, and describes them.
+func (m *windowMeta) view(i int, r *model.Result) (viewMeta, error) {
+	W, H, index, name := m.Width, m.Height, m.Window.Index, m.Frames[i]
+	n := W * H
+	if r.Width != W || r.Height != H || len(r.Depth) != n {
+		return viewMeta{}, fmt.Errorf("window %d: view %d (%s) has %dx%d maps, view 0 %dx%d: streaming needs frames that process to one size", index, i, name, r.Width, r.Height, W, H)
 	}
-	type array struct {
-		name  string
-		zero  any
-		shape []int
-		part  func(r *model.Result) any
+	if r.Camera == nil {
+		return viewMeta{}, fmt.Errorf("window %d: view %d (%s) has no camera", index, i, name)
 	}
-	arrays := []array{{"depth", []float32(nil), []int{V, H, W}, func(r *model.Result) any { return r.Depth }}}
-	if meta.RGB {
-		arrays = append(arrays, array{"image", []uint8(nil), []int{V, H, W, 3}, func(r *model.Result) any { return r.RGB }})
+	if (r.Conf != nil) != m.Conf || (r.Sky != nil) != m.Sky || (r.RGB != nil) != m.RGB ||
+		(r.Conf != nil && len(r.Conf) != n) || (r.Sky != nil && len(r.Sky) != n) || (r.RGB != nil && len(r.RGB) != 3*n) {
+		return viewMeta{}, fmt.Errorf("window %d: view %d (%s) has other maps than view 0", index, i, name)
 	}
-	if meta.Conf {
-		arrays = append(arrays, array{"conf", []float32(nil), []int{V, H, W}, func(r *model.Result) any { return r.Conf }})
+	return viewMeta{ProcessedWidth: r.ProcessedWidth, ProcessedHeight: r.ProcessedHeight,
+		OrigWidth: r.OrigWidth, OrigHeight: r.OrigHeight, Cropped: r.Cropped, Unit: r.Unit.String(), NonFinite: r.NonFinite}, nil
+}
+
+// npyArray is one array of a window file: its element type (zero), its shape, and each view's part of it.
+type npyArray struct {
+	name  string
+	zero  any
+	shape []int
+	part  func(r *model.Result) any
+}
+
+// arrays lists the window file's arrays, in the order they are written.
+func (m *windowMeta) arrays() []npyArray {
+	V, H, W := len(m.Views), m.Height, m.Width
+	arrays := []npyArray{{"depth", []float32(nil), []int{V, H, W}, func(r *model.Result) any { return r.Depth }}}
+	if m.RGB {
+		arrays = append(arrays, npyArray{"image", []uint8(nil), []int{V, H, W, 3}, func(r *model.Result) any { return r.RGB }})
 	}
-	if meta.Sky {
-		arrays = append(arrays, array{"sky", []float32(nil), []int{V, H, W}, func(r *model.Result) any { return r.Sky }})
+	if m.Conf {
+		arrays = append(arrays, npyArray{"conf", []float32(nil), []int{V, H, W}, func(r *model.Result) any { return r.Conf }})
 	}
-	k3 := func(k [3][3]float64) [3][4]float64 {
-		return [3][4]float64{{k[0][0], k[0][1], k[0][2]}, {k[1][0], k[1][1], k[1][2]}, {k[2][0], k[2][1], k[2][2]}}
+	if m.Sky {
+		arrays = append(arrays, npyArray{"sky", []float32(nil), []int{V, H, W}, func(r *model.Result) any { return r.Sky }})
 	}
-	arrays = append(arrays,
-		array{"extrinsics", []float64(nil), []int{V, 3, 4}, func(r *model.Result) any { return rows(r.Camera.Extrinsics, 4) }},
-		array{"intrinsics", []float64(nil), []int{V, 3, 3}, func(r *model.Result) any { return rows(k3(r.Camera.Intrinsics), 3) }},
-		array{"intrinsics_original", []float64(nil), []int{V, 3, 3}, func(r *model.Result) any { return rows(k3(r.Camera.IntrinsicsOriginal), 3) }},
-		array{"pose_encoding", []float32(nil), []int{V, 9}, func(r *model.Result) any { return r.Camera.PoseEncoding[:] }})
-	return imgio.WriteAtomic(windowPath(dir, w.Index), func(out io.Writer) error {
-		z := zip.NewWriter(out)
-		for _, a := range arrays {
-			zf, err := z.CreateHeader(&zip.FileHeader{Name: a.name + ".npy", Method: zip.Store})
-			if err != nil {
-				return err
-			}
-			h := sha256.New()
-			f := io.MultiWriter(zf, h)
-			if err := imgio.EncodeNPYHeader(f, a.zero, a.shape...); err != nil {
-				return err
-			}
-			for i := range res {
-				if err := imgio.EncodeNPYData(f, a.part(&res[i])); err != nil {
-					return err
-				}
-			}
-			meta.Arrays[a.name] = hex.EncodeToString(h.Sum(nil))
-		}
-		// meta.json last: it holds the arrays' digests.
-		js, err := json.MarshalIndent(meta, "", " ")
+	return append(arrays,
+		npyArray{"extrinsics", []float64(nil), []int{V, 3, 4}, func(r *model.Result) any { return rows(r.Camera.Extrinsics, 4) }},
+		npyArray{"intrinsics", []float64(nil), []int{V, 3, 3}, func(r *model.Result) any { return rows(pad34(r.Camera.Intrinsics), 3) }},
+		npyArray{"intrinsics_original", []float64(nil), []int{V, 3, 3}, func(r *model.Result) any { return rows(pad34(r.Camera.IntrinsicsOriginal), 3) }},
+		npyArray{"pose_encoding", []float32(nil), []int{V, 9}, func(r *model.Result) any { return r.Camera.PoseEncoding[:] }})
+}
+
+// rows flattens the first k columns of a 3×4 matrix, row by row.
+func rows(m [3][4]float64, k int) []float64 {
+	var out []float64
+	for r := range 3 {
+		out = append(out, m[r][:k]...)
+	}
+	return out
+}
+
+// pad34 is a 3×3 matrix as the first columns of a 3×4 one.
+func pad34(k [3][3]float64) [3][4]float64 {
+	return [3][4]float64{{k[0][0], k[0][1], k[0][2]}, {k[1][0], k[1][1], k[1][2]}, {k[2][0], k[2][1], k[2][2]}}
+}
+
+// writeWindowZip writes the window file's zip: each array written view by view (no copy of the window's
+// maps), then meta.json with their digests.
+func writeWindowZip(out io.Writer, meta windowMeta, arrays []npyArray, res []model.Result) error {
+	z := zip.NewWriter(out)
+	for _, a := range arrays {
+		sum, err := writeNPY(z, a, res)
 		if err != nil {
 			return err
 		}
-		f, err := z.CreateHeader(&zip.FileHeader{Name: "meta.json", Method: zip.Store})
-		if err != nil {
-			return err
+		meta.Arrays[a.name] = sum
+	}
+	// meta.json last: it holds the arrays' digests.
+	js, err := json.MarshalIndent(meta, "", " ")
+	if err != nil {
+		return err
+	}
+	f, err := z.CreateHeader(&zip.FileHeader{Name: "meta.json", Method: zip.Store})
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(js); err != nil {
+		return err
+	}
+	return z.Close()
+}
+
+// writeNPY writes one array into the zip and returns the SHA-256 (hex) of its .npy bytes.
+func writeNPY(z *zip.Writer, a npyArray, res []model.Result) (string, error) {
+	zf, err := z.CreateHeader(&zip.FileHeader{Name: a.name + ".npy", Method: zip.Store})
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	f := io.MultiWriter(zf, h)
+	if err := imgio.EncodeNPYHeader(f, a.zero, a.shape...); err != nil {
+		return "", err
+	}
+	for i := range res {
+		if err := imgio.EncodeNPYData(f, a.part(&res[i])); err != nil {
+			return "", err
 		}
-		if _, err := f.Write(js); err != nil {
-			return err
-		}
-		return z.Close()
-	})
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // storedWindow is a window read back from its file.
@@ -292,89 +348,131 @@ func readWindow(path string, reuse map[string]any) (*storedWindow, error) {
 	if err != nil {
 		return nil, err
 	}
-	V, H, W := len(m.Views), m.Height, m.Width
-	read := func(name string, want []int) (any, error) {
-		zf, err := z.Open(name + ".npy")
-		if err != nil {
-			return nil, fmt.Errorf("window file %s: %w", path, err)
-		}
-		defer zf.Close()
-		sum, ok := m.Arrays[name]
-		if !ok {
-			return nil, fmt.Errorf("window file %s: no checksum for %s", path, name)
-		}
-		h := sha256.New()
-		f := io.TeeReader(zf, h)
-		n := 1
-		for _, d := range want {
-			n *= d
-		}
-		data, shape, err := imgio.DecodeNPYReuse(f, n, reuse[name])
-		if err != nil {
-			return nil, fmt.Errorf("window file %s: %s: %w", path, name, err)
-		}
-		if _, err := io.Copy(io.Discard, f); err != nil {
-			return nil, fmt.Errorf("window file %s: %s: %w", path, name, err)
-		}
-		if got := hex.EncodeToString(h.Sum(nil)); got != sum {
-			return nil, fmt.Errorf("window file %s: %s does not match its checksum (%w)", path, name, errCorrupt)
-		}
-		if fmt.Sprint(shape) != fmt.Sprint(want) {
-			return nil, fmt.Errorf("window file %s: %s has shape %v, want %v", path, name, shape, want)
-		}
-		return data, nil
-	}
-	var errs []error
-	arrays := map[string]any{}
-	get := func(ok bool, name string, want ...int) any {
-		if !ok {
-			return nil
-		}
-		d, err := read(name, want)
-		errs = append(errs, err)
-		arrays[name] = d
-		return d
-	}
-	depth, ok1 := get(true, "depth", V, H, W).([]float32)
-	conf, ok2 := get(m.Conf, "conf", V, H, W).([]float32)
-	sky, ok3 := get(m.Sky, "sky", V, H, W).([]float32)
-	penc, ok4 := get(true, "pose_encoding", V, 9).([]float32)
-	ext, ok5 := get(true, "extrinsics", V, 3, 4).([]float64)
-	ixt, ok6 := get(true, "intrinsics", V, 3, 3).([]float64)
-	ixo, ok7 := get(true, "intrinsics_original", V, 3, 3).([]float64)
-	rgb, ok8 := get(m.RGB, "image", V, H, W, 3).([]uint8)
-	if err := errors.Join(errs...); err != nil {
+	r := &arrayReader{path: path, z: z, meta: &m, reuse: reuse, arrays: map[string]any{}}
+	a, err := r.readAll()
+	if err != nil {
 		return nil, err
 	}
-	if !ok1 || !ok2 && m.Conf || !ok3 && m.Sky || !ok4 || !ok5 || !ok6 || !ok7 || !ok8 && m.RGB {
-		return nil, fmt.Errorf("window file %s: an array has the wrong type (depth, conf, sky, pose_encoding float32; cameras float64; image uint8)", path)
-	}
-	n := W * H
-	out := &storedWindow{meta: m, toWorld: s, results: make([]model.Result, V), arrays: arrays}
-	part := func(d []float32, i, k int) []float32 {
-		if d == nil {
-			return nil
-		}
-		return d[i*k : (i+1)*k : (i+1)*k]
-	}
-	for i, vm := range m.Views {
-		c := &model.Camera{}
-		for r := range 3 {
-			copy(c.Extrinsics[r][:], ext[12*i+4*r:])
-			copy(c.Intrinsics[r][:], ixt[9*i+3*r:])
-			copy(c.IntrinsicsOriginal[r][:], ixo[9*i+3*r:])
-		}
-		copy(c.PoseEncoding[:], penc[9*i:])
-		var img []uint8
-		if rgb != nil {
-			img = rgb[3*n*i : 3*n*(i+1) : 3*n*(i+1)]
-		}
-		out.results[i] = model.Result{Depth: part(depth, i, n), Conf: part(conf, i, n), Sky: part(sky, i, n), RGB: img,
-			Width: W, Height: H, ProcessedWidth: vm.ProcessedWidth, ProcessedHeight: vm.ProcessedHeight,
-			OrigWidth: vm.OrigWidth, OrigHeight: vm.OrigHeight, Cropped: vm.Cropped, Unit: units[vm.Unit],
-			NonFinite: vm.NonFinite, Camera: c}
+	out := &storedWindow{meta: m, toWorld: s, results: make([]model.Result, len(m.Views)), arrays: r.arrays}
+	for i := range m.Views {
+		out.results[i] = a.result(&m, i)
 	}
 	return out, nil
+}
+
+// arrayReader reads a window file's arrays, each checked against its digest in meta.json.
+type arrayReader struct {
+	path  string
+	z     zipFile
+	meta  *windowMeta
+	reuse map[string]any
+	// arrays are the decoded arrays by name, errs the errors of the reads so far.
+	arrays map[string]any
+	errs   []error
+}
+
+// windowArrays are a window file's arrays, decoded (conf, sky, rgb nil when the window has none).
+type windowArrays struct {
+	depth, conf, sky, penc []float32
+	ext, ixt, ixo          []float64
+	rgb                    []uint8
+}
+
+// readAll reads every array of the window file.
+func (r *arrayReader) readAll() (windowArrays, error) {
+	m := r.meta
+	V, H, W := len(m.Views), m.Height, m.Width
+	var a windowArrays
+	var ok [8]bool
+	a.depth, ok[0] = r.get(true, "depth", V, H, W).([]float32)
+	a.conf, ok[1] = r.get(m.Conf, "conf", V, H, W).([]float32)
+	a.sky, ok[2] = r.get(m.Sky, "sky", V, H, W).([]float32)
+	a.penc, ok[3] = r.get(true, "pose_encoding", V, 9).([]float32)
+	a.ext, ok[4] = r.get(true, "extrinsics", V, 3, 4).([]float64)
+	a.ixt, ok[5] = r.get(true, "intrinsics", V, 3, 3).([]float64)
+	a.ixo, ok[6] = r.get(true, "intrinsics_original", V, 3, 3).([]float64)
+	a.rgb, ok[7] = r.get(m.RGB, "image", V, H, W, 3).([]uint8)
+	if err := errors.Join(r.errs...); err != nil {
+		return a, err
+	}
+	if !ok[0] || !ok[1] && m.Conf || !ok[2] && m.Sky || !ok[3] || !ok[4] || !ok[5] || !ok[6] || !ok[7] && m.RGB {
+		return a, fmt.Errorf("window file %s: an array has the wrong type (depth, conf, sky, pose_encoding float32; cameras float64; image uint8)", r.path)
+	}
+	return a, nil
+}
+
+// get reads array name when present (nil otherwise), recording its error.
+func (r *arrayReader) get(present bool, name string, want ...int) any {
+	if !present {
+		return nil
+	}
+	d, err := r.read(name, want)
+	r.errs = append(r.errs, err)
+	r.arrays[name] = d
+	return d
+}
+
+// read decodes array name, of shape want, checking it against its digest.
+func (r *arrayReader) read(name string, want []int) (any, error) {
+	path := r.path
+	zf, err := r.z.Open(name + ".npy")
+	if err != nil {
+		return nil, fmt.Errorf("window file %s: %w", path, err)
+	}
+	defer zf.Close()
+	sum, ok := r.meta.Arrays[name]
+	if !ok {
+		return nil, fmt.Errorf("window file %s: no checksum for %s", path, name)
+	}
+	h := sha256.New()
+	f := io.TeeReader(zf, h)
+	n := 1
+	for _, d := range want {
+		n *= d
+	}
+	data, shape, err := imgio.DecodeNPYReuse(f, n, r.reuse[name])
+	if err != nil {
+		return nil, fmt.Errorf("window file %s: %s: %w", path, name, err)
+	}
+	if _, err := io.Copy(io.Discard, f); err != nil {
+		return nil, fmt.Errorf("window file %s: %s: %w", path, name, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+		return nil, fmt.Errorf("window file %s: %s does not match its checksum (%w)", path, name, errCorrupt)
+	}
+	if fmt.Sprint(shape) != fmt.Sprint(want) {
+		return nil, fmt.Errorf("window file %s: %s has shape %v, want %v", path, name, shape, want)
+	}
+	return data, nil
+}
+
+// result is view i's result: its parts of the maps (not copies) and its camera.
+func (a *windowArrays) result(m *windowMeta, i int) model.Result {
+	W, H, vm := m.Width, m.Height, m.Views[i]
+	n := W * H
+	c := &model.Camera{}
+	for r := range 3 {
+		copy(c.Extrinsics[r][:], a.ext[12*i+4*r:])
+		copy(c.Intrinsics[r][:], a.ixt[9*i+3*r:])
+		copy(c.IntrinsicsOriginal[r][:], a.ixo[9*i+3*r:])
+	}
+	copy(c.PoseEncoding[:], a.penc[9*i:])
+	var img []uint8
+	if a.rgb != nil {
+		img = a.rgb[3*n*i : 3*n*(i+1) : 3*n*(i+1)]
+	}
+	return model.Result{Depth: viewPart(a.depth, i, n), Conf: viewPart(a.conf, i, n), Sky: viewPart(a.sky, i, n), RGB: img,
+		Width: W, Height: H, ProcessedWidth: vm.ProcessedWidth, ProcessedHeight: vm.ProcessedHeight,
+		OrigWidth: vm.OrigWidth, OrigHeight: vm.OrigHeight, Cropped: vm.Cropped, Unit: units[vm.Unit],
+		NonFinite: vm.NonFinite, Camera: c}
+}
+
+// viewPart is view i's part of a map of k values per view (nil for a map the window has not).
+func viewPart(d []float32, i, k int) []float32 {
+	if d == nil {
+		return nil
+	}
+	return d[i*k : (i+1)*k : (i+1)*k]
 }
 
 // aligned returns a window's result of one of its views moved into the run's world frame: depth scaled by

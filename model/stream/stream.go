@@ -137,6 +137,27 @@ func Run(ctx context.Context, scene Scene, frames []Frame, opt Options) (*Recons
 	if opt.Dir == "" {
 		return nil, st, errors.New("stream: no directory for the windows' results")
 	}
+	man, err := newManifest(frames, plan, opt)
+	if err != nil {
+		return nil, st, err
+	}
+	if err := prepareDir(opt.Dir, man, opt.Restart, log); err != nil {
+		return nil, st, err
+	}
+	r := &runner{scene: scene, frames: frames, opt: opt, ropt: opt.Run, log: log, plan: plan, man: man, st: st, prevG: Identity()}
+	r.ropt.ProcessedSize = true
+	for _, w := range plan {
+		if err := r.window(ctx, w); err != nil {
+			return nil, r.st, err
+		}
+	}
+	rec, err := Open(opt.Dir)
+	return rec, r.st, err
+}
+
+// newManifest is the manifest of a run of frames in the windows of plan; frames without a name or an
+// image, and frames of the same name, are refused.
+func newManifest(frames []Frame, plan []Window, opt Options) (manifest, error) {
 	man := manifest{Version: storeVersion, Fingerprint: opt.Fingerprint, Window: opt.Window, Overlap: opt.Overlap, Windows: plan}
 	for _, w := range plan {
 		man.Files = append(man.Files, filepath.Base(windowPath("", w.Index)))
@@ -144,10 +165,10 @@ func Run(ctx context.Context, scene Scene, frames []Frame, opt Options) (*Recons
 	seen := map[string]int{}
 	for i, f := range frames {
 		if f.Name == "" || f.Open == nil {
-			return nil, st, fmt.Errorf("stream: frame %d has no name or no image", i)
+			return manifest{}, fmt.Errorf("stream: frame %d has no name or no image", i)
 		}
 		if j, dup := seen[f.Name]; dup {
-			return nil, st, fmt.Errorf("stream: frames %d and %d have the same name %q", j, i, f.Name)
+			return manifest{}, fmt.Errorf("stream: frames %d and %d have the same name %q", j, i, f.Name)
 		}
 		seen[f.Name] = i
 		key := f.Key
@@ -157,118 +178,177 @@ func Run(ctx context.Context, scene Scene, frames []Frame, opt Options) (*Recons
 		man.Frames = append(man.Frames, f.Name)
 		man.Keys = append(man.Keys, key)
 	}
-	if err := prepareDir(opt.Dir, man, opt.Restart, log); err != nil {
-		return nil, st, err
+	return man, nil
+}
+
+// runner is the state of a Run from one window to the next.
+type runner struct {
+	scene  Scene
+	frames []Frame
+	opt    Options
+	ropt   model.RunOptions // the windows' run options: maps at the processed size
+	log    *slog.Logger
+	plan   []Window
+	man    manifest
+	st     Stats
+
+	prev     []model.Result // the previous window's raw results (only the frames the next window shares)
+	prevFrom int            // frame index of prev[0]
+	prevG    Sim3           // the previous window's transform to the run's frame
+	size     [2]int         // the maps' size (the first window's)
+	realign  bool           // a window before ran again: the resumed ones after it are aligned again
+}
+
+// window resumes window w from its file, or runs it when there is none usable, then hands it on.
+func (r *runner) window(ctx context.Context, w Window) error {
+	sw, err := readWindow(windowPath(r.opt.Dir, w.Index), nil)
+	if err == nil {
+		err = sameWindow(sw.meta, w, r.man, r.opt.Fingerprint)
 	}
-	ropt := opt.Run
-	ropt.ProcessedSize = true
-	var (
-		prev     []model.Result // the previous window's raw results (only the frames the next window shares)
-		prevFrom int            // frame index of prev[0]
-		prevG    = Identity()
-		size     [2]int
-	)
-	done := 0
-	realign := false // a window before ran again: the resumed ones after it are aligned again
-	for _, w := range plan {
-		path := windowPath(opt.Dir, w.Index)
-		var raw []model.Result
-		g := Identity()
-		sw, err := readWindow(path, nil)
-		if err == nil {
-			err = sameWindow(sw.meta, w, man, opt.Fingerprint)
-		}
-		if err == nil {
-			raw, g = sw.results, sw.toWorld
-			st.Resumed++
-			log.Info("stream: window resumed from disk", "window", w.Index, "frames", fmt.Sprintf("%d-%d", w.Start, w.End-1))
-			if realign && w.Index > 0 {
-				shared := prev[w.Start-prevFrom:]
-				s, as, err := Align(shared, raw[:len(shared)], opt.Align)
-				if err != nil {
-					return nil, st, fmt.Errorf("window %d (frames %d–%d) to window %d: %w", w.Index, w.Start, w.End-1, w.Index-1, err)
-				}
-				g = prevG.Compose(s)
-				if err := writeWindow(opt.Dir, w, man.Frames[w.Start:w.End], man.Keys[w.Start:w.End], opt.Fingerprint, g, &as, raw); err != nil {
-					return nil, st, err
-				}
-				log.Info("stream: resumed window aligned again (a window before it ran again)", "window", w.Index, "scale", s.S, "rms", as.RMS)
-			}
-		} else {
-			if !errors.Is(err, os.ErrNotExist) {
-				log.Warn("stream: window file unusable, running the window again", "window", w.Index, "err", err)
-			}
-			realign = true
-			if err := ctx.Err(); err != nil {
-				return nil, st, err
-			}
-			imgs := make([]model.Image, 0, w.Len())
-			for _, f := range frames[w.Start:w.End] {
-				im, err := f.Open()
-				if err != nil {
-					return nil, st, fmt.Errorf("frame %s: %w", f.Name, err)
-				}
-				imgs = append(imgs, im)
-			}
-			raw, err = scene.MultiView(ctx, imgs, ropt)
-			imgs = nil
-			if err != nil {
-				return nil, st, fmt.Errorf("window %d (frames %d–%d): %w", w.Index, w.Start, w.End-1, err)
-			}
-			if len(raw) != w.Len() {
-				return nil, st, fmt.Errorf("window %d: %d results for %d frames", w.Index, len(raw), w.Len())
-			}
-			var ast *AlignStats
-			if w.Index > 0 {
-				if prev == nil {
-					if prev, prevFrom, prevG, err = sharedFromDisk(opt.Dir, plan[w.Index-1], w); err != nil {
-						return nil, st, err
-					}
-				}
-				if err := sameSize(size, raw, frames[w.Start].Name); err != nil {
-					return nil, st, err
-				}
-				shared := prev[w.Start-prevFrom:]
-				s, as, err := Align(shared, raw[:len(shared)], opt.Align)
-				if err != nil {
-					return nil, st, fmt.Errorf("window %d (frames %d–%d) to window %d: %w", w.Index, w.Start, w.End-1, w.Index-1, err)
-				}
-				ast = &as
-				g = prevG.Compose(s)
-				log.Info("stream: window aligned", "window", w.Index, "frames", fmt.Sprintf("%d-%d", w.Start, w.End-1),
-					"shared", len(shared), "points", as.Points, "scale", s.S, "rms", as.RMS)
-			}
-			if err := writeWindow(opt.Dir, w, man.Frames[w.Start:w.End], man.Keys[w.Start:w.End], opt.Fingerprint, g, ast, raw); err != nil {
-				return nil, st, err
-			}
-			st.Ran++
-		}
-		if len(raw) > 0 && size == [2]int{} {
-			size = [2]int{raw[0].Width, raw[0].Height}
-		}
-		if opt.OnWindow != nil {
-			views := make([]model.Result, len(raw))
-			for i := range raw {
-				views[i] = aligned(raw[i], g)
-			}
-			if err := opt.OnWindow(w, views); err != nil {
-				return nil, st, err
-			}
-		}
-		// Keep the frames the next window shares.
-		prev, prevG = nil, g
-		if w.Index+1 < len(plan) {
-			next := plan[w.Index+1]
-			prevFrom = next.Start
-			prev = slices.Clone(raw[next.Start-w.Start:]) // not a subslice: raw's other views must go
-		}
-		done = w.OwnEnd
-		if opt.Progress != nil {
-			opt.Progress(done, len(frames))
+	var raw []model.Result
+	var g Sim3
+	if err == nil {
+		raw, g, err = r.resume(w, sw)
+	} else {
+		raw, g, err = r.rerun(ctx, w, err)
+	}
+	if err != nil {
+		return err
+	}
+	return r.finish(w, raw, g)
+}
+
+// record is window w's record in the run, with its transform to the run's frame.
+func (r *runner) record(w Window, g Sim3, as *AlignStats) windowRecord {
+	return windowRecord{Window: w, Names: r.man.Frames[w.Start:w.End], Keys: r.man.Keys[w.Start:w.End], Fingerprint: r.opt.Fingerprint, ToWorld: g, Align: as}
+}
+
+// resume takes window w's results from its file; after a window that ran again it is aligned again.
+func (r *runner) resume(w Window, sw *storedWindow) ([]model.Result, Sim3, error) {
+	raw, g := sw.results, sw.toWorld
+	r.st.Resumed++
+	r.log.Info("stream: window resumed from disk", "window", w.Index, "frames", fmt.Sprintf("%d-%d", w.Start, w.End-1))
+	if !r.realign || w.Index == 0 {
+		return raw, g, nil
+	}
+	s, as, _, err := r.alignToPrev(w, raw)
+	if err != nil {
+		return nil, g, err
+	}
+	g = r.prevG.Compose(s)
+	if err := writeWindow(r.opt.Dir, r.record(w, g, &as), raw); err != nil {
+		return nil, g, err
+	}
+	r.log.Info("stream: resumed window aligned again (a window before it ran again)", "window", w.Index, "scale", s.S, "rms", as.RMS)
+	return raw, g, nil
+}
+
+// rerun runs window w (why: the reason its file, if any, was not used), aligns it to the window before
+// and writes its file.
+func (r *runner) rerun(ctx context.Context, w Window, why error) ([]model.Result, Sim3, error) {
+	g := Identity()
+	if !errors.Is(why, os.ErrNotExist) {
+		r.log.Warn("stream: window file unusable, running the window again", "window", w.Index, "err", why)
+	}
+	r.realign = true
+	if err := ctx.Err(); err != nil {
+		return nil, g, err
+	}
+	raw, err := r.runScene(ctx, w)
+	if err != nil {
+		return nil, g, err
+	}
+	var ast *AlignStats
+	if w.Index > 0 {
+		if g, ast, err = r.alignRan(w, raw); err != nil {
+			return nil, g, err
 		}
 	}
-	r, err := Open(opt.Dir)
-	return r, st, err
+	if err := writeWindow(r.opt.Dir, r.record(w, g, ast), raw); err != nil {
+		return nil, g, err
+	}
+	r.st.Ran++
+	return raw, g, nil
+}
+
+// runScene decodes window w's frames and runs them as one scene.
+func (r *runner) runScene(ctx context.Context, w Window) ([]model.Result, error) {
+	imgs := make([]model.Image, 0, w.Len())
+	for _, f := range r.frames[w.Start:w.End] {
+		im, err := f.Open()
+		if err != nil {
+			return nil, fmt.Errorf("frame %s: %w", f.Name, err)
+		}
+		imgs = append(imgs, im)
+	}
+	raw, err := r.scene.MultiView(ctx, imgs, r.ropt)
+	if err != nil {
+		return nil, fmt.Errorf("window %d (frames %d–%d): %w", w.Index, w.Start, w.End-1, err)
+	}
+	if len(raw) != w.Len() {
+		return nil, fmt.Errorf("window %d: %d results for %d frames", w.Index, len(raw), w.Len())
+	}
+	return raw, nil
+}
+
+// alignRan aligns the results of window w, which just ran, to the window before it (read back from its
+// file when this run did not hold it): their transform to the run's frame and the alignment's stats.
+func (r *runner) alignRan(w Window, raw []model.Result) (Sim3, *AlignStats, error) {
+	if r.prev == nil {
+		var err error
+		if r.prev, r.prevFrom, r.prevG, err = sharedFromDisk(r.opt.Dir, r.plan[w.Index-1], w); err != nil {
+			return Identity(), nil, err
+		}
+	}
+	if err := sameSize(r.size, raw, r.frames[w.Start].Name); err != nil {
+		return Identity(), nil, err
+	}
+	s, as, shared, err := r.alignToPrev(w, raw)
+	if err != nil {
+		return Identity(), nil, err
+	}
+	g := r.prevG.Compose(s)
+	r.log.Info("stream: window aligned", "window", w.Index, "frames", fmt.Sprintf("%d-%d", w.Start, w.End-1),
+		"shared", shared, "points", as.Points, "scale", s.S, "rms", as.RMS)
+	return g, &as, nil
+}
+
+// alignToPrev aligns window w's raw results to the previous window's on the frames they share: the
+// transform from w's frame to the previous window's, the alignment's stats and the number of frames shared.
+func (r *runner) alignToPrev(w Window, raw []model.Result) (Sim3, AlignStats, int, error) {
+	shared := r.prev[w.Start-r.prevFrom:]
+	s, as, err := Align(shared, raw[:len(shared)], r.opt.Align)
+	if err != nil {
+		return s, as, 0, fmt.Errorf("window %d (frames %d–%d) to window %d: %w", w.Index, w.Start, w.End-1, w.Index-1, err)
+	}
+	return s, as, len(shared), nil
+}
+
+// finish hands window w on (OnWindow, Progress) and keeps the frames the next window shares.
+func (r *runner) finish(w Window, raw []model.Result, g Sim3) error {
+	if len(raw) > 0 && r.size == [2]int{} {
+		r.size = [2]int{raw[0].Width, raw[0].Height}
+	}
+	if r.opt.OnWindow != nil {
+		views := make([]model.Result, len(raw))
+		for i := range raw {
+			views[i] = aligned(raw[i], g)
+		}
+		if err := r.opt.OnWindow(w, views); err != nil {
+			return err
+		}
+	}
+	// Keep the frames the next window shares.
+	r.prev, r.prevG = nil, g
+	if w.Index+1 < len(r.plan) {
+		next := r.plan[w.Index+1]
+		r.prevFrom = next.Start
+		r.prev = slices.Clone(raw[next.Start-w.Start:]) // not a subslice: raw's other views must go
+	}
+	if r.opt.Progress != nil {
+		r.opt.Progress(w.OwnEnd, len(r.frames))
+	}
+	return nil
 }
 
 // sameWindow says why a stored window is not window w of this run (nil when it is): another window,
