@@ -79,12 +79,9 @@ type Model struct {
 // Load opens a Depth Anything GGUF, reads its config from the metadata,
 // uploads the weights to the chosen device and binds them.
 func Load(ctx context.Context, path string, opts Options) (m *Model, err error) {
-	f, err := loader.Open(path)
+	f, err := openModel(path)
 	if err != nil {
-		if errors.Is(err, syscall.ENOMEM) {
-			return nil, fmt.Errorf("open model %s: %w: not enough memory or address space (ulimit -v) to map the file", path, err)
-		}
-		return nil, fmt.Errorf("open model %s: %w", path, err)
+		return nil, err
 	}
 	// On the CPU the weights are read straight from the file's memory map:
 	// then the uploaded Weights own the file and close it.
@@ -117,12 +114,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 		m.deviceBudget = max(opts.MaxDeviceMemory, 0)
 	}
 	parts := m.newLayers()
-	want := map[string]bool{} // upload only what the graphs use
-	for _, p := range parts {
-		for _, n := range bind.Names(p.dst, p.root) {
-			want[n] = true
-		}
-	}
+	want := wanted(parts) // upload only what the graphs use
 	if err := m.checkWeightBudget(f, want, path); err != nil {
 		return nil, err
 	}
@@ -142,6 +134,29 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	m.warnUnused(f, want)
 	log.Info("model loaded", "arch", cfg.Arch.String(), "name", cfg.Name, "device", rt.Device().Name(), "weights_MiB", m.w.Bytes()>>20)
 	return m, nil
+}
+
+// openModel maps the model file.
+func openModel(path string) (*loader.File, error) {
+	f, err := loader.Open(path)
+	if err != nil {
+		if errors.Is(err, syscall.ENOMEM) {
+			return nil, fmt.Errorf("open model %s: %w: not enough memory or address space (ulimit -v) to map the file", path, err)
+		}
+		return nil, fmt.Errorf("open model %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// wanted are the names of the tensors the parts bind.
+func wanted(parts []layer) map[string]bool {
+	want := map[string]bool{}
+	for _, p := range parts {
+		for _, n := range bind.Names(p.dst, p.root) {
+			want[n] = true
+		}
+	}
+	return want
 }
 
 // readConfig reads f's configuration and checks the file against it: the
