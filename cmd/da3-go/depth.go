@@ -74,30 +74,8 @@ func runDepth(ctx context.Context, args []string, stdout, stderr io.Writer) (cod
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	f := &d.f
-	setupLog(stderr, f.verbose, f.quiet)
-	if err := d.validate(); err != nil {
-		return exitFor(fs, stderr, err)
-	}
-	in, code := f.inputFlags.open(ctx, fs, fs.Args(), stderr)
-	if in == nil {
-		return code
-	}
-	defer in.cleanup()
-	d.in = in
-	defer func() { code = d.out.finish(code, stderr) }()
-	if err := d.plan(); err != nil {
-		return exitFor(fs, stderr, err)
-	}
-	m, code := f.modelFlags.loadModel(ctx, fs, stderr)
-	if m == nil {
-		return code
-	}
-	defer m.Close()
-	if err := d.run(ctx, m); err != nil {
-		return fail(stderr, err)
-	}
-	return exitOK
+	setupLog(stderr, d.f.verbose, d.f.quiet)
+	return runStages(ctx, fs, &d.f.modelFlags, &d.f.inputFlags, d, stderr)
 }
 
 // depthRun is one depth command: its flags, then what validate, plan and
@@ -163,8 +141,9 @@ func (d *depthRun) validate() error {
 
 // plan names every output, checks it and makes its directory, and reads
 // the images' headers (a bad image fails before any model work).
-func (d *depthRun) plan() error {
-	f, inputs := &d.f, d.in.names
+func (d *depthRun) plan(in *inputs) error {
+	d.in = in
+	f, inputs := &d.f, in.names
 	kinds := []string{"depth"}
 	if f.conf {
 		kinds = append(kinds, "conf")
@@ -208,6 +187,8 @@ func (d *depthRun) plan() error {
 	}
 	return nil
 }
+
+func (d *depthRun) written() *runOutputs { return &d.out }
 
 // checkModel refuses the outputs and units the model cannot give, and
 // notes a depth that is not metres where one might expect it.

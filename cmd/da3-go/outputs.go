@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/internal/atomicfile"
 )
 
@@ -211,4 +214,40 @@ func (o *runOutputs) finish(code int, stderr io.Writer) int {
 	}
 	o.made.removeEmpty()
 	return code
+}
+
+// staged is a command that runs in stages: validate its flags, plan its
+// outputs from the inputs (before the model loads), run the loaded model.
+type staged interface {
+	validate() error
+	plan(in *inputs) error
+	run(ctx context.Context, m da3.Runner) error
+	written() *runOutputs
+}
+
+// runStages runs s once its flags are parsed: validate, open the inputs,
+// plan, load the model, run; each error reported with its exit code, and
+// the run's outputs finished (listed, empty directories removed).
+func runStages(ctx context.Context, fs *flag.FlagSet, mf *modelFlags, inf *inputFlags, s staged, stderr io.Writer) (code int) {
+	if err := s.validate(); err != nil {
+		return exitFor(fs, stderr, err)
+	}
+	in, code := inf.open(ctx, fs, fs.Args(), stderr)
+	if in == nil {
+		return code
+	}
+	defer in.cleanup()
+	defer func() { code = s.written().finish(code, stderr) }()
+	if err := s.plan(in); err != nil {
+		return exitFor(fs, stderr, err)
+	}
+	m, code := mf.loadModel(ctx, fs, stderr)
+	if m == nil {
+		return code
+	}
+	defer m.Close()
+	if err := s.run(ctx, m); err != nil {
+		return fail(stderr, err)
+	}
+	return exitOK
 }

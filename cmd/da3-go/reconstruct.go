@@ -158,28 +158,7 @@ func runReconstruct(ctx context.Context, args []string, stdout, stderr io.Writer
 		return code
 	}
 	setupLog(stderr, f.verbose, f.quiet)
-	if err := r.validate(); err != nil {
-		return exitFor(fs, stderr, err)
-	}
-	in, code := f.inputFlags.open(ctx, fs, fs.Args(), stderr)
-	if in == nil {
-		return code
-	}
-	defer in.cleanup()
-	r.in, r.names = in, imageNames(in.names)
-	defer func() { code = r.out.finish(code, stderr) }()
-	if err := r.plan(); err != nil {
-		return fail(stderr, err)
-	}
-	m, code := f.modelFlags.loadModel(ctx, fs, stderr)
-	if m == nil {
-		return code
-	}
-	defer m.Close()
-	if err := r.run(ctx, m); err != nil {
-		return fail(stderr, err)
-	}
-	return exitOK
+	return runStages(ctx, fs, &f.modelFlags, &f.inputFlags, r, stderr)
 }
 
 // reconstructRun is one reconstruct command: its flags, then what
@@ -225,7 +204,8 @@ func (r *reconstructRun) validate() error {
 // plan names and checks every output, looks at the previous run's outputs
 // and makes the directories, then reads the images' headers: all before
 // the model loads.
-func (r *reconstructRun) plan() error {
+func (r *reconstructRun) plan(in *inputs) error {
+	r.in, r.names = in, imageNames(in.names)
 	f, o := &r.f, &r.out
 	if err := o.made.prepare(f.out); err != nil {
 		return err
@@ -260,6 +240,8 @@ func (r *reconstructRun) plan() error {
 	r.size, err = checkImages(r.in.paths)
 	return err
 }
+
+func (r *reconstructRun) written() *runOutputs { return &r.out }
 
 // checkModel refuses formats and -intrinsics the model cannot serve, and
 // notes a depth that is not metres.

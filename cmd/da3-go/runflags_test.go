@@ -14,7 +14,7 @@ import (
 func TestParseKernels(t *testing.T) {
 	p, err := parseKernels("auto")
 	require.NoError(t, err)
-	assert.Nil(t, p, "auto: the runtime's default")
+	assert.Zero(t, p, "auto: the zero policy, the runtime's default")
 
 	p, err = parseKernels("none")
 	require.NoError(t, err)
