@@ -181,7 +181,7 @@ func TestOutputRules(t *testing.T) {
 	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
 	code, _, stderr := runCLI("depth", "-model", m, "-process-res", "84", "-o", out+"/", img)
 	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, stderr, "is a FIFO, not a regular file")
+	assert.Contains(t, stderr, "is a named pipe, not a regular file")
 	fi, err := os.Lstat(fifo)
 	require.NoError(t, err)
 	assert.True(t, fi.Mode()&os.ModeNamedPipe != 0, "the FIFO is still a FIFO")

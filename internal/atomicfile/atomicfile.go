@@ -28,6 +28,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/da3-go/da3-go/internal/safeio"
 )
 
 // TempPrefix starts the names of the temporary files (".da3-tmp-<pid>-<random>").
@@ -62,28 +64,9 @@ func CheckDest(path string) error {
 	case err != nil:
 		return fmt.Errorf("output %s: %w", path, err)
 	case !fi.Mode().IsRegular():
-		return fmt.Errorf("output %s is %s, %w: only regular files are replaced", path, kind(fi.Mode()), ErrNotRegular)
+		return fmt.Errorf("output %s is %s, %w: only regular files are replaced", path, safeio.Kind(fi.Mode()), ErrNotRegular)
 	}
 	return nil
-}
-
-// kind names a file mode's type.
-func kind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	}
-	return "a special file"
 }
 
 // CheckNotInput refuses an output path that names one of inputs: the same

@@ -36,7 +36,7 @@ func TestOnlyRegularFilesAreReplaced(t *testing.T) {
 	link := filepath.Join(dir, "link.png")
 	require.NoError(t, os.Symlink(reg, link))
 	for _, tc := range []struct{ name, path, kind string }{
-		{"FIFO", fifo, "a FIFO"},
+		{"FIFO", fifo, "a named pipe"},
 		{"directory", sub, "a directory"},
 		{"symbolic link", link, "a symbolic link"},
 		{"character device", "/dev/full", "a character device"},

@@ -39,7 +39,7 @@ func Open(path string) (*os.File, fs.FileInfo, error) {
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, kind(st.Mode()))
+		return nil, nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, Kind(st.Mode()))
 	}
 	if err := clearNonblock(f); err != nil {
 		f.Close()
@@ -84,10 +84,14 @@ func Bytes(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-func kind(m fs.FileMode) string {
+// Kind names a file mode's type: "a directory", "a symbolic link", "a named
+// pipe", "a socket", "a character device", "a block device", else "mode …".
+func Kind(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
 	case m&fs.ModeNamedPipe != 0:
 		return "a named pipe"
 	case m&fs.ModeSocket != 0:
