@@ -140,7 +140,7 @@ func (m *Model) checkedBatch(ctx context.Context, views []*preprocess.View, opt 
 func (m *Model) batch(ctx context.Context, views []*preprocess.View, opt RunOptions, part, parts int) ([]Result, error) {
 	B := len(views)
 	W, H := views[0].Width, views[0].Height
-	out, err := m.graph(ctx, backend.RunOptions{MaxNodes: m.nodeBudget(B)}, opt, "batch", part, parts, func(b *backend.Builder) error {
+	out, err := m.graph(ctx, backend.RunOptions{MaxNodes: m.nodeBudget(B)}, opt, Progress{Stage: "batch", Part: part, Parts: parts}, func(b *backend.Builder) error {
 		g := b.G
 		px := b.Input("pixels", stackPixels(views), W, H, 3, B)
 		x, grid := m.vit.Embed(g, b, px)

@@ -126,13 +126,15 @@ type Progress struct {
 	Done, Total int
 }
 
-// graph runs one graph of a run, telling opt.Progress about it as stage,
-// part of parts.
-func (m *Model) graph(ctx context.Context, ro backend.RunOptions, opt RunOptions, stage string, part, parts int,
+// graph runs one graph of a run, telling opt.Progress about it as at
+// (Stage, Part, Parts; the counts are filled in as it computes).
+func (m *Model) graph(ctx context.Context, ro backend.RunOptions, opt RunOptions, at Progress,
 	build func(b *backend.Builder) error) (map[string]backend.Tensor, error) {
 	if tell := opt.Progress; tell != nil {
 		ro.Progress = func(done, total int) {
-			tell(Progress{Stage: stage, Part: part, Parts: parts, Done: done, Total: total})
+			p := at
+			p.Done, p.Total = done, total
+			tell(p)
 		}
 	}
 	return m.rt.Run(ctx, ro, build)

@@ -85,7 +85,7 @@ type pass struct {
 // graph computes one of the pass's graphs (the part-th of parts of stage).
 func (p *pass) graph(stage string, part, parts int, build func(b *backend.Builder) error) (map[string]backend.Tensor, error) {
 	ro := backend.RunOptions{MaxNodes: p.m.nodeBudget(p.net.S), Taps: p.opt.Taps}
-	return p.m.graph(p.ctx, ro, p.opt, stage, part, parts, build)
+	return p.m.graph(p.ctx, ro, p.opt, Progress{Stage: stage, Part: part, Parts: parts}, build)
 }
 
 // keepTaps keeps the requested taps among a graph's outputs.
