@@ -45,6 +45,8 @@ type depthFlags struct {
 	metric        bool
 	gaussians     string
 	overwrite     bool
+	shard         string
+	skipExisting  bool
 }
 
 func (f *depthFlags) register(fs *flag.FlagSet) {
@@ -61,6 +63,8 @@ func (f *depthFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.intrinsics, "intrinsics", "", "fx,fy,cx,cy of the camera of the input images, in their pixels: the DA3 metric model (metric-large) then gives depth in metres")
 	fs.StringVar(&f.gaussians, "gaussians", "", "also write the scene's 3D Gaussians (DA3-GIANT) to this gs_ply file, as the official gs_ply export")
 	fs.BoolVar(&f.overwrite, "overwrite", false, "with -o DIR: replace files at the output paths that no earlier run into DIR wrote (refused without it)")
+	fs.StringVar(&f.shard, "shard", "", "i/n: run only the images in shard i of n (0 ≤ i < n; the shard of an image is a hash of its path relative to the directory of all inputs, so n jobs given the same inputs, e.g. a Slurm array, share them out, each image to one); needs -independent")
+	fs.BoolVar(&f.skipExisting, "skip-existing", false, "leave out the images whose every output exists (a non-empty file), to resume an interrupted run; without -independent the images are one scene, left out only when every image's outputs exist")
 	fs.BoolVar(&f.metric, "metric", false, "require depth in metres: fail before running unless the model gives metres (DA2 metric models, the DA3 metric model with -intrinsics, the nested pair)")
 }
 
@@ -86,6 +90,7 @@ type depthRun struct {
 	stdout, stderr io.Writer
 
 	formats []string
+	shard   shard
 	cmap    imgio.Colormap
 	opt     model.RunOptions
 	in      *inputs
@@ -136,6 +141,17 @@ func (d *depthRun) validate() error {
 		}
 		d.opt.Intrinsics = k
 	}
+	if d.shard, err = parseShard(f.shard); err != nil {
+		return asUsage(err)
+	}
+	if d.shard.n > 0 {
+		switch {
+		case !f.independent:
+			return errUsage("-shard splits the images between runs, so each must be its own scene: give -independent")
+		case f.cameras != "":
+			return errUsage("-cameras holds the cameras of every image: it does not go with -shard")
+		}
+	}
 	return nil
 }
 
@@ -152,11 +168,16 @@ func (d *depthRun) plan(in *inputs) error {
 		kinds = append(kinds, "sky")
 	}
 	var err error
+	// The outputs are named from every input (two images sharing a base
+	// name keep their directories), so shards name them alike.
 	if d.outputs, d.formats, err = outputPlan(f.out, inputs, kinds, d.formats, flagGiven(d.fs, "format")); err != nil {
 		if isSystemError(err) {
 			return err
 		}
 		return asUsage(err)
+	}
+	if err := d.selectInputs(); err != nil {
+		return err
 	}
 	for _, dir := range f.outputDirs(d.outputs) {
 		if err := d.out.made.prepare(dir); err != nil {
@@ -172,7 +193,7 @@ func (d *depthRun) plan(in *inputs) error {
 		}
 	}
 	if f.out != "" && !outputIsFile(f.out) {
-		if d.out.set, err = depthOutputSet(f.out, d.outputs, inputs, f.overwrite); err != nil {
+		if d.out.set, err = depthOutputSet(f.out, d.outputs, d.in.names, f.overwrite); err != nil {
 			return asUsage(err)
 		}
 		if !f.quiet {
@@ -185,6 +206,49 @@ func (d *depthRun) plan(in *inputs) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// selectInputs keeps the inputs of -shard and leaves out, with
+// -skip-existing, those whose outputs exist; it returns errNothingToRun
+// when none is left.
+func (d *depthRun) selectInputs() error {
+	f, in := &d.f, d.in
+	keep := selectShard(in.names, d.shard)
+	if d.shard.n > 0 && !f.quiet {
+		fmt.Fprintf(d.stderr, "da3-go: shard %s: %d of %d images\n", d.shard, len(keep), len(in.names))
+	}
+	if f.skipExisting {
+		// Without -independent the images are one scene: all run or none.
+		perImage := f.independent && f.cameras == ""
+		var left []int
+		for _, i := range keep {
+			if !outputsExist(d.outputs[i]) {
+				left = append(left, i)
+			}
+		}
+		if !perImage && len(left) > 0 || f.gaussians != "" && !outputsExist([]mapOutput{{path: f.gaussians}}) {
+			left = keep
+		}
+		if !f.quiet {
+			fmt.Fprintf(d.stderr, "da3-go: skipped %d of %d images: their outputs exist\n", len(keep)-len(left), len(keep))
+		}
+		keep = left
+	}
+	if len(keep) == 0 {
+		return errNothingToRun
+	}
+	if len(keep) == len(in.names) {
+		return nil
+	}
+	sub := &inputs{cleanup: in.cleanup}
+	outputs := make([][]mapOutput, 0, len(keep))
+	for _, i := range keep {
+		sub.paths = append(sub.paths, in.paths[i])
+		sub.names = append(sub.names, in.names[i])
+		outputs = append(outputs, d.outputs[i])
+	}
+	d.in, d.outputs = sub, outputs
 	return nil
 }
 

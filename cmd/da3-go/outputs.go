@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -239,6 +240,9 @@ func runStages(ctx context.Context, fs *flag.FlagSet, mf *modelFlags, inf *input
 	defer in.cleanup()
 	defer func() { code = s.written().finish(code, stderr) }()
 	if err := s.plan(in); err != nil {
+		if errors.Is(err, errNothingToRun) {
+			return exitOK
+		}
 		return exitFor(fs, stderr, err)
 	}
 	m, code := mf.loadModel(ctx, fs, stderr)
