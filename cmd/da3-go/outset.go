@@ -66,7 +66,10 @@ const manifestName = ".da3-go-outputs"
 //   - the manifest then lists the run's outputs and the previous ones it
 //     does not replace. Before the first output is written it lists the
 //     previous ones and the planned ones, so that a run that fails halfway
-//     leaves nothing the next run does not know.
+//     leaves nothing the next run does not know. Each time it is written,
+//     the entries another run added since (a shard of the same job into
+//     the same directory) are kept; two writes at the same instant can
+//     still lose one run's entries (there is no lock).
 //
 // Only regular files the manifest lists, inside the directory, are ever
 // removed.
@@ -166,7 +169,23 @@ func (s *outputSet) begin() error {
 		return nil
 	}
 	s.begun = true
-	return writeManifest(s.dir, append(slices.Clone(s.previous), s.planned...))
+	return s.writeManifest(append(slices.Clone(s.previous), s.planned...))
+}
+
+// writeManifest writes the manifest listing rels and what it lists now
+// apart from the stale outputs, so that runs into dir at the same time
+// (shards of one job) keep each other's outputs listed.
+func (s *outputSet) writeManifest(rels []string) error {
+	now, err := readManifest(s.dir)
+	if err != nil {
+		return err
+	}
+	for _, rel := range now {
+		if !slices.Contains(s.stale, rel) && !slices.Contains(rels, rel) {
+			rels = append(rels, rel)
+		}
+	}
+	return writeManifest(s.dir, rels)
 }
 
 // commit removes the previous outputs the run replaced and did not write
@@ -196,7 +215,7 @@ func (s *outputSet) commit() error {
 			}
 		}
 	}
-	if err := writeManifest(s.dir, append(slices.Clone(s.kept), s.planned...)); err != nil {
+	if err := s.writeManifest(append(slices.Clone(s.kept), s.planned...)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -169,3 +169,25 @@ func TestDepthSkipExistingScene(t *testing.T) {
 	assert.Equal(t, []string{"view0_depth.png", "view1_depth.png"}, wroteLines(stdout))
 	assert.Contains(t, stderr, "skipped 0 of 2 images")
 }
+
+// TestOutputSetsOfConcurrentShards: two runs into one directory, planned
+// before either writes (shards started together), leave a list naming the
+// outputs of both.
+func TestOutputSetsOfConcurrentShards(t *testing.T) {
+	out := t.TempDir()
+	plan := func(name string) [][]mapOutput {
+		return [][]mapOutput{{{kind: "depth", format: "png", path: filepath.Join(out, name+"_depth.png")}}}
+	}
+	a, err := depthOutputSet(out, plan("a"), []string{"in/a.png"}, false)
+	require.NoError(t, err)
+	b, err := depthOutputSet(out, plan("b"), []string{"in/b.png"}, false)
+	require.NoError(t, err)
+	require.NoError(t, a.begin())
+	require.NoError(t, b.begin())
+	for _, n := range []string{"a", "b"} {
+		require.NoError(t, os.WriteFile(filepath.Join(out, n+"_depth.png"), []byte("map"), 0o644))
+	}
+	require.NoError(t, a.commit())
+	require.NoError(t, b.commit())
+	assert.Equal(t, manifest("a_depth.png", "b_depth.png"), readFile(t, filepath.Join(out, manifestName)))
+}
