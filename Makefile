@@ -35,7 +35,7 @@ VENDOR := ggml/vendor/include/da3_ggml_version.h
 GO_LDFLAGS := -X github.com/da3-go/da3-go/backend.sourceLibDir=$(CURDIR)/ggml/vendor/lib
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build generate test test-race test-short bench bench-compare fuzz fuzz-inputs fuzz-models fuzz-serve hostile-subprocess vet clean cuda cuda-check vulkan gpu-src cpu-dl ggml-src oracle flags web viewer capi
+.PHONY: all build generate test test-race test-short bench bench-compare fuzz fuzz-inputs fuzz-models fuzz-serve hostile-subprocess vet clean cuda cuda-check vulkan gpu-src cpu-dl ggml-src oracle flags web viewer capi python test-python
 
 all: build
 
@@ -50,6 +50,7 @@ build: generate viewer
 test: generate viewer
 	$(GO) vet ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory test-python
 
 # The web page's 3D viewer: three.js bundled by esbuild (npm) into
 # server/web/static/viewer.js, which go:embed puts in the binary. `make web`
@@ -78,6 +79,24 @@ viewer:
 # The C ABI: bin/libda3go.so and bin/libda3go.h (see capi/).
 capi: generate
 	$(GO) build -trimpath -ldflags "$(GO_LDFLAGS)" -buildmode=c-shared -o bin/libda3go.so ./capi
+
+# The Python package (python/, docs/python.md): `make python` bundles
+# bin/libda3go.so (and bin/lib/libggml-*.so when present) into python/da3go/
+# and builds the wheel bin/da3go-*.whl; `make test-python` installs it into a
+# fresh virtual environment offline and runs python/tests (python/test.sh;
+# it skips without python3).
+PYTHON ?= python3
+
+python: capi
+	rm -rf python/da3go/libda3go.so python/da3go/lib python/build python/da3go.egg-info bin/da3go-*.whl
+	cp bin/libda3go.so python/da3go/
+	if ls bin/lib/libggml-*.so* >/dev/null 2>&1; then mkdir -p python/da3go/lib && cp -P bin/lib/libggml-*.so* python/da3go/lib/; fi
+	if $(PYTHON) -c 'import setuptools, wheel' 2>/dev/null; then iso=--no-build-isolation; fi; \
+		$(PYTHON) -m pip wheel -q --no-deps $$iso -w bin ./python
+	@ls bin/da3go-*.whl
+
+test-python: generate
+	GO="$(GO)" PYTHON="$(PYTHON)" ./python/test.sh
 
 # The concurrency tests under the race detector (Close during runs).
 # The first run compiles ggml again with -race (several minutes).

@@ -17,13 +17,19 @@
 //     buffers (depth maps, points, colours) with da3go_free_buffer, strings
 //     (error messages, da3go_info_json) with da3go_free_string, the views of
 //     da3go_run with da3go_free_views (which frees their maps too: never
-//     free a view's depth, conf or sky yourself). Do not use free(): the
+//     free a view's depth, conf or sky yourself; the same for the views of
+//     the batched calls da3go_depth_batch and da3go_run_scenes). Do not use free(): the
 //     library records every block it hands out, and its free functions
 //     ignore (with a warning on the library's log) a pointer that is not
 //     live — freed already, never returned, or of another kind — and free
 //     the number of views da3go_run returned whatever count is passed, where
 //     free() would corrupt the heap;
 //   - the library never keeps a pointer the caller passed in.
+//
+// Batches cost one call: da3go_depth_batch runs n same-size images in memory
+// as independent images (the model's batched graph, which may differ from n
+// single calls in the last float bits), da3go_run_scenes several scenes of
+// images in memory; both return one view array of every image in input order.
 //
 // A handle may be used from several threads; runs on one model are
 // serialised. A panic inside the library is returned as an error.
@@ -82,6 +88,7 @@ import "C"
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,7 +108,7 @@ import (
 )
 
 // abiVersion changes whenever a declaration of the header does.
-const abiVersion = 1
+const abiVersion = 2
 
 func main() {} // required by -buildmode=c-shared
 
@@ -287,6 +294,97 @@ func da3go_run(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.da3g
 		*outViews = newViews(res)
 		return nil
 	})
+}
+
+// maxImages bounds the images of one call.
+const maxImages = 1024
+
+//export da3go_depth_batch
+func da3go_depth_batch(h C.da3go_model, rgb *C.uchar, n, w, ht C.int, opt *C.da3go_options, outViews **C.da3go_view, outN *C.int, err **C.char) C.int {
+	return guard(err, func() error {
+		if outViews == nil || outN == nil {
+			return errors.New("da3go_depth_batch: out_views and out_n must not be NULL")
+		}
+		*outViews, *outN = nil, 0
+		if rgb == nil || n <= 0 || n > maxImages {
+			return fmt.Errorf("da3go_depth_batch: need RGB pixels of 1 to %d images, got %d", maxImages, int(n))
+		}
+		if w <= 0 || ht <= 0 {
+			return fmt.Errorf("da3go_depth_batch: need a positive size, got %dx%d", int(w), int(ht))
+		}
+		if e := checkSize(int(w), int(ht)); e != nil {
+			return fmt.Errorf("da3go_depth_batch: %w", e)
+		}
+		per := 3 * int(w) * int(ht)
+		pix := unsafe.Slice((*byte)(unsafe.Pointer(rgb)), int(n)*per)
+		imgs := make([]image.Image, n)
+		for i := range imgs {
+			imgs[i] = rgbImage(pix[i*per:(i+1)*per], int(w), int(ht)) // a copy: nothing of the caller's is kept
+		}
+		s, o, e := prepare(h, opt, len(imgs))
+		if e != nil {
+			return e
+		}
+		res, e := s.Independent(context.Background(), imgs, o.opt)
+		if e != nil {
+			return e
+		}
+		*outViews, *outN = newViews(res), C.int(len(res))
+		return nil
+	})
+}
+
+//export da3go_run_scenes
+func da3go_run_scenes(h C.da3go_model, rgbs **C.uchar, ws, hs, counts *C.int, nscenes C.int, opt *C.da3go_options,
+	outViews **C.da3go_view, outN *C.int, err **C.char) C.int {
+	return guard(err, func() error {
+		if outViews == nil || outN == nil {
+			return errors.New("da3go_run_scenes: out_views and out_n must not be NULL")
+		}
+		*outViews, *outN = nil, 0
+		if rgbs == nil || ws == nil || hs == nil || counts == nil {
+			return errors.New("da3go_run_scenes: rgbs, ws, hs and counts must not be NULL")
+		}
+		sizes, e := sceneCounts(unsafe.Slice((*int32)(unsafe.Pointer(counts)), max(int(nscenes), 0)), int(nscenes))
+		if e != nil {
+			return e
+		}
+		total := 0
+		for _, c := range sizes {
+			total += c
+		}
+		imgs, e := rgbImages(unsafe.Slice(rgbs, total), unsafe.Slice((*int32)(unsafe.Pointer(ws)), total),
+			unsafe.Slice((*int32)(unsafe.Pointer(hs)), total))
+		if e != nil {
+			return e
+		}
+		s, o, e := prepare(h, opt, total)
+		if e != nil {
+			return e
+		}
+		res, e := s.runScenes(imgs, sizes, o)
+		if e != nil {
+			return e
+		}
+		*outViews, *outN = newViews(res), C.int(len(res))
+		return nil
+	})
+}
+
+// rgbImages copies the interleaved RGB images rgbs[i] of ws[i]×hs[i] pixels.
+func rgbImages(rgbs []*C.uchar, ws, hs []int32) ([]image.Image, error) {
+	imgs := make([]image.Image, len(rgbs))
+	for i, p := range rgbs {
+		w, h := int(ws[i]), int(hs[i])
+		if p == nil || w <= 0 || h <= 0 {
+			return nil, fmt.Errorf("da3go_run_scenes: image %d: need RGB pixels and a positive size, got %dx%d", i, w, h)
+		}
+		if err := checkSize(w, h); err != nil {
+			return nil, fmt.Errorf("da3go_run_scenes: image %d: %w", i, err)
+		}
+		imgs[i] = rgbImage(unsafe.Slice((*byte)(unsafe.Pointer(p)), 3*w*h), w, h)
+	}
+	return imgs, nil
 }
 
 // newViews copies results into a calloc'd, tracked array of views.

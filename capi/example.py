@@ -11,7 +11,9 @@ import sys
 
 class Options(C.Structure):  # da3go_options
     _fields_ = [("process_res", C.c_int), ("processed_size", C.c_int),
-                ("method", C.c_char_p), ("ref_view", C.c_char_p), ("independent", C.c_int)]
+                ("method", C.c_char_p), ("ref_view", C.c_char_p), ("independent", C.c_int),
+                ("ray_pose", C.c_int), ("ray_seed", C.c_uint64),
+                ("given_extrinsics", C.POINTER(C.c_double)), ("given_intrinsics", C.POINTER(C.c_double))]
 
 
 lib = C.CDLL(sys.argv[1])

@@ -1,0 +1,150 @@
+// Command goref writes what the Go library computes on the tiny DA3 fixture,
+// for the Python package's tests to compare with bit for bit:
+//
+//	go run ./python/tests/goref -o DIR
+//
+// DIR receives da3-tiny.gguf (the fixture converted) and .npy files, all at
+// process_res 56 on one CPU thread:
+//
+//   - depth_{depth,conf}.npy, depth_{extrinsics,intrinsics}.npy: Depth of
+//     two/images/view0.png;
+//   - batch{0,1,2}_depth.npy: Independent of that image, its negative
+//     (255-v) and its left-right mirror;
+//   - scene{0,1}_{depth,conf,extrinsics}.npy: MultiView of two/images
+//     view0.png and view1.png.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"image"
+	"os"
+	"path/filepath"
+
+	"github.com/da3-go/da3-go/backend"
+	"github.com/da3-go/da3-go/convert"
+	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/model"
+)
+
+func main() {
+	out := flag.String("o", "", "output directory")
+	fixtures := flag.String("fixtures", "tests/fixtures/da3-tiny", "the tiny DA3 fixture")
+	flag.Parse()
+	if err := run(*out, *fixtures); err != nil {
+		fmt.Fprintln(os.Stderr, "goref:", err)
+		os.Exit(1)
+	}
+}
+
+func run(out, fixtures string) error {
+	if out == "" {
+		return fmt.Errorf("-o is required")
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	gguf := filepath.Join(out, "da3-tiny.gguf")
+	if err := convert.Convert(ctx, fixtures, gguf, convert.Options{}); err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	m, err := model.Load(ctx, gguf, model.Options{Options: backend.Options{Device: "cpu", Threads: 1}})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	var imgs []image.Image
+	for _, name := range []string{"view0.png", "view1.png"} {
+		img, err := imgio.Decode(filepath.Join(fixtures, "two/images", name))
+		if err != nil {
+			return err
+		}
+		imgs = append(imgs, img)
+	}
+	opt := model.RunOptions{ProcessRes: 56}
+	one, err := m.Depth(ctx, imgs[0], opt)
+	if err != nil {
+		return err
+	}
+	if err := save(out, "depth", one); err != nil {
+		return err
+	}
+	batch, err := m.Independent(ctx, variants(imgs[0]), opt)
+	if err != nil {
+		return err
+	}
+	for i := range batch {
+		if err := save(out, fmt.Sprintf("batch%d", i), &batch[i]); err != nil {
+			return err
+		}
+	}
+	scene, err := m.MultiView(ctx, imgs, opt)
+	if err != nil {
+		return err
+	}
+	for i := range scene {
+		if err := save(out, fmt.Sprintf("scene%d", i), &scene[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// variants returns img, its negative and its left-right mirror as 8-bit RGB
+// images (the Python tests build the same with numpy).
+func variants(img image.Image) []image.Image {
+	b := img.Bounds()
+	w, h := b.Dx(), b.Dy()
+	base, neg, mirror := image.NewRGBA(image.Rect(0, 0, w, h)), image.NewRGBA(image.Rect(0, 0, w, h)), image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			r, g, bl, _ := img.At(b.Min.X+x, b.Min.Y+y).RGBA()
+			px := [3]uint8{uint8(r >> 8), uint8(g >> 8), uint8(bl >> 8)}
+			i, j := base.PixOffset(x, y), base.PixOffset(w-1-x, y)
+			for c := range 3 {
+				base.Pix[i+c], neg.Pix[i+c], mirror.Pix[j+c] = px[c], 255-px[c], px[c]
+			}
+			base.Pix[i+3], neg.Pix[i+3], mirror.Pix[j+3] = 255, 255, 255
+		}
+	}
+	return []image.Image{base, neg, mirror}
+}
+
+// save writes a result's depth, confidence and camera as name_*.npy.
+func save(dir, name string, r *model.Result) error {
+	write := func(what string, data any, shape ...int) error {
+		f, err := os.Create(filepath.Join(dir, name+"_"+what+".npy"))
+		if err != nil {
+			return err
+		}
+		if err := imgio.EncodeNPY(f, data, shape...); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	if err := write("depth", r.Depth, r.Height, r.Width); err != nil {
+		return err
+	}
+	if r.Conf != nil {
+		if err := write("conf", r.Conf, r.Height, r.Width); err != nil {
+			return err
+		}
+	}
+	if c := r.Camera; c != nil {
+		var ext, ixt []float64
+		for _, row := range c.Extrinsics {
+			ext = append(ext, row[:]...)
+		}
+		for _, row := range c.IntrinsicsOriginal {
+			ixt = append(ixt, row[:]...)
+		}
+		if err := write("extrinsics", ext, 3, 4); err != nil {
+			return err
+		}
+		return write("intrinsics", ixt, 3, 3)
+	}
+	return nil
+}

@@ -1,0 +1,184 @@
+"""The da3go package against the Go library, on the tiny DA3 fixture."""
+from __future__ import annotations
+
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import da3go
+from conftest import RES, VIEW0, VIEW1, Ref
+
+
+def variants() -> list:
+    """VIEW0, its negative and its left-right mirror, as goref builds them."""
+    base = np.asarray(Image.open(VIEW0).convert("RGB"))
+    return [base, 255 - base, np.ascontiguousarray(base[:, ::-1])]
+
+
+def assert_same(r: da3go.Result, ref: Ref, name: str) -> None:
+    """r equals the Go library's result name bit for bit."""
+    assert np.array_equal(r.depth, ref[f"{name}_depth"]), f"{name}: depth"
+    assert r.depth.dtype == np.float32
+    assert np.array_equal(r.conf, ref[f"{name}_conf"]), f"{name}: conf"
+    assert r.camera is not None
+    assert np.array_equal(r.camera["extrinsics"], ref[f"{name}_extrinsics"]), f"{name}: extrinsics"
+    assert np.array_equal(r.camera["intrinsics_original"], ref[f"{name}_intrinsics"]), f"{name}: intrinsics"
+
+
+def test_library_bundled() -> None:
+    path = da3go.library_path()
+    assert path.name == "libda3go.so"
+    assert path.is_file()
+
+
+def test_info(model: da3go.Model) -> None:
+    info = model.info
+    assert info["name"] == "da3-tiny"
+    assert info["abi_version"] == da3go.ABI_VERSION
+    assert info["camera"] is True and info["confidence"] is True
+
+
+def test_depth_path_equals_go(model: da3go.Model, ref: Ref) -> None:
+    r = model.depth(VIEW0, process_res=RES)
+    assert_same(r, ref, "depth")
+    assert r.depth.shape == (33, 50)
+    assert r.unit == "relative"
+    assert r.sky is None
+    assert r.camera["intrinsics"].shape == (3, 3)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "pil", "str"])
+def test_depth_inputs_equal_go(model: da3go.Model, ref: Ref, kind: str) -> None:
+    image = {"numpy": np.asarray(Image.open(VIEW0).convert("RGB")), "pil": Image.open(VIEW0),
+             "str": str(VIEW0)}[kind]
+    assert_same(model.depth(image, process_res=RES), ref, "depth")
+
+
+def test_processed_size(model: da3go.Model) -> None:
+    r = model.depth(VIEW0, process_res=RES, processed_size=True)
+    assert r.depth.shape == (r.processed_size[1], r.processed_size[0])
+    assert r.processed_size[0] % 14 == 0 and r.processed_size[1] % 14 == 0
+
+
+def test_depth_batch_equals_go(model: da3go.Model, ref: Ref) -> None:
+    results = model.depth_batch(variants(), process_res=RES)
+    assert len(results) == 3
+    for i, r in enumerate(results):
+        assert_same(r, ref, f"batch{i}")
+    assert not np.array_equal(results[0].depth, results[1].depth)
+
+
+def test_depth_batch_groups_sizes(model: da3go.Model) -> None:
+    base, neg, _ = variants()
+    other = np.asarray(Image.open(VIEW1).convert("RGB"))
+    results = model.depth_batch([base, other, neg], process_res=RES)
+    assert [r.depth.shape for r in results] == [base.shape[:2], other.shape[:2], neg.shape[:2]]
+    for image, r in zip([base, other, neg], results):
+        alone = model.depth(image, process_res=RES).depth
+        np.testing.assert_allclose(r.depth, alone, rtol=1e-5, atol=1e-5 * float(np.abs(alone).max()))
+
+
+def test_scene_equals_go(model: da3go.Model, ref: Ref) -> None:
+    arrays = [np.asarray(Image.open(p).convert("RGB")) for p in (VIEW0, VIEW1)]
+    for images in ([VIEW0, VIEW1], arrays, [VIEW0, arrays[1]]):
+        views = model.scene(images, process_res=RES)
+        assert len(views) == 2
+        for i, r in enumerate(views):
+            assert_same(r, ref, f"scene{i}")
+
+
+def test_scenes_one_call(model: da3go.Model, ref: Ref) -> None:
+    first, second = model.scenes([[VIEW0, VIEW1], [VIEW1]], process_res=RES)
+    for i, r in enumerate(first):
+        assert_same(r, ref, f"scene{i}")
+    assert len(second) == 1
+    assert np.array_equal(second[0].depth, model.scene([VIEW1], process_res=RES)[0].depth)
+
+
+def test_points(model: da3go.Model) -> None:
+    xyz, rgb = model.points([VIEW0, VIEW1], process_res=RES)
+    assert xyz.ndim == 2 and xyz.shape[1] == 3 and xyz.shape[0] > 0
+    assert rgb.shape == xyz.shape and rgb.dtype == np.uint8
+    assert np.isfinite(xyz).all()
+
+
+@pytest.mark.parametrize("fmt", ["glb", "ply", "npz"])
+def test_export(model: da3go.Model, tmp_path: Path, fmt: str) -> None:
+    out = model.export([VIEW0, np.asarray(Image.open(VIEW1).convert("RGB"))], fmt, tmp_path / f"scene.{fmt}",
+                       process_res=RES)
+    data = out.read_bytes()
+    assert len(data) > 100
+    if fmt == "glb":
+        assert data[:4] == b"glTF"
+    elif fmt == "ply":
+        assert data.startswith(b"ply\n")
+    else:
+        with zipfile.ZipFile(out) as z:
+            assert any(n.startswith("depth") for n in z.namelist()), z.namelist()
+        npz = np.load(out)
+        assert npz["depth"].shape[0] == 2
+
+
+def test_errors(model: da3go.Model, tmp_path: Path) -> None:
+    with pytest.raises(da3go.Error, match="no-such.png"):
+        model.depth(tmp_path / "no-such.png")
+    with pytest.raises(da3go.Error, match="HxWx3 uint8"):
+        model.depth(np.zeros((4, 4), np.uint8))
+    with pytest.raises(da3go.Error, match="HxWx3 uint8"):
+        model.depth(np.zeros((4, 4, 3), np.float32))
+    with pytest.raises(da3go.Error, match="not an image"):
+        model.depth(42)
+    with pytest.raises(da3go.Error, match="process_res -1"):
+        model.depth(VIEW0, process_res=-1)
+    with pytest.raises(da3go.Error, match="unknown export format"):
+        model.export([VIEW0], "obj", tmp_path / "x.obj")
+    with pytest.raises(da3go.Error, match="no images"):
+        model.depth_batch([])
+    with pytest.raises(da3go.Error, match="extrinsics"):
+        model.scene([VIEW0, VIEW1], extrinsics=np.zeros((2, 3, 4)))
+    with pytest.raises(da3go.Error):
+        da3go.Model(tmp_path / "missing.gguf")
+    assert issubclass(da3go.Error, RuntimeError)
+
+
+def test_context_manager(ref: Ref) -> None:
+    with da3go.Model(ref.gguf, device="cpu", threads=1) as m:
+        assert not m.closed
+        assert m.depth(VIEW0, process_res=RES).depth.shape == (33, 50)
+    assert m.closed
+    with pytest.raises(da3go.Error, match="closed"):
+        m.depth(VIEW0)
+    m.close()  # a second close does nothing
+
+
+def test_gil_released(ref: Ref) -> None:
+    """A thread's inference does not stop the main thread: with the GIL held for the
+    call, the main loop would stall for the whole call."""
+    image = np.random.default_rng(0).integers(0, 256, (700, 700, 3), dtype=np.uint8)
+    with da3go.Model(ref.gguf, device="cpu", threads=1) as m:
+        m.depth(image, process_res=280)  # warm up
+        spans = []
+
+        def work() -> None:
+            for _ in range(3):
+                t = time.perf_counter()
+                m.depth(image, process_res=504)
+                spans.append(time.perf_counter() - t)
+
+        worker = threading.Thread(target=work)
+        counter, gap, last = 0, 0.0, time.perf_counter()
+        worker.start()
+        while worker.is_alive():
+            counter += 1
+            now = time.perf_counter()
+            gap, last = max(gap, now - last), now
+        worker.join()
+    call = min(spans)
+    assert call > 0.05, f"a call took {call:.3f} s: too short to tell"
+    assert counter > 1000
+    assert gap < 0.5 * call, f"the main thread stalled {gap:.3f} s during calls of {call:.3f} s"
