@@ -1,0 +1,119 @@
+"""da3go.ray on a real local Ray cluster (a head and a worker node on loopback, started here).
+
+A job over a few hundred tiny images writes every output exactly once, with the library's values; a
+rerun skips the finished images and runs only what is missing.
+Skips (saying why) where Ray is not installed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ray[data]'): the Ray tests are skipped")
+
+import da3go  # noqa: E402
+import da3go.ray as dr  # noqa: E402
+
+N_IMAGES = 240
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ray_bin() -> str:
+    exe = Path(sys.executable).parent / "ray"
+    return str(exe) if exe.exists() else shutil.which("ray") or "ray"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A head node and one worker node on 127.0.0.1, one CPU each, torn down afterwards."""
+    tmp = tmp_path_factory.mktemp("ray")
+    port = _free_port()
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    common = ["--disable-usage-stats", "--num-cpus=1"]
+    subprocess.run([_ray_bin(), "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+                    "--include-dashboard=false", f"--temp-dir={tmp}", *common], check=True, env=env, timeout=120,
+                   capture_output=True)
+    try:
+        subprocess.run([_ray_bin(), "start", f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", *common],
+                       check=True, env=env, timeout=120, capture_output=True)
+        ray.init(address=f"127.0.0.1:{port}", logging_level="ERROR", log_to_driver=False)
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False
+        yield
+    finally:
+        try:
+            ray.shutdown()
+        finally:
+            subprocess.run([_ray_bin(), "stop", "--force"], env=env, timeout=120, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory) -> list[str]:
+    """N_IMAGES small PNG images of two sizes, written once."""
+    from PIL import Image
+
+    d = tmp_path_factory.mktemp("images")
+    rng = np.random.default_rng(7)
+    paths = []
+    for i in range(N_IMAGES):
+        w, h = (64, 48) if i % 3 else (48, 64)
+        arr = rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
+        p = d / f"img{i:04d}.png"
+        Image.fromarray(arr).save(p)
+        paths.append(str(p))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def tiny_model(ref) -> str:
+    """The tiny DA3 model goref converted."""
+    return str(ref.gguf)
+
+
+def _job(model: str, paths: list[str], out: Path, concurrency: int = 2):
+    return dr.depth_job(paths, model, str(out), concurrency=concurrency, threads=1, batch_size=8, blocks=24, device="cpu")
+
+
+def _outputs(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.glob("*_depth.npy"))}
+
+
+def test_job_writes_every_output_once(cluster, tiny_model, images, tmp_path):
+    rows = _job(tiny_model, images, tmp_path / "out")
+    assert len(rows) == len(images), "one row per image"
+    files = [r["file"] for r in rows]
+    assert len(set(files)) == len(images), "every image its own file, written once"
+    got = _outputs(tmp_path / "out")
+    assert len(got) == len(images)
+    assert not list((tmp_path / "out").glob(".*.tmp")), "no temporary file left"
+    # The values are the library's: depth of a few images in this process.
+    with da3go.Model(tiny_model, device="cpu", threads=1) as m:
+        for p in images[:5]:
+            want = m.depth(p).depth
+            have = np.load(dr.output_path(str(tmp_path / "out"), p))
+            np.testing.assert_array_equal(have, want)
+
+
+def test_rerun_skips_finished(cluster, tiny_model, images, tmp_path):
+    out = tmp_path / "out"
+    _job(tiny_model, images, out)
+    before = {p.name: p.stat().st_mtime_ns for p in out.glob("*_depth.npy")}
+    (out / dr.output_path(str(out), images[3]).name).unlink()
+    rows = _job(tiny_model, images, out)
+    assert [r["path"] for r in rows] == [images[3]], "only the missing image runs again"
+    after = {p.name: p.stat().st_mtime_ns for p in out.glob("*_depth.npy")}
+    for name, t in before.items():
+        if name != dr.output_path(str(out), images[3]).name:
+            assert after[name] == t, f"{name} was not rewritten"
