@@ -1,16 +1,20 @@
 """da3go.ray on a real local Ray cluster (a head and a worker node on loopback, started here).
 
-A job over a few hundred tiny images writes every output exactly once, with the library's values; a
-rerun skips the finished images and runs only what is missing.
+A job over a few hundred tiny images writes every output exactly once, with the library's values;
+killing a predictor actor's process in the middle of a job still completes it, with the same
+outputs; a rerun skips the finished images and runs only what is missing.
 Skips (saying why) where Ray is not installed."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -104,6 +108,44 @@ def test_job_writes_every_output_once(cluster, tiny_model, images, tmp_path):
             want = m.depth(p).depth
             have = np.load(dr.output_path(str(tmp_path / "out"), p))
             np.testing.assert_array_equal(have, want)
+
+
+def _predictor_pids() -> list[int]:
+    """The processes of the predictor actors (Ray titles them ray::MapWorker(...) or ray::_MapWorker)."""
+    out = subprocess.run(["pgrep", "-f", "^ray::_?MapWorker"], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split() if int(p) != os.getpid()]
+
+
+def test_killed_actor(cluster, tiny_model, images, tmp_path):
+    if shutil.which("pgrep") is None:
+        pytest.skip("pgrep is missing: cannot find the actor processes to kill")
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    _job(tiny_model, images, ref)
+    done: dict = {}
+
+    def run():
+        try:
+            done["rows"] = _job(tiny_model, images, out)
+        except Exception as e:  # reported below
+            done["err"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    killed = None
+    deadline = time.time() + 300
+    while killed is None and t.is_alive() and time.time() < deadline:
+        if len(list(out.glob("*_depth.npy"))) >= 16:
+            pids = _predictor_pids()
+            if pids:
+                os.kill(pids[0], signal.SIGKILL)
+                killed = pids[0]
+        time.sleep(0.05)
+    t.join(timeout=600)
+    assert not t.is_alive(), "the job completes"
+    assert "err" not in done, done.get("err")
+    assert killed is not None, "a predictor actor was killed mid-job"
+    assert _outputs(out) == _outputs(ref), "the same outputs as an undisturbed run, every image written"
+    assert not list(out.glob(".*.tmp")), "no temporary file left"
 
 
 def test_rerun_skips_finished(cluster, tiny_model, images, tmp_path):
