@@ -23,11 +23,25 @@ if [ ! -f "$deps/.complete" ]; then
   "$PYTHON" -m pip download -q -d "$deps" numpy pillow pytest
   touch "$deps/.complete"
 fi
+# Ray Data for the local-cluster test (python/tests/test_ray.py), when it can be installed: that test
+# skips, saying so, where it cannot.
+rays=bin/py-wheels-ray-$("$PYTHON" -c 'import sys; print("%d%d" % sys.version_info[:2])')
+if [ -z "${DA3GO_NO_RAY:-}" ] && [ ! -f "$rays/.complete" ]; then
+  rm -rf "$rays"
+  if "$PYTHON" -m pip download -q -d "$rays" "ray[data]==2.40.0" numpy pillow pytest; then
+    touch "$rays/.complete"
+  else
+    echo "note: ray[data] could not be downloaded: the Ray test will be skipped" >&2
+  fi
+fi
 
 venv=bin/py-test
 rm -rf "$venv"
 "$PYTHON" -m venv "$venv"
 "$venv/bin/python" -m pip install -q --no-index --find-links "$deps" "$wheel" pillow pytest
+if [ -z "${DA3GO_NO_RAY:-}" ] && [ -f "$rays/.complete" ]; then
+  "$venv/bin/python" -m pip install -q --no-index --find-links "$rays" "ray[data]==2.40.0"
+fi
 # The package under test is the installed wheel, with its bundled library.
 "$venv/bin/python" - <<'PY'
 import da3go
