@@ -78,8 +78,9 @@ class DepthPredictor:
 
 
 class ScenePredictor:
-    """A callable class for ``Dataset.groupby(scene_column).map_groups``: each group is one multi-view
-    scene (views of one place), run as one ``Model.scene``; the cameras share the scene's frame."""
+    """A callable class for ``Dataset.groupby(scene_column).map_groups`` (with
+    ``batch_format="numpy"``): each group is one multi-view scene (views of one place), run as one
+    ``Model.scene`` with its views in path order; the cameras share the scene's frame."""
 
     def __init__(self, model: str, metric_model: Optional[str] = None, device: str = "auto",
                  threads: Optional[int] = None, image_column: str = "image", path_column: str = "path"):
@@ -141,12 +142,13 @@ def write_npy(batch: Dict[str, Any], out_dir: str, path_column: str = "path") ->
 
 def depth_job(paths: Iterable[str], model: str, out_dir: str, *, concurrency: int = 1, threads: int = 1,
               batch_size: int = 8, blocks: Optional[int] = None, device: str = "auto", attempts: int = 3,
-              metric_model: Optional[str] = None) -> List[Dict[str, Any]]:
+              metric_model: Optional[str] = None, predictor: type = None) -> List[Dict[str, Any]]:
     """Runs depth for every image of paths into out_dir (output_path), on the connected Ray cluster:
     concurrency actors of threads CPUs each. The images whose output exists are skipped. When the
     pipeline fails (an actor's process or a node is lost: Ray Data's actor pool does not always
     recover from that), it runs again on what is left, up to attempts times, so the outputs are
-    those of an undisturbed run. Returns the rows written (path, file) over all attempts."""
+    those of an undisturbed run. predictor replaces DepthPredictor (a subclass, say). Returns the rows
+    written (path, file) over all attempts."""
     import ray
 
     paths = [str(p) for p in paths]
@@ -154,7 +156,7 @@ def depth_job(paths: Iterable[str], model: str, out_dir: str, *, concurrency: in
     for attempt in range(attempts):
         ds = ray.data.from_items([{"path": p} for p in paths], override_num_blocks=blocks)
         ds = pending(ds, out_dir)
-        ds = ds.map_batches(DepthPredictor, fn_constructor_kwargs={"model": model, "metric_model": metric_model,
+        ds = ds.map_batches(predictor or DepthPredictor, fn_constructor_kwargs={"model": model, "metric_model": metric_model,
                                                                    "device": device, "threads": threads},
                             concurrency=concurrency, num_cpus=threads, batch_size=batch_size,
                             max_restarts=-1, max_task_retries=-1)

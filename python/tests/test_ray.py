@@ -13,8 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -110,40 +108,41 @@ def test_job_writes_every_output_once(cluster, tiny_model, images, tmp_path):
             np.testing.assert_array_equal(have, want)
 
 
-def _predictor_pids() -> list[int]:
-    """The processes of the predictor actors (Ray titles them ray::MapWorker(...) or ray::_MapWorker)."""
-    out = subprocess.run(["pgrep", "-f", "^ray::_?MapWorker"], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split() if int(p) != os.getpid()]
+class DyingPredictor(dr.DepthPredictor):
+    """A predictor whose actor process dies (SIGKILL to itself) at its third batch, once per job: the
+    first actor to get there makes the marker file and is killed; the others carry on."""
+
+    def __init__(self, marker: str, **kwargs):
+        super().__init__(**kwargs)
+        self.marker, self.batches = marker, 0
+
+    def __call__(self, batch):
+        self.batches += 1
+        if self.batches == 3:
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                pass
+            else:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return super().__call__(batch)
 
 
 def test_killed_actor(cluster, tiny_model, images, tmp_path):
-    if shutil.which("pgrep") is None:
-        pytest.skip("pgrep is missing: cannot find the actor processes to kill")
-    ref, out = tmp_path / "ref", tmp_path / "out"
+    """An actor's process killed in the middle of a job: the job still writes every output, equal to an
+    undisturbed run's."""
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this module
+    ref, out, marker = tmp_path / "ref", tmp_path / "out", tmp_path / "killed"
+
+    class Predictor(DyingPredictor):
+        def __init__(self, **kwargs):
+            super().__init__(str(marker), **kwargs)
+
     _job(tiny_model, images, ref)
-    done: dict = {}
-
-    def run():
-        try:
-            done["rows"] = _job(tiny_model, images, out)
-        except Exception as e:  # reported below
-            done["err"] = e
-
-    t = threading.Thread(target=run)
-    t.start()
-    killed = None
-    deadline = time.time() + 300
-    while killed is None and t.is_alive() and time.time() < deadline:
-        if len(list(out.glob("*_depth.npy"))) >= 16:
-            pids = _predictor_pids()
-            if pids:
-                os.kill(pids[0], signal.SIGKILL)
-                killed = pids[0]
-        time.sleep(0.05)
-    t.join(timeout=600)
-    assert not t.is_alive(), "the job completes"
-    assert "err" not in done, done.get("err")
-    assert killed is not None, "a predictor actor was killed mid-job"
+    rows = dr.depth_job(images, tiny_model, str(out), concurrency=2, threads=1, batch_size=8, blocks=24,
+                        device="cpu", predictor=Predictor)
+    assert marker.exists(), "a predictor actor was killed mid-job"
+    assert len(rows) >= len(images) - 8 * 3, "the job went on after the kill"
     assert _outputs(out) == _outputs(ref), "the same outputs as an undisturbed run, every image written"
     assert not list(out.glob(".*.tmp")), "no temporary file left"
 
@@ -159,3 +158,24 @@ def test_rerun_skips_finished(cluster, tiny_model, images, tmp_path):
     for name, t in before.items():
         if name != dr.output_path(str(out), images[3]).name:
             assert after[name] == t, f"{name} was not rewritten"
+
+
+def test_scenes_grouped(cluster, tiny_model):
+    """ScenePredictor runs each group of a groupby as one multi-view scene (views in path order): the
+    same depth and cameras as Model.scene on those images."""
+    base = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "da3-tiny"
+    rows = [{"scene": "a", "path": str(base / "two" / "images" / f"view{i}.png")} for i in (1, 0)]
+    rows += [{"scene": "b", "path": str(base / "four" / "images" / f"view{i}.png")} for i in range(4)]
+    ds = ray.data.from_items(rows).groupby("scene").map_groups(
+        dr.ScenePredictor, fn_constructor_kwargs={"model": tiny_model, "device": "cpu", "threads": 1},
+        concurrency=1, num_cpus=1, batch_format="numpy")
+    out = ds.take_all()
+    assert len(out) == len(rows)
+    with da3go.Model(tiny_model, device="cpu", threads=1) as m:
+        for scene in ("a", "b"):
+            got = [r for r in out if r["scene"] == scene]
+            paths = sorted(r["path"] for r in rows if r["scene"] == scene)
+            assert [r["path"] for r in got] == paths
+            for g, w in zip(got, m.scene(paths)):
+                np.testing.assert_array_equal(g["depth"], w.depth)
+                np.testing.assert_array_equal(g["extrinsics"], np.asarray(w.camera["extrinsics"]))
