@@ -9,8 +9,8 @@ import (
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/ggml"
-	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/imgproc"
+	"github.com/da3-go/da3-go/internal/progenv"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -34,23 +34,11 @@ func init() { ggml.SetLogger(logger) }
 // folders of DA3_BACKEND_PATH (relative ones are refused with a warning),
 // the CPU kernels' variant DA3_KERNELS.
 func load(path, metricPath, device string, threads int) (scene, error) {
-	if device == "" {
-		device = os.Getenv("DA3_DEVICE")
+	if err := progenv.ApplyKernels(); err != nil {
+		logger.Warn("kernel variant not applied", "err", err)
 	}
-	if env := os.Getenv("DA3_KERNELS"); env != "" {
-		v, err := kernels.ParseVariant(env)
-		if err == nil {
-			err = kernels.SetDefaultVariant(v)
-		}
-		if err != nil {
-			logger.Warn("DA3_KERNELS not applied", "value", env, "err", err, "variant", kernels.DefaultVariant().String())
-		}
-	}
-	dirs, refused := backend.SplitBackendPath(os.Getenv("DA3_BACKEND_PATH"))
-	for _, d := range refused {
-		logger.Warn("DA3_BACKEND_PATH: relative folder refused (backend folders must be absolute paths)", "dir", d)
-	}
-	opts := model.Options{Options: backend.Options{Device: device, Threads: threads, BackendDirs: dirs, Logger: logger}}
+	opts := model.Options{Options: backend.Options{Device: progenv.DeviceOr(device), Threads: threads,
+		BackendDirs: progenv.BackendDirs(logger), Logger: logger}}
 	r, err := da3.Open(context.Background(), da3.Spec{Path: path, MetricPath: metricPath}, opts)
 	if err != nil {
 		return scene{}, err
