@@ -45,6 +45,18 @@ typedef uintptr_t da3go_model;
 // Input strings are const char *: the library reads them during the call only.
 typedef const char da3go_cchar;
 
+// Options of da3go_load_with; a zero field takes its default.
+typedef struct {
+	const char *model;        // a GGUF file, or a published name (da3-go models lists them)
+	const char *metric_model; // NULL, or the metric half of a nested pair (file or published name)
+	const char *device;       // NULL or "": $DA3_DEVICE, else the best device
+	int threads;              // 0: every core
+	const char *precision;    // NULL or "f32" (default), "bf16" or "int8": the CPU products' precision
+	int narrow_convs;         // non-zero, with bf16 or int8: the convolutions too
+	const char *cache_dir;    // NULL or "": $DA3_CACHE_DIR, else the user's cache folder
+	int no_download;          // non-zero: a published name must be in the cache already
+} da3go_load_options;
+
 // Options of a run; pass NULL for the model's defaults.
 typedef struct {
 	int process_res;        // processed resolution; 0: the model's default (504 DA3, 518 DA2)
@@ -108,7 +120,7 @@ import (
 )
 
 // abiVersion changes whenever a declaration of the header does.
-const abiVersion = 2
+const abiVersion = 3
 
 func main() {} // required by -buildmode=c-shared
 
@@ -170,18 +182,51 @@ func da3go_load(path, metricPath, device *C.da3go_cchar, threads C.int, out *C.d
 		if device != nil {
 			dev = goString(device)
 		}
-		s, e := load(goString(path), mp, dev, int(threads))
+		s, e := loadWith(loadOptions{model: goString(path), metricModel: mp, device: dev, threads: int(threads),
+			files: true})
 		if e != nil {
 			return e
 		}
-		handles.Lock()
-		handles.next++
-		id := handles.next
-		handles.m[id] = s
-		handles.Unlock()
-		*out = C.da3go_model(id)
+		*out = register(s)
 		return nil
 	})
+}
+
+//export da3go_load_with
+func da3go_load_with(opt *C.da3go_load_options, out *C.da3go_model, err **C.char) C.int {
+	return guard(err, func() error {
+		if opt == nil || opt.model == nil || out == nil {
+			return errors.New("da3go_load_with: opt, opt->model and out must not be NULL")
+		}
+		*out = 0
+		lo := loadOptions{model: goString(opt.model), threads: int(opt.threads), narrowConvs: opt.narrow_convs != 0,
+			noDownload: opt.no_download != 0}
+		lo.metricModel, lo.device = optString(opt.metric_model), optString(opt.device)
+		lo.precision, lo.cacheDir = optString(opt.precision), optString(opt.cache_dir)
+		s, e := loadWith(lo)
+		if e != nil {
+			return e
+		}
+		*out = register(s)
+		return nil
+	})
+}
+
+// optString is p's string, "" for NULL.
+func optString(p *C.char) string {
+	if p == nil {
+		return ""
+	}
+	return C.GoString(p)
+}
+
+// register stores s under a new handle.
+func register(s scene) C.da3go_model {
+	handles.Lock()
+	defer handles.Unlock()
+	handles.next++
+	handles.m[handles.next] = s
+	return C.da3go_model(handles.next)
 }
 
 //export da3go_free

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"image"
 	"log/slog"
 	"os"
 
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/da3"
+	"github.com/da3-go/da3-go/fetch"
 	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/imgproc"
 	"github.com/da3-go/da3-go/internal/progenv"
 	"github.com/da3-go/da3-go/model"
@@ -29,21 +32,72 @@ var logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level:
 // ggml's warnings and errors (and the backend libraries' messages) go there too.
 func init() { ggml.SetLogger(logger) }
 
-// load opens a model. The C ABI is a program's entry, so, like the command,
-// it reads the environment: DA3_DEVICE when device is empty, the absolute
-// folders of DA3_BACKEND_PATH (relative ones are refused with a warning),
-// the CPU kernels' variant DA3_KERNELS.
-func load(path, metricPath, device string, threads int) (scene, error) {
+// loadOptions are da3go_load_with's options in Go.
+type loadOptions struct {
+	model, metricModel, device, precision, cacheDir string
+	threads                                         int
+	narrowConvs, noDownload                         bool
+	files                                           bool // model and metricModel are files (da3go_load): no name lookup
+}
+
+// loadWith opens a model. The C ABI is a program's entry, so, like the
+// command, it reads the environment: DA3_DEVICE when device is empty, the
+// absolute folders of DA3_BACKEND_PATH (relative ones are refused with a
+// warning), the CPU kernels' variant DA3_KERNELS. Published names are found
+// in the cache (downloaded there first unless o.noDownload; DA3_CACHE_DIR
+// and DA3_MODEL_BASE_URL apply).
+func loadWith(o loadOptions) (scene, error) {
 	if err := progenv.ApplyKernels(); err != nil {
 		logger.Warn("kernel variant not applied", "err", err)
 	}
-	opts := model.Options{Options: backend.Options{Device: progenv.DeviceOr(device), Threads: threads,
-		BackendDirs: progenv.BackendDirs(logger), Logger: logger}}
-	r, err := da3.Open(context.Background(), da3.Spec{Path: path, MetricPath: metricPath}, opts)
+	if o.precision == "" {
+		o.precision = "f32"
+	}
+	prec, err := kernels.ParsePrecision(o.precision)
+	if err != nil {
+		return scene{}, err
+	}
+	if o.threads < 0 {
+		return scene{}, fmt.Errorf("threads %d: must not be negative", o.threads)
+	}
+	policy := kernels.Policy{Precision: prec, NarrowConvs: o.narrowConvs}
+	if err := policy.Validate(); err != nil {
+		return scene{}, err
+	}
+	spec := da3.Spec{Path: o.model, MetricPath: o.metricModel}
+	if !o.files {
+		if spec.Path, err = resolve(o.model, o); err != nil {
+			return scene{}, err
+		}
+		if o.metricModel != "" {
+			if spec.MetricPath, err = resolve(o.metricModel, o); err != nil {
+				return scene{}, err
+			}
+		}
+	}
+	opts := model.Options{Options: backend.Options{Device: progenv.DeviceOr(o.device), Threads: o.threads,
+		BackendDirs: progenv.BackendDirs(logger), Logger: logger, Kernels: policy}}
+	r, err := da3.Open(context.Background(), spec, opts)
 	if err != nil {
 		return scene{}, err
 	}
 	return scene{r}, nil
+}
+
+// resolve is the file of nameOrPath: a file as is, a published name from the
+// cache, downloaded there first unless o.noDownload.
+func resolve(nameOrPath string, o loadOptions) (string, error) {
+	fo := progenv.FetchOptions(o.cacheDir)
+	if _, err := os.Stat(nameOrPath); err != nil && o.noDownload {
+		if m, ok := fo.Lookup(nameOrPath); ok {
+			if p, ok := fetch.Cached(m, fo); ok {
+				return p, nil
+			}
+			dir, _ := fetch.CacheDir(fo)
+			return "", fmt.Errorf("model %s (%s) is not in the cache %s and downloads are off", m.Name, m.File, dir)
+		}
+	}
+	return fetch.Resolve(context.Background(), nameOrPath, fo)
 }
 
 // run runs the images as views of one scene, or each alone.

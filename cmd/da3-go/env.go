@@ -11,9 +11,9 @@ import (
 // The environment variables the command reads besides those it shares with
 // the C ABI (internal/progenv); the library packages read none.
 const (
-	envCacheDir = "DA3_CACHE_DIR"      // the downloaded models
-	envBaseURL  = "DA3_MODEL_BASE_URL" // where the published models are downloaded from
-	envProgress = "DA3_PROGRESS"       // 1: progress bars even when stderr is not a terminal
+	envCacheDir = progenv.CacheDir // the downloaded models
+	envBaseURL  = progenv.BaseURL  // where the published models are downloaded from
+	envProgress = "DA3_PROGRESS"   // 1: progress bars even when stderr is not a terminal
 )
 
 // deviceOr is flag, else DA3_DEVICE.

@@ -9,15 +9,27 @@ import (
 	"os"
 
 	"github.com/da3-go/da3-go/backend"
+	"github.com/da3-go/da3-go/fetch"
 	"github.com/da3-go/da3-go/ggml/kernels"
 )
 
 // The variables.
 const (
-	Device      = "DA3_DEVICE"       // the default device
-	BackendPath = "DA3_BACKEND_PATH" // more folders of ggml backend libraries (absolute)
-	Kernels     = "DA3_KERNELS"      // the CPU kernels' instruction-set variant
+	Device      = "DA3_DEVICE"         // the default device
+	BackendPath = "DA3_BACKEND_PATH"   // more folders of ggml backend libraries (absolute)
+	Kernels     = "DA3_KERNELS"        // the CPU kernels' instruction-set variant
+	CacheDir    = "DA3_CACHE_DIR"      // the downloaded models
+	BaseURL     = "DA3_MODEL_BASE_URL" // where the published models are downloaded from
 )
+
+// FetchOptions are the download options of DA3_CACHE_DIR and
+// DA3_MODEL_BASE_URL; cacheDir, when set, replaces the first.
+func FetchOptions(cacheDir string) fetch.Options {
+	if cacheDir == "" {
+		cacheDir = os.Getenv(CacheDir)
+	}
+	return fetch.Options{CacheDir: cacheDir, BaseURL: os.Getenv(BaseURL)}
+}
 
 // DeviceOr is device, else DA3_DEVICE.
 func DeviceOr(device string) string {

@@ -14,11 +14,26 @@ from pathlib import Path
 from typing import Optional
 
 #: The C ABI version this package is written for (da3go_abi_version).
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 
 class Error(RuntimeError):
     """An error of the da3-go library (its message), or of the bindings."""
+
+
+class LoadOptions(C.Structure):
+    """da3go_load_options."""
+
+    _fields_ = [
+        ("model", C.c_char_p),
+        ("metric_model", C.c_char_p),
+        ("device", C.c_char_p),
+        ("threads", C.c_int),
+        ("precision", C.c_char_p),
+        ("narrow_convs", C.c_int),
+        ("cache_dir", C.c_char_p),
+        ("no_download", C.c_int),
+    ]
 
 
 class Options(C.Structure):
@@ -66,6 +81,7 @@ _u8_p = C.POINTER(C.c_uint8)
 _SIGNATURES = {
     "da3go_abi_version": ([], C.c_int),
     "da3go_load": ([C.c_char_p, C.c_char_p, C.c_char_p, C.c_int, C.POINTER(Handle), _err_p], C.c_int),
+    "da3go_load_with": ([C.POINTER(LoadOptions), C.POINTER(Handle), _err_p], C.c_int),
     "da3go_free": ([Handle, _err_p], C.c_int),
     "da3go_info_json": ([Handle, _err_p, _err_p], C.c_int),
     "da3go_run": ([Handle, C.POINTER(C.c_char_p), C.c_int, _opt_p, _views_p, _err_p], C.c_int),

@@ -131,7 +131,8 @@ def _paths(images: Sequence[Any]) -> Any:
 
 
 class Model:
-    """A da3-go model (a GGUF file; with metric_path, the nested any-view + metric pair).
+    """A da3-go model: a GGUF file or a published name (``da3-go models`` lists
+    them; with metric_path, the nested any-view + metric pair).
 
     Use it as a context manager, or call close(). Runs on one model are
     serialised by the library; a Model may be shared between threads, and the
@@ -144,14 +145,37 @@ class Model:
     (Nx4: fx, fy, cx, cy in pixels of the original images).
     """
 
-    def __init__(self, path: Union[str, os.PathLike], *, metric_path: Optional[Union[str, os.PathLike]] = None,
-                 device: str = "auto", threads: int = 0) -> None:
+    def __init__(self, path_or_name: Union[str, os.PathLike], *,
+                 metric_path: Optional[Union[str, os.PathLike]] = None, device: str = "auto", threads: int = 0,
+                 precision: str = "f32", narrow_convs: bool = False,
+                 cache_dir: Optional[Union[str, os.PathLike]] = None, download: bool = True) -> None:
+        """Loads the model.
+
+        path_or_name: a GGUF file, or a published name such as "da3-small",
+        found in the cache (cache_dir, else $DA3_CACHE_DIR, else the user's
+        cache folder) and downloaded there first when missing, unless
+        download=False. metric_path: the metric half of a nested pair (file
+        or name). device: "auto" ($DA3_DEVICE, else the best device), "cpu",
+        "cuda0", "vulkan0", ... threads: 0 for every core. precision: "f32",
+        "bf16" (AVX512_BF16 CPUs) or "int8" (AVX512_VNNI CPUs), the precision
+        of the CPU products; narrow_convs: with bf16 or int8, the convolutions
+        too. Raises Error with the library's message when the model cannot be
+        loaded.
+        """
         lib = _lib.lib()
         self._handle = _lib.Handle(0)
+        opt = _lib.LoadOptions(
+            model=os.fsencode(path_or_name),
+            metric_model=os.fsencode(metric_path) if metric_path is not None else None,
+            device=None if device in ("", "auto") else device.encode(),
+            threads=int(threads),
+            precision=precision.encode(),
+            narrow_convs=int(bool(narrow_convs)),
+            cache_dir=os.fsencode(cache_dir) if cache_dir is not None else None,
+            no_download=int(not download),
+        )
         err = C.c_void_p()
-        dev = b"" if device in ("", "auto") else device.encode()
-        mp = os.fsencode(metric_path) if metric_path is not None else None
-        _lib.check(lib.da3go_load(os.fsencode(path), mp, dev, int(threads), C.byref(self._handle), C.byref(err)), err)
+        _lib.check(lib.da3go_load_with(C.byref(opt), C.byref(self._handle), C.byref(err)), err)
 
     # Lifetime.
 

@@ -63,8 +63,10 @@ class DepthPredictor:
     """
 
     def __init__(self, model: str, metric_model: Optional[str] = None, device: str = "auto",
-                 threads: Optional[int] = None, image_column: str = "image", path_column: str = "path"):
-        self.model = Model(model, metric_path=metric_model, device=device, threads=_threads(threads))
+                 threads: Optional[int] = None, image_column: str = "image", path_column: str = "path",
+                 precision: str = "f32"):
+        self.model = Model(model, metric_path=metric_model, device=device, threads=_threads(threads),
+                           precision=precision)
         self.image_column, self.path_column = image_column, path_column
 
     def __call__(self, batch: Dict[str, Any]) -> Dict[str, Any]:
@@ -83,8 +85,10 @@ class ScenePredictor:
     ``Model.scene`` with its views in path order; the cameras share the scene's frame."""
 
     def __init__(self, model: str, metric_model: Optional[str] = None, device: str = "auto",
-                 threads: Optional[int] = None, image_column: str = "image", path_column: str = "path"):
-        self.model = Model(model, metric_path=metric_model, device=device, threads=_threads(threads))
+                 threads: Optional[int] = None, image_column: str = "image", path_column: str = "path",
+                 precision: str = "f32"):
+        self.model = Model(model, metric_path=metric_model, device=device, threads=_threads(threads),
+                           precision=precision)
         self.image_column, self.path_column = image_column, path_column
 
     def __call__(self, group: Dict[str, Any]) -> Dict[str, Any]:
@@ -142,13 +146,16 @@ def write_npy(batch: Dict[str, Any], out_dir: str, path_column: str = "path") ->
 
 def depth_job(paths: Iterable[str], model: str, out_dir: str, *, concurrency: int = 1, threads: int = 1,
               batch_size: int = 8, blocks: Optional[int] = None, device: str = "auto", attempts: int = 3,
-              metric_model: Optional[str] = None, predictor: type = None) -> List[Dict[str, Any]]:
+              metric_model: Optional[str] = None, predictor: type = None,
+              precision: str = "f32") -> List[Dict[str, Any]]:
     """Runs depth for every image of paths into out_dir (output_path), on the connected Ray cluster:
     concurrency actors of threads CPUs each. The images whose output exists are skipped. When the
     pipeline fails (an actor's process or a node is lost: Ray Data's actor pool does not always
     recover from that), it runs again on what is left, up to attempts times, so the outputs are
-    those of an undisturbed run. predictor replaces DepthPredictor (a subclass, say). Returns the rows
-    written (path, file) over all attempts."""
+    those of an undisturbed run. model is a GGUF file or a published name (each actor finds it in
+    its node's cache, downloading it there when missing); precision is the CPU products' ("f32",
+    "bf16", "int8"). predictor replaces DepthPredictor (a subclass, say). Returns the rows written
+    (path, file) over all attempts."""
     import ray
 
     paths = [str(p) for p in paths]
@@ -156,8 +163,9 @@ def depth_job(paths: Iterable[str], model: str, out_dir: str, *, concurrency: in
     for attempt in range(attempts):
         ds = ray.data.from_items([{"path": p} for p in paths], override_num_blocks=blocks)
         ds = pending(ds, out_dir)
-        ds = ds.map_batches(predictor or DepthPredictor, fn_constructor_kwargs={"model": model, "metric_model": metric_model,
-                                                                   "device": device, "threads": threads},
+        kwargs = {"model": model, "metric_model": metric_model, "device": device, "threads": threads,
+                  "precision": precision}
+        ds = ds.map_batches(predictor or DepthPredictor, fn_constructor_kwargs=kwargs,
                             concurrency=concurrency, num_cpus=threads, batch_size=batch_size,
                             max_restarts=-1, max_task_retries=-1)
         ds = ds.map_batches(write_npy, fn_kwargs={"out_dir": out_dir}, batch_size=batch_size, num_cpus=0)

@@ -182,3 +182,45 @@ def test_gil_released(ref: Ref) -> None:
     assert call > 0.05, f"a call took {call:.3f} s: too short to tell"
     assert counter > 1000
     assert gap < 0.5 * call, f"the main thread stalled {gap:.3f} s during calls of {call:.3f} s"
+
+
+def test_published_name_from_cache(ref: Ref, tmp_path: Path) -> None:
+    """A published name loads the verified copy in cache_dir; with download=False a
+    name missing from the cache is an error naming the file and the folder."""
+    import json
+    import shutil
+
+    pub = json.loads((ref.folder / "published.json").read_text())
+    name, file, sha = pub["name"], pub["file"], pub["sha256"]
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    # The tiny model stands in for the published file, with the marker of a verified download.
+    shutil.copy(ref.gguf, cache / file)
+    (cache / (file + ".sha256")).write_text(f"{sha}  {file}\n")
+    with da3go.Model(name, cache_dir=cache, download=False, device="cpu", threads=1) as m, \
+            da3go.Model(ref.gguf, device="cpu", threads=1) as direct:
+        assert np.array_equal(m.depth(VIEW0, process_res=RES).depth, direct.depth(VIEW0, process_res=RES).depth)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(da3go.Error, match=f"{file}.*not in the cache {empty}.*downloads are off"):
+        da3go.Model(name, cache_dir=empty, download=False)
+    with pytest.raises(da3go.Error, match="did you mean da3-small"):
+        da3go.Model("da3-smal", cache_dir=empty, download=False)
+
+
+def test_precision(ref: Ref) -> None:
+    """precision reaches the kernels: bf16 changes the last bits of f32's depth and
+    stays close to it (skipped on CPUs without AVX512_BF16); a bad one is refused."""
+    with pytest.raises(da3go.Error, match='precision "f16"'):
+        da3go.Model(ref.gguf, precision="f16")
+    with pytest.raises(da3go.Error, match="narrow"):
+        da3go.Model(ref.gguf, narrow_convs=True)
+    try:
+        bf16 = da3go.Model(ref.gguf, device="cpu", threads=1, precision="bf16")
+    except da3go.Error as e:
+        pytest.skip(f"bf16 does not run on this CPU: {e}")
+    with bf16, da3go.Model(ref.gguf, device="cpu", threads=1) as f32:
+        a = f32.depth(VIEW0, process_res=RES).depth
+        b = bf16.depth(VIEW0, process_res=RES).depth
+    assert not np.array_equal(a, b)
+    assert np.corrcoef(a.ravel(), b.ravel())[0, 1] > 0.999

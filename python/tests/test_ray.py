@@ -53,7 +53,7 @@ def cluster(tmp_path_factory):
         ray.init(address=f"127.0.0.1:{port}", logging_level="ERROR", log_to_driver=False)
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
-        yield
+        yield f"127.0.0.1:{port}"
     finally:
         try:
             ray.shutdown()
@@ -179,3 +179,48 @@ def test_scenes_grouped(cluster, tiny_model):
             for g, w in zip(got, m.scene(paths)):
                 np.testing.assert_array_equal(g["depth"], w.depth)
                 np.testing.assert_array_equal(g["extrinsics"], np.asarray(w.camera["extrinsics"]))
+
+
+def _example(address: str, *args: str) -> str:
+    """Runs python/examples/ray_depth.py against the cluster; returns its stderr."""
+    script = Path(__file__).resolve().parents[1] / "examples" / "ray_depth.py"
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    p = subprocess.run([sys.executable, str(script), *args, "--address", address, "--device", "cpu"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p.stderr
+
+
+def test_example_folder_and_scenes(cluster, tiny_model, images, tmp_path):
+    """The example writes one .npy per image of a folder (the library's depth), one .npz per view
+    of each sub-folder scene (Model.scene's depth and cameras), and a rerun writes nothing."""
+    folder = tmp_path / "photos"
+    (folder / "sub").mkdir(parents=True)
+    picked = images[:10]
+    for i, p in enumerate(picked):
+        shutil.copy(p, folder / ("sub" if i % 2 else "") / Path(p).name)
+    out = tmp_path / "out"
+    err = _example(cluster, str(folder), str(out), "--model", tiny_model, "--concurrency", "2")
+    assert "10 of 10 images written" in err
+    with da3go.Model(tiny_model, device="cpu", threads=1) as m:
+        for p in sorted(folder.rglob("*.png")):
+            got = np.load(dr.output_path(str(out), str(p)))
+            np.testing.assert_array_equal(got, m.depth(str(p)).depth)
+    assert "0 of 10 images written" in _example(cluster, str(folder), str(out), "--model", tiny_model)
+
+    base = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "da3-tiny"
+    scenes = tmp_path / "scenes"
+    for name, n in (("two", 2), ("four", 4)):
+        (scenes / name).mkdir(parents=True)
+        for i in range(n):
+            shutil.copy(base / name / "images" / f"view{i}.png", scenes / name / f"view{i}.png")
+    sout = tmp_path / "sout"
+    assert "6 of 6 images written" in _example(cluster, str(scenes), str(sout), "--model", tiny_model, "--scenes")
+    with da3go.Model(tiny_model, device="cpu", threads=1) as m:
+        for name in ("two", "four"):
+            views = sorted(str(p) for p in (scenes / name).glob("*.png"))
+            for path, want in zip(views, m.scene(views)):
+                got = np.load(dr.output_path(str(sout), path).with_suffix(".npz"))
+                np.testing.assert_array_equal(got["depth"], want.depth)
+                np.testing.assert_array_equal(got["extrinsics"], np.asarray(want.camera["extrinsics"]))
+    assert "0 of 6 images written" in _example(cluster, str(scenes), str(sout), "--model", tiny_model, "--scenes")

@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"image"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
+	"github.com/da3-go/da3-go/fetch"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
 )
@@ -49,6 +51,9 @@ func run(out, fixtures string) error {
 	gguf := filepath.Join(out, "da3-tiny.gguf")
 	if err := convert.Convert(ctx, fixtures, gguf, convert.Options{}); err != nil {
 		return fmt.Errorf("convert: %w", err)
+	}
+	if err := writePublished(filepath.Join(out, "published.json"), "da3-small"); err != nil {
+		return err
 	}
 	m, err := model.Load(ctx, gguf, model.Options{Options: backend.Options{Device: "cpu", Threads: 1}})
 	if err != nil {
@@ -147,4 +152,18 @@ func save(dir, name string, r *model.Result) error {
 		return write("intrinsics", ixt, 3, 3)
 	}
 	return nil
+}
+
+// writePublished records the published model name's file and SHA-256, for
+// the test that loads a name from the cache.
+func writePublished(path, name string) error {
+	m, ok := fetch.Lookup(name)
+	if !ok {
+		return fmt.Errorf("no published model %s", name)
+	}
+	b, err := json.Marshal(map[string]string{"name": m.Name, "file": m.File, "sha256": m.SHA256})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
