@@ -211,32 +211,9 @@ func NewCOLMAPModel(pc *PointCloud, views []View) (*COLMAPModel, error) {
 	if err := pc.check(); err != nil {
 		return nil, err
 	}
-	if err := checkCameras(views); err != nil {
+	m, maps, err := colmapCameras(views)
+	if err != nil {
 		return nil, err
-	}
-	seen := map[string]int{}
-	for i, v := range views {
-		if v.Name == "" || strings.ContainsAny(v.Name, "\x00\n\r") {
-			return nil, fmt.Errorf("view %d: invalid image name %q", i, v.Name)
-		}
-		if j, dup := seen[v.Name]; dup {
-			return nil, fmt.Errorf("views %d and %d have the same image name %q (COLMAP names must be unique)", j, i, v.Name)
-		}
-		seen[v.Name] = i
-	}
-	m := &COLMAPModel{}
-	maps := make([]pixelMap, len(views))
-	for i := range views {
-		v := &views[i]
-		ow, oh := v.origSize()
-		k := v.Camera.origIntrinsics()
-		m.Cameras = append(m.Cameras, COLMAPCamera{ID: uint32(i + 1), Model: Pinhole, Width: uint64(ow), Height: uint64(oh),
-			Params: []float64{k[0][0], k[1][1], k[0][2], k[1][2]}})
-		e := v.Camera.Extrinsics
-		r := [3][3]float64{{e[0][0], e[0][1], e[0][2]}, {e[1][0], e[1][1], e[1][2]}, {e[2][0], e[2][1], e[2][2]}}
-		m.Images = append(m.Images, COLMAPImage{ID: uint32(i + 1), Q: rotToQuat(r), T: [3]float64{e[0][3], e[1][3], e[2][3]},
-			CameraID: uint32(i + 1), Name: v.Name})
-		maps[i] = newPixelMap(v)
 	}
 	m.Points = make([]COLMAPPoint3D, pc.Len())
 	for j := range m.Points {
@@ -260,6 +237,39 @@ func NewCOLMAPModel(pc *PointCloud, views []View) (*COLMAPModel, error) {
 	return m, nil
 }
 
+// colmapCameras is the model of the views' cameras and images, without points, and the map of each
+// view's pixels to its original image.
+func colmapCameras(views []View) (*COLMAPModel, []pixelMap, error) {
+	if err := checkCameras(views); err != nil {
+		return nil, nil, err
+	}
+	seen := map[string]int{}
+	for i, v := range views {
+		if v.Name == "" || strings.ContainsAny(v.Name, "\x00\n\r") {
+			return nil, nil, fmt.Errorf("view %d: invalid image name %q", i, v.Name)
+		}
+		if j, dup := seen[v.Name]; dup {
+			return nil, nil, fmt.Errorf("views %d and %d have the same image name %q (COLMAP names must be unique)", j, i, v.Name)
+		}
+		seen[v.Name] = i
+	}
+	m := &COLMAPModel{}
+	maps := make([]pixelMap, len(views))
+	for i := range views {
+		v := &views[i]
+		ow, oh := v.origSize()
+		k := v.Camera.origIntrinsics()
+		m.Cameras = append(m.Cameras, COLMAPCamera{ID: uint32(i + 1), Model: Pinhole, Width: uint64(ow), Height: uint64(oh),
+			Params: []float64{k[0][0], k[1][1], k[0][2], k[1][2]}})
+		e := v.Camera.Extrinsics
+		r := [3][3]float64{{e[0][0], e[0][1], e[0][2]}, {e[1][0], e[1][1], e[1][2]}, {e[2][0], e[2][1], e[2][2]}}
+		m.Images = append(m.Images, COLMAPImage{ID: uint32(i + 1), Q: rotToQuat(r), T: [3]float64{e[0][3], e[1][3], e[2][3]},
+			CameraID: uint32(i + 1), Name: v.Name})
+		maps[i] = newPixelMap(v)
+	}
+	return m, maps, nil
+}
+
 // pixelMap maps a pixel of a view's maps to the original image: x_orig = trunc(sx·u + ox).
 type pixelMap struct{ sx, ox, sy, oy float64 }
 
@@ -281,6 +291,9 @@ func newPixelMap(v *View) pixelMap {
 func (p pixelMap) apply(u, v int) (float64, float64) {
 	return math.Trunc(float64(u)*p.sx + p.ox), math.Trunc(float64(v)*p.sy + p.oy)
 }
+
+// exact maps a (sub-)pixel position of the view's maps to the original image without truncation.
+func (p pixelMap) exact(u, v float64) (float64, float64) { return u*p.sx + p.ox, v*p.sy + p.oy }
 
 // WriteCOLMAP writes the official colmap export of the cloud and views (see NewCOLMAPModel) into dir.
 func WriteCOLMAP(dir string, pc *PointCloud, views []View, text bool) error {
