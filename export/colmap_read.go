@@ -464,7 +464,9 @@ func (m *COLMAPModel) Poses(names []string) ([]PosedImage, error) {
 			if err != nil {
 				return nil, fmt.Errorf("COLMAP camera %d: %w", c.ID, err)
 			}
-			if !l.IsPinhole() {
+			if l.IsPinhole() { // all distortion parameters zero: the pinhole matrix is the camera
+				out[j].Distorted = false
+			} else {
 				out[j].Lens = l
 			}
 		}

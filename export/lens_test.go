@@ -134,3 +134,26 @@ func TestDistortView(t *testing.T) {
 		assert.InDelta(t, lensPlaneD, float64(pt[0])*lensPlaneN[0]+float64(pt[1])*lensPlaneN[1]+float64(pt[2])*lensPlaneN[2], 1e-2*lensPlaneD)
 	}
 }
+
+// TestPosesLens: Poses gives the lens of a distorted camera; a distortion-free OPENCV camera is a pinhole
+// one; a model package lens does not implement (FOV) stays Distorted without a lens.
+func TestPosesLens(t *testing.T) {
+	m := &COLMAPModel{
+		Cameras: []COLMAPCamera{
+			{ID: 1, Model: OpenCV, Width: 64, Height: 48, Params: []float64{50, 50, 32, 24, -0.2, 0.05, 0, 0}},
+			{ID: 2, Model: OpenCV, Width: 64, Height: 48, Params: []float64{50, 50, 32, 24, 0, 0, 0, 0}},
+			{ID: 3, Model: FOV, Width: 64, Height: 48, Params: []float64{50, 50, 32, 24, 0.9}},
+		},
+		Images: []COLMAPImage{{ID: 1, Q: [4]float64{1, 0, 0, 0}, CameraID: 1, Name: "a.png"},
+			{ID: 2, Q: [4]float64{1, 0, 0, 0}, CameraID: 2, Name: "b.png"}, {ID: 3, Q: [4]float64{1, 0, 0, 0}, CameraID: 3, Name: "c.png"}},
+	}
+	ps, err := m.Poses([]string{"a.png", "b.png", "c.png"})
+	require.NoError(t, err)
+	require.NotNil(t, ps[0].Lens)
+	assert.Equal(t, lens.OpenCV, ps[0].Lens.Model)
+	assert.True(t, ps[0].Distorted)
+	assert.Nil(t, ps[1].Lens)
+	assert.False(t, ps[1].Distorted)
+	assert.Nil(t, ps[2].Lens)
+	assert.True(t, ps[2].Distorted)
+}

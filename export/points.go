@@ -57,7 +57,8 @@ type PointCloud struct {
 func (pc *PointCloud) Len() int { return len(pc.View) }
 
 // NewPointCloud back-projects every selected pixel of every view: X_cam = K⁻¹·[u, v, 1]·depth at the
-// integer pixel (u, v) = (column, row), X_world = E⁻¹·[X_cam; 1] with E the view's world-to-camera
+// integer pixel (u, v) = (column, row) (for a camera with a Lens: the lens's ray through the pixel's
+// centre, scaled to z = 1, times depth), X_world = E⁻¹·[X_cam; 1] with E the view's world-to-camera
 // extrinsics; the colour is the view's RGB at that pixel (grey 128 without RGB). Points are computed in
 // float64 and stored as float32; non-finite points are dropped.
 func NewPointCloud(views []View, opt Options) (*PointCloud, error) {

@@ -3,8 +3,9 @@
 // side-by-side depth visualisation; it also reads COLMAP models back.
 //
 // The package takes plain data, one View per image: row-major float32 maps (top row first), the 8-bit RGB
-// image the maps were computed on, a world-to-camera pose and pinhole intrinsics. It does not depend on the
-// model package, so any producer of depth and cameras can use it.
+// image the maps were computed on, a world-to-camera pose and pinhole intrinsics, or a COLMAP camera model
+// (package lens) for maps in the frame of a distorted or fisheye image (DistortView). It does not depend
+// on the model package, so any producer of depth and cameras can use it.
 //
 // Conventions, as depth_anything_3.utils.export (the official exporters) has them:
 //   - cameras: OpenCV axes (x right, y down, z forward); extrinsics are world-to-camera [R | t], 3×4;
