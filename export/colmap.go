@@ -197,7 +197,8 @@ func rotToQuat(m [3][3]float64) [4]float64 {
 // NewCOLMAPModel builds the sparse model of the official colmap exporter
 // (depth_anything_3.utils.export.colmap.export_to_colmap) from a cloud and its views:
 //
-//   - camera i+1: PINHOLE at the original image size with the original-image intrinsics;
+//   - camera i+1: PINHOLE at the original image size with the original-image intrinsics, or the view's
+//     Lens (its COLMAP model and parameters) when it has one;
 //   - image i+1: the view's pose (quaternion of R, t), camera i+1, the view's name;
 //   - point j+1 for the cloud's j-th point (float32 coordinates, its colour, error −1), observed once, in
 //     its own view at the pixel mapped to the original image and truncated to integers as the official
@@ -259,8 +260,12 @@ func colmapCameras(views []View) (*COLMAPModel, []pixelMap, error) {
 		v := &views[i]
 		ow, oh := v.origSize()
 		k := v.Camera.origIntrinsics()
-		m.Cameras = append(m.Cameras, COLMAPCamera{ID: uint32(i + 1), Model: Pinhole, Width: uint64(ow), Height: uint64(oh),
-			Params: []float64{k[0][0], k[1][1], k[0][2], k[1][2]}})
+		cam := COLMAPCamera{ID: uint32(i + 1), Model: Pinhole, Width: uint64(ow), Height: uint64(oh),
+			Params: []float64{k[0][0], k[1][1], k[0][2], k[1][2]}}
+		if l := v.Camera.Lens; l != nil {
+			cam.Model, cam.Params = CameraModel(l.Model), append([]float64(nil), l.Params...)
+		}
+		m.Cameras = append(m.Cameras, cam)
 		e := v.Camera.Extrinsics
 		r := [3][3]float64{{e[0][0], e[0][1], e[0][2]}, {e[1][0], e[1][1], e[1][2]}, {e[2][0], e[2][1], e[2][2]}}
 		m.Images = append(m.Images, COLMAPImage{ID: uint32(i + 1), Q: rotToQuat(r), T: [3]float64{e[0][3], e[1][3], e[2][3]},

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/da3-go/da3-go/internal/safeio"
+	"github.com/da3-go/da3-go/lens"
 )
 
 // ReadCOLMAP reads a COLMAP sparse model from dir: cameras, images and points3D, binary (.bin) when
@@ -408,6 +409,8 @@ type PosedImage struct {
 	// Distorted reports a camera model with distortion (or a non-perspective projection) that the pinhole
 	// Intrinsics leave out.
 	Distorted bool
+	// Lens is the camera's model when it is Distorted and package lens implements it (nil otherwise).
+	Lens *lens.Camera
 }
 
 // Poses returns the cameras of the images called names, in that order, for pose-conditioned runs. An
@@ -456,6 +459,17 @@ func (m *COLMAPModel) Poses(names []string) ([]PosedImage, error) {
 			return nil, fmt.Errorf("COLMAP camera %d: invalid size %dx%d", c.ID, c.Width, c.Height)
 		}
 		out[j] = PosedImage{Name: im.Name, Extrinsics: im.Extrinsics(), Intrinsics: k, Width: int(c.Width), Height: int(c.Height), Distorted: distorted}
+		if lm := lens.Model(c.Model); distorted && lm.Supported() {
+			l, err := lens.New(lm, int(c.Width), int(c.Height), c.Params)
+			if err != nil {
+				return nil, fmt.Errorf("COLMAP camera %d: %w", c.ID, err)
+			}
+			if l.IsPinhole() { // all distortion parameters zero: the pinhole matrix is the camera
+				out[j].Distorted = false
+			} else {
+				out[j].Lens = l
+			}
+		}
 	}
 	return out, nil
 }

@@ -45,13 +45,18 @@ func (o TrackOptions) withDefaults() TrackOptions {
 // its depth and colour agree with the point's (TrackOptions). The point is the mean of its observations'
 // back-projections, its colour the seed's, its error the mean reprojection error in pixels of the
 // original images; each 2D point is its pixel's position in the original image (not truncated).
-// The views need their depth maps.
+// The views need their depth maps and pinhole cameras (no Lens).
 func NewCOLMAPModelWithTracks(pc *PointCloud, views []View, opt TrackOptions) (*COLMAPModel, error) {
 	if err := pc.check(); err != nil {
 		return nil, err
 	}
 	if err := checkAll(views, true, true); err != nil {
 		return nil, err
+	}
+	for i := range views {
+		if views[i].Camera.Lens != nil {
+			return nil, fmt.Errorf("view %d: COLMAP tracks need pinhole views, and this one has a lens model (keep the undistorted views)", i)
+		}
 	}
 	m, maps, err := colmapCameras(views)
 	if err != nil {

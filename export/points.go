@@ -57,7 +57,8 @@ type PointCloud struct {
 func (pc *PointCloud) Len() int { return len(pc.View) }
 
 // NewPointCloud back-projects every selected pixel of every view: X_cam = K⁻¹·[u, v, 1]·depth at the
-// integer pixel (u, v) = (column, row), X_world = E⁻¹·[X_cam; 1] with E the view's world-to-camera
+// integer pixel (u, v) = (column, row) (for a camera with a Lens: the lens's ray through the pixel's
+// centre, scaled to z = 1, times depth), X_world = E⁻¹·[X_cam; 1] with E the view's world-to-camera
 // extrinsics; the colour is the view's RGB at that pixel (grey 128 without RGB). Points are computed in
 // float64 and stored as float32; non-finite points are dropped.
 func NewPointCloud(views []View, opt Options) (*PointCloud, error) {
@@ -103,7 +104,7 @@ func newPointCloud(src ViewSource, opt Options, maxPoints int, seed uint64) (*Po
 			return nil, err
 		}
 		conf := opt.effectiveConf(&v)
-		kinv, _ := inverse3(v.Camera.Intrinsics)
+		ray := pixelRays(v.Camera, v.Width, v.Height)
 		c2w, _ := camToWorld(v.Camera.Extrinsics)
 		for y := range v.Height {
 			for x := range v.Width {
@@ -124,13 +125,12 @@ func newPointCloud(src ViewSource, opt Options, maxPoints int, seed uint64) (*Po
 				if v.Sky != nil && !opt.KeepSky && v.Sky[i] >= opt.SkyThreshold {
 					continue
 				}
-				u, w, dd := float64(x), float64(y), float64(d)
-				pcam := [3]float64{
-					(kinv[0][0]*u + kinv[0][1]*w + kinv[0][2]) * dd,
-					(kinv[1][0]*u + kinv[1][1]*w + kinv[1][2]) * dd,
-					(kinv[2][0]*u + kinv[2][1]*w + kinv[2][2]) * dd,
+				r, ok := ray(x, y)
+				if !ok {
+					continue
 				}
-				p := apply34(c2w, pcam)
+				dd := float64(d)
+				p := apply34(c2w, [3]float64{r[0] * dd, r[1] * dd, r[2] * dd})
 				p32 := [3]float32{float32(p[0]), float32(p[1]), float32(p[2])}
 				if !finite32(p32[0]) || !finite32(p32[1]) || !finite32(p32[2]) {
 					continue
@@ -146,6 +146,32 @@ func newPointCloud(src ViewSource, opt Options, maxPoints int, seed uint64) (*Po
 	pc := res.cloud()
 	pc.Threshold = thr
 	return pc, nil
+}
+
+// pixelRays returns the function giving the back-projection direction of pixel (x, y) of a view's w × h
+// maps, scaled so that its z is 1 (a point is the direction times the z-depth): K⁻¹·[x, y, 1] for a
+// pinhole camera, the lens's ray through the pixel's centre divided by its z for a camera with a Lens
+// (ok is false where the lens has no ray or the ray is at or beyond 90° from the axis).
+func pixelRays(c *Camera, w, h int) func(x, y int) ([3]float64, bool) {
+	if c.Lens != nil {
+		l := c.Lens.Rescaled(w, h)
+		return func(x, y int) ([3]float64, bool) {
+			r, ok := l.Unproject(float64(x)+0.5, float64(y)+0.5)
+			if !ok || !(r[2] > 1e-12) {
+				return r, false
+			}
+			return [3]float64{r[0] / r[2], r[1] / r[2], 1}, true
+		}
+	}
+	kinv, _ := inverse3(c.Intrinsics)
+	return func(x, y int) ([3]float64, bool) {
+		u, w := float64(x), float64(y)
+		return [3]float64{
+			kinv[0][0]*u + kinv[0][1]*w + kinv[0][2],
+			kinv[1][0]*u + kinv[1][1]*w + kinv[1][2],
+			kinv[2][0]*u + kinv[2][1]*w + kinv[2][2],
+		}, true
+	}
 }
 
 // readView reads view i of src and validates it (with its camera and maps).

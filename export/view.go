@@ -3,8 +3,9 @@
 // side-by-side depth visualisation; it also reads COLMAP models back.
 //
 // The package takes plain data, one View per image: row-major float32 maps (top row first), the 8-bit RGB
-// image the maps were computed on, a world-to-camera pose and pinhole intrinsics. It does not depend on the
-// model package, so any producer of depth and cameras can use it.
+// image the maps were computed on, a world-to-camera pose and pinhole intrinsics, or a COLMAP camera model
+// (package lens) for maps in the frame of a distorted or fisheye image (DistortView). It does not depend
+// on the model package, so any producer of depth and cameras can use it.
 //
 // Conventions, as depth_anything_3.utils.export (the official exporters) has them:
 //   - cameras: OpenCV axes (x right, y down, z forward); extrinsics are world-to-camera [R | t], 3×4;
@@ -19,6 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/da3-go/da3-go/lens"
 )
 
 // Camera is one view's pinhole camera.
@@ -30,6 +33,13 @@ type Camera struct {
 	// IntrinsicsOriginal in pixels of the original image (OrigWidth × OrigHeight), used for COLMAP cameras.
 	// A zero matrix means the maps are at the original size: Intrinsics is used.
 	IntrinsicsOriginal [3][3]float64
+	// Lens, when set, is the original image's camera model (COLMAP's, with distortion or a fisheye
+	// projection), for an image of OrigWidth × OrigHeight; the maps are in that camera's frame (a view
+	// mapped back from an undistorted one: DistortView). Points then follow the lens's rays (pixel
+	// (column, row) sees Lens.Unproject at its centre, COLMAP's (column + 0.5, row + 0.5), scaled to the
+	// original size) and the COLMAP export writes the lens's model and parameters. Intrinsics and
+	// IntrinsicsOriginal are then its pinhole part, for camera frusta and the NPZ archives.
+	Lens *lens.Camera
 }
 
 // View is one image's outputs.
@@ -131,6 +141,15 @@ func (v *View) check(i int, needCamera, needMaps bool) error {
 	}
 	if _, ok := inverse3(v.Camera.origIntrinsics()); !ok {
 		return fmt.Errorf("view %d (%s): original-image intrinsics %v are not invertible", i, v.Name, v.Camera.IntrinsicsOriginal)
+	}
+	if l := v.Camera.Lens; l != nil {
+		ow, oh := v.origSize()
+		if _, err := lens.New(l.Model, l.Width, l.Height, l.Params); err != nil {
+			return fmt.Errorf("view %d (%s): lens: %w", i, v.Name, err)
+		}
+		if l.Width != ow || l.Height != oh {
+			return fmt.Errorf("view %d (%s): the lens is for a %dx%d image, the original image is %dx%d", i, v.Name, l.Width, l.Height, ow, oh)
+		}
 	}
 	return nil
 }

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"image"
-	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/internal/safeio"
+	"github.com/da3-go/da3-go/lens"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/gs"
 )
@@ -21,6 +21,10 @@ import (
 type givenCameras struct {
 	extrinsics [][3][4]float64
 	intrinsics []model.Intrinsics
+	// lenses are the COLMAP cameras' models where they have distortion that package lens implements
+	// (nil entries otherwise); distorted marks every camera with distortion.
+	lenses    []*lens.Camera
+	distorted []bool
 }
 
 // loadCameras reads the cameras of the images (names: the input paths, imgs:
@@ -28,8 +32,9 @@ type givenCameras struct {
 // writes, or a COLMAP sparse model directory (binary or text). Views are
 // matched to the inputs by image name (exact, else base name); the file must
 // hold one camera per input, and each camera's image size must be the
-// input's.
-func loadCameras(file string, names []string, imgs []image.Image, stderr io.Writer) (*givenCameras, error) {
+// input's. Distorted COLMAP cameras are reported in lenses and distorted; their intrinsics are the
+// pinhole part.
+func loadCameras(file string, names []string, imgs []image.Image) (*givenCameras, error) {
 	fi, err := os.Stat(file)
 	if err != nil {
 		return nil, fmt.Errorf("-cameras: %w", err)
@@ -39,6 +44,8 @@ func loadCameras(file string, names []string, imgs []image.Image, stderr io.Writ
 		ext           [3][4]float64
 		k             [3][3]float64
 		width, height int
+		lens          *lens.Camera
+		distorted     bool
 	}
 	var views []posed
 	if fi.IsDir() {
@@ -50,11 +57,8 @@ func loadCameras(file string, names []string, imgs []image.Image, stderr io.Writ
 		if err != nil {
 			return nil, fmt.Errorf("-cameras %s: %w", file, err)
 		}
-		for i, p := range ps {
-			if p.Distorted {
-				fmt.Fprintf(stderr, "da3-go: warning: -cameras: %s: the COLMAP camera has lens distortion, which the model ignores (pinhole part used)\n", names[i])
-			}
-			views = append(views, posed{p.Name, p.Extrinsics, p.Intrinsics, p.Width, p.Height})
+		for _, p := range ps {
+			views = append(views, posed{p.Name, p.Extrinsics, p.Intrinsics, p.Width, p.Height, p.Lens, p.Distorted})
 		}
 	} else {
 		b, err := safeio.ReadFile(file, safeio.MaxJSONBytes)
@@ -92,7 +96,7 @@ func loadCameras(file string, names []string, imgs []image.Image, stderr io.Writ
 			}
 			used[idx[0]] = n
 			v := doc.Views[idx[0]]
-			views = append(views, posed{v.Image, v.Extrinsics, v.IntrinsicsOrig, v.Width, v.Height})
+			views = append(views, posed{name: v.Image, ext: v.Extrinsics, k: v.IntrinsicsOrig, width: v.Width, height: v.Height})
 		}
 	}
 	g := &givenCameras{}
@@ -103,6 +107,8 @@ func loadCameras(file string, names []string, imgs []image.Image, stderr io.Writ
 		}
 		g.extrinsics = append(g.extrinsics, v.ext)
 		g.intrinsics = append(g.intrinsics, model.Intrinsics{Fx: v.k[0][0], Fy: v.k[1][1], Cx: v.k[0][2], Cy: v.k[1][2]})
+		g.lenses = append(g.lenses, v.lens)
+		g.distorted = append(g.distorted, v.distorted)
 	}
 	return g, nil
 }

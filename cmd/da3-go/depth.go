@@ -18,6 +18,7 @@ import (
 	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/internal/sysmem"
+	"github.com/da3-go/da3-go/lens"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/stream"
 )
@@ -51,6 +52,7 @@ type depthFlags struct {
 
 func (f *depthFlags) register(fs *flag.FlagSet) {
 	f.modelFlags.register(fs)
+	f.modelFlags.lens.register(fs)
 	f.inputFlags.register(fs)
 	f.streamFlags.register(fs)
 	fs.StringVar(&f.out, "o", "", "output directory (created if missing; default: next to each image), or, with a .png/.pfm/.npy extension, the one output file (its extension sets the format)")
@@ -140,6 +142,9 @@ func (d *depthRun) validate() error {
 			return errUsage("-intrinsics: " + err.Error())
 		}
 		d.opt.Intrinsics = k
+	}
+	if err := f.lens.parse(f.cameras, f.intrinsics); err != nil {
+		return asUsage(err)
 	}
 	if d.shard, err = parseShard(f.shard); err != nil {
 		return asUsage(err)
@@ -266,6 +271,14 @@ func (d *depthRun) checkModel(m da3.Runner) error {
 		return fmt.Errorf("-sky: model %s (%s) has no sky output", f.model, cfg.Arch)
 	}
 	focalNormalised := caps.NeedsIntrinsics
+	if focalNormalised && opt.Intrinsics == nil && f.lens.base != nil && !caps.Nested {
+		// -camera-model: the model's view is the undistorted pinhole view of the first image.
+		k, err := f.lens.pinholeIntrinsics(d.firstSize(m))
+		if err != nil {
+			return err
+		}
+		d.opt.Intrinsics, opt.Intrinsics = k, k
+	}
 	switch {
 	case opt.Intrinsics != nil && caps.Nested:
 		return errors.New("-intrinsics: the nested model takes its focal length from its any-view half's predicted cameras; drop -intrinsics")
@@ -281,6 +294,16 @@ func (d *depthRun) checkModel(m da3.Runner) error {
 	return nil
 }
 
+// firstSize is the first image's size as the model sees it (turned by its Exif orientation when the
+// run turns images).
+func (d *depthRun) firstSize(m da3.Runner) image.Point {
+	h := d.sizes[0]
+	if d.f.rotates(m.Capabilities()) && h.Orientation >= 5 && h.Orientation <= 8 {
+		return image.Pt(h.Height, h.Width)
+	}
+	return image.Pt(h.Width, h.Height)
+}
+
 // run checks the model against the flags, chooses how the images run (one
 // scene, windows, or groups of images) within the memory there is, and
 // runs them, writing each map as its result comes.
@@ -290,7 +313,7 @@ func (d *depthRun) run(ctx context.Context, m da3.Runner) error {
 		return err
 	}
 	w := &mapWriter{plan: d.outputs, set: d.out.set, cmap: d.cmap, invert: caps.Unit != model.Disparity, original: !f.processedSize,
-		quiet: f.quiet, stdout: d.stdout, stderr: d.stderr, inputs: d.in.names}
+		quiet: f.quiet, stdout: d.stdout, stderr: d.stderr, inputs: d.in.names, lens: &f.lens}
 	asScene := caps.MultiView && !f.independent
 	lay, err := f.streamFlags.layoutFor(d.fs, m, n, asScene, image.Pt(d.sizes[0].Width, d.sizes[0].Height), &d.opt)
 	if err != nil {
@@ -318,6 +341,9 @@ func (d *depthRun) run(ctx context.Context, m da3.Runner) error {
 	}
 	switch {
 	case lay.stream:
+		if err := f.lens.noStream(); err != nil {
+			return err
+		}
 		return f.depthStreamed(ctx, m, d.in, lay, d.opt, d.stderr, w.write)
 	case oneScene:
 		// One scene (or the inputs of -cameras, -gaussians): every view is
@@ -429,6 +455,9 @@ func (d *depthRun) group(ctx context.Context, m da3.Runner, start, end int, orie
 		}
 		img, err := decodeOriented(p, orient)
 		if err != nil {
+			return nil, err
+		}
+		if img, err = d.f.lens.undistort(start+len(group), img, d.in.names[start+len(group)], d.f.quiet, d.stderr); err != nil {
 			return nil, err
 		}
 		group = append(group, img)
@@ -566,6 +595,8 @@ type mapWriter struct {
 	// it is written, Result.OriginalMap), else as the run returned them.
 	original       bool
 	stdout, stderr io.Writer
+	// lens maps the maps of undistorted inputs back to their original pixels.
+	lens *lensFlags
 }
 
 func (w *mapWriter) write(i int, r *model.Result) error {
@@ -577,6 +608,7 @@ func (w *mapWriter) write(i int, r *model.Result) error {
 	var kind string
 	var data []float32
 	var mw, mh int
+	var back *lens.Remap // the map back to the original pixels of an undistorted input, made once
 	for _, o := range w.plan[i] {
 		if o.kind != kind || data == nil {
 			kind, data, mw, mh = o.kind, r.Depth, r.Width, r.Height
@@ -588,6 +620,10 @@ func (w *mapWriter) write(i int, r *model.Result) error {
 			}
 			if w.original {
 				data, mw, mh = r.OriginalMap(data)
+			}
+			var err error
+			if data, err = w.lens.mapBack(i, r, data, mw, mh, &back); err != nil {
+				return fmt.Errorf("%s: %w", w.inputs[i], err)
 			}
 		}
 		invert := w.invert && o.kind == "depth"

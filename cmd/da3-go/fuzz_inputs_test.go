@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"image"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -56,7 +55,7 @@ func FuzzCamerasJSON(f *testing.F) {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		g, err := loadCameras(path, []string{"a.png"}, imgs, io.Discard)
+		g, err := loadCameras(path, []string{"a.png"}, imgs)
 		if err != nil {
 			return
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -28,7 +27,7 @@ func TestHostileListAndCameras(t *testing.T) {
 
 	readers := map[string]func(string) error{
 		"-list":    func(p string) error { _, err := readList(p); return err },
-		"-cameras": func(p string) error { _, err := loadCameras(p, []string{"a.png"}, nil, io.Discard); return err },
+		"-cameras": func(p string) error { _, err := loadCameras(p, []string{"a.png"}, nil); return err },
 	}
 	for flag, read := range readers {
 		big, limit := bigList, "4 MiB"

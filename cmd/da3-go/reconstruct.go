@@ -17,6 +17,7 @@ import (
 	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/atomicfile"
+	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -66,6 +67,7 @@ type reconstructFlags struct {
 
 func (f *reconstructFlags) register(fs *flag.FlagSet) {
 	f.modelFlags.register(fs)
+	f.modelFlags.lens.register(fs)
 	f.inputFlags.register(fs)
 	f.streamFlags.register(fs)
 	names := make([]string, len(reconstructFormats))
@@ -174,7 +176,9 @@ type reconstructRun struct {
 	in      *inputs
 	names   []string    // the images' unique base names
 	size    image.Point // of the first image
-	out     runOutputs
+	// orientation is the first image's Exif orientation.
+	orientation imgio.Orientation
+	out         runOutputs
 }
 
 // validate checks the flags and turns them into the run's options; the
@@ -197,6 +201,9 @@ func (r *reconstructRun) validate() error {
 		if r.k, err = parseIntrinsics(f.intrinsics); err != nil {
 			return errUsage("-intrinsics: " + err.Error())
 		}
+	}
+	if err := f.lens.parse(f.cameras, f.intrinsics); err != nil {
+		return asUsage(err)
 	}
 	return nil
 }
@@ -237,7 +244,11 @@ func (r *reconstructRun) plan(in *inputs) error {
 			return err
 		}
 	}
-	r.size, err = checkImages(r.in.paths)
+	if r.size, err = checkImages(r.in.paths); err != nil {
+		return err
+	}
+	hd, err := imgio.DecodeHeader(r.in.paths[0])
+	r.orientation = hd.Orientation
 	return err
 }
 
@@ -246,8 +257,20 @@ func (r *reconstructRun) written() *runOutputs { return &r.out }
 // checkModel refuses formats and -intrinsics the model cannot serve, and
 // notes a depth that is not metres.
 func (r *reconstructRun) checkModel(m da3.Runner) error {
-	f, k := &r.f, r.k
+	f := &r.f
 	cfg, caps := m.Config(), m.Capabilities()
+	if r.k == nil && f.lens.base != nil && (!caps.Camera || caps.NeedsIntrinsics) {
+		// -camera-model: the camera of a model without a camera head is the undistorted pinhole view's.
+		size := r.size
+		if f.rotates(caps) && r.orientation >= 5 && r.orientation <= 8 {
+			size = image.Pt(size.Y, size.X)
+		}
+		var err error
+		if r.k, err = f.lens.pinholeIntrinsics(size); err != nil {
+			return err
+		}
+	}
+	k := r.k
 	switch {
 	case k != nil && caps.Camera:
 		return fmt.Errorf("-intrinsics: model %s predicts its own cameras; -intrinsics is for models without a camera head", f.model)
@@ -276,13 +299,16 @@ func (r *reconstructRun) run(ctx context.Context, m da3.Runner) error {
 	if err := r.checkModel(m); err != nil {
 		return err
 	}
-	w := &sceneWriter{f: f, set: r.out.set, formats: r.formats, stdout: r.stdout, stderr: r.stderr, intrinsics: r.k}
+	w := &sceneWriter{f: f, set: r.out.set, formats: r.formats, stdout: r.stdout, stderr: r.stderr, intrinsics: r.k, lens: &f.lens}
 	asScene := !f.independent && m.Capabilities().MultiView
 	lay, err := f.streamFlags.layoutFor(r.fs, m, len(r.in.paths), asScene, r.size, &r.opt)
 	if err != nil {
 		return err
 	}
 	if lay.stream {
+		if err := f.lens.noStream(); err != nil {
+			return err
+		}
 		return f.reconstructStreamed(ctx, m, w, r.in.paths, r.names, lay, r.opt, r.stderr)
 	}
 	imgs, err := f.modelFlags.decode(r.in.paths, m, r.stderr)
@@ -305,7 +331,7 @@ func (r *reconstructRun) run(ctx context.Context, m da3.Runner) error {
 		return err
 	}
 	collect()
-	return w.writeResults(f.out, res, r.names)
+	return w.writeResults(f.out, res, r.names, 0)
 }
 
 // each writes one scene per image (-independent, or a single image of a
@@ -325,7 +351,7 @@ func (r *reconstructRun) each(ctx context.Context, m da3.Runner, imgs []image.Im
 		if f.independent {
 			dir = filepath.Join(f.out, strings.TrimSuffix(names[i], filepath.Ext(names[i])))
 		}
-		if err := w.writeResults(dir, []model.Result{*res}, names[i:i+1]); err != nil {
+		if err := w.writeResults(dir, []model.Result{*res}, names[i:i+1], i); err != nil {
 			return err
 		}
 	}
@@ -390,6 +416,7 @@ type sceneWriter struct {
 	stdout     io.Writer
 	stderr     io.Writer         // for the progress bar
 	intrinsics *model.Intrinsics // camera of results without one (-intrinsics)
+	lens       *lensFlags        // maps the views of undistorted inputs back to their original pixels
 }
 
 // pinholeCamera is the camera given by -intrinsics for a result of a model without a camera head: at the
@@ -453,8 +480,9 @@ type sceneSource struct {
 	res []model.Result
 }
 
-// writeResults writes the formats of one scene run in memory into dir.
-func (w *sceneWriter) writeResults(dir string, res []model.Result, names []string) error {
+// writeResults writes the formats of one scene run in memory into dir; res are the results of inputs
+// first, first+1, ….
+func (w *sceneWriter) writeResults(dir string, res []model.Result, names []string, first int) error {
 	for i := range res {
 		if res[i].Camera == nil && w.intrinsics != nil {
 			c, err := pinholeCamera(&res[i], w.intrinsics)
@@ -466,6 +494,9 @@ func (w *sceneWriter) writeResults(dir string, res []model.Result, names []strin
 	}
 	views, err := model.Views(res, names)
 	if err != nil {
+		return err
+	}
+	if err := w.lens.mapBackViews(views, res, first); err != nil {
 		return err
 	}
 	return w.write(dir, sceneSource{views: export.ViewSlice(views), cams: views, res: res})

@@ -16,6 +16,7 @@ import (
 	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/lens"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -40,6 +41,8 @@ type modelFlags struct {
 	cameras                string
 	// given are the cameras read from -cameras by open.
 	given *givenCameras
+	// lens are the camera-model flags (depth and reconstruct register them).
+	lens lensFlags
 }
 
 // optionalBool is a boolean flag that remembers whether it was given.
@@ -306,8 +309,29 @@ func (f *modelFlags) prepare(imgs []image.Image, orient []imgio.Orientation, inp
 	// rotation); a bad file fails before anything runs.
 	if f.cameras != "" {
 		var err error
-		if f.given, err = loadCameras(f.cameras, inputs, imgs, stderr); err != nil {
+		if f.given, err = loadCameras(f.cameras, inputs, imgs); err != nil {
 			return err
+		}
+		if f.lens.on {
+			f.lens.given = f.given.lenses
+		}
+		for i, d := range f.given.distorted {
+			switch {
+			case d && !f.lens.on:
+				fmt.Fprintf(stderr, "da3-go: warning: -cameras: %s: the COLMAP camera has lens distortion, which this command ignores (pinhole part used)\n", inputs[i])
+			case d && f.given.lenses[i] == nil:
+				fmt.Fprintf(stderr, "da3-go: warning: -cameras: %s: the COLMAP camera's model is not one da3-go undistorts (%s); its distortion is ignored (pinhole part used)\n", inputs[i], lens.ModelNames())
+			}
+		}
+	}
+	for i := range imgs {
+		var err error
+		if imgs[i], err = f.lens.undistort(i, imgs[i], inputs[i], f.quiet, stderr); err != nil {
+			return err
+		}
+		if u := f.lens.used[i]; u != nil && f.given != nil {
+			k := u.Pinhole.K()
+			f.given.intrinsics[i] = model.Intrinsics{Fx: k[0][0], Fy: k[1][1], Cx: k[0][2], Cy: k[1][2]}
 		}
 	}
 	return nil
