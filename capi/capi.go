@@ -521,8 +521,8 @@ func da3go_export(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.d
 			return errors.New("da3go_export: format and out_path must not be NULL")
 		}
 		f := goString(format)
-		if !slices.Contains([]string{"glb", "ply", "npz", "mini_npz", "colmap", "gs_ply"}, f) {
-			return fmt.Errorf("unknown export format %q (glb, ply, npz, mini_npz, colmap, gs_ply)", f)
+		if !slices.Contains([]string{"glb", "ply", "npz", "mini_npz", "colmap", "colmap_tracks", "gs_ply"}, f) {
+			return fmt.Errorf("unknown export format %q (glb, ply, npz, mini_npz, colmap, colmap_tracks, gs_ply)", f)
 		}
 		out := goString(outPath)
 		var inputs []string
@@ -660,7 +660,7 @@ func bytesC(b []byte) unsafe.Pointer {
 // replaced, a name that fits) to the files da3go_export writes, before anything runs.
 func checkExport(format, out string, inputs []string) error {
 	files := []string{out}
-	if format == "colmap" {
+	if format == "colmap" || format == "colmap_tracks" {
 		files = nil
 		for _, name := range []string{"cameras.bin", "images.bin", "points3D.bin"} {
 			files = append(files, filepath.Join(out, name))
@@ -704,13 +704,16 @@ func writeExport(format, out string, res []model.Result) error {
 		return export.WritePLY(out, pc.Subsample(1_000_000, 0))
 	case "npz", "mini_npz":
 		return export.WriteNPZ(out, views, format == "mini_npz")
-	case "colmap":
+	case "colmap", "colmap_tracks":
 		pc, err := export.NewPointCloud(views, export.COLMAPOptions())
 		if err != nil {
 			return err
 		}
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			return err
+		}
+		if format == "colmap_tracks" {
+			return export.WriteCOLMAPTracks(out, pc, views, false, export.TrackOptions{})
 		}
 		return export.WriteCOLMAP(out, pc, views, false)
 	}

@@ -73,7 +73,9 @@ var exporters = map[string]exporter{
 	"mini_npz": {"application/zip", "results_mini.npz", false, func(w io.Writer, sc *scene) error {
 		return export.EncodeNPZ(w, sc.views, true)
 	}},
-	"colmap": {"application/zip", "colmap.zip", true, writeCOLMAPZip},
+	"colmap": {"application/zip", "colmap.zip", true, func(w io.Writer, sc *scene) error { return writeCOLMAPZip(w, sc, false) }},
+	// The same with each point observed by every view that sees it (for bundle adjustment).
+	"colmap_tracks": {"application/zip", "colmap.zip", true, func(w io.Writer, sc *scene) error { return writeCOLMAPZip(w, sc, true) }},
 	// DA3-GIANT's 3D Gaussians as the official gs_ply export writes them.
 	"gs_ply": {"application/octet-stream", "gaussians.ply", true, func(w io.Writer, sc *scene) error {
 		_, err := w.Write(sc.gaussians)
@@ -82,13 +84,19 @@ var exporters = map[string]exporter{
 }
 
 // writeCOLMAPZip writes the official COLMAP export (binary cameras, images,
-// points3D) as a zip archive, in memory: the server writes no files.
-func writeCOLMAPZip(w io.Writer, sc *scene) error {
+// points3D), or with tracks export.NewCOLMAPModelWithTracks's, as a zip
+// archive, in memory: the server writes no files.
+func writeCOLMAPZip(w io.Writer, sc *scene, tracks bool) error {
 	pc, err := export.NewPointCloud(sc.views, export.COLMAPOptions())
 	if err != nil {
 		return err
 	}
-	m, err := export.NewCOLMAPModel(pc, sc.views)
+	var m *export.COLMAPModel
+	if tracks {
+		m, err = export.NewCOLMAPModelWithTracks(pc, sc.views, export.TrackOptions{})
+	} else {
+		m, err = export.NewCOLMAPModel(pc, sc.views)
+	}
 	if err != nil {
 		return err
 	}

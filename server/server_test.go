@@ -160,7 +160,7 @@ func TestExports(t *testing.T) {
 		"npz":      func(w io.Writer) error { return export.EncodeNPZ(w, views, false) },
 		"mini_npz": func(w io.Writer) error { return export.EncodeNPZ(w, views, true) },
 	}
-	assert.ElementsMatch(t, []string{"colmap", "glb", "mini_npz", "npz", "ply"}, names)
+	assert.ElementsMatch(t, []string{"colmap", "colmap_tracks", "glb", "mini_npz", "npz", "ply"}, names)
 	for _, name := range names {
 		e, ok := r.Exports[name]
 		require.True(t, ok, name)
@@ -173,11 +173,15 @@ func TestExports(t *testing.T) {
 			assert.Equal(t, buf.Bytes(), got, "%s is what package export writes for the library's results", name)
 			continue
 		}
-		// colmap: a zip of the binary model, as export.WriteCOLMAP writes it.
+		// colmap: a zip of the binary model, as export.WriteCOLMAP writes it (WriteCOLMAPTracks for colmap_tracks).
 		dir := t.TempDir()
 		cpc, err := export.NewPointCloud(views, export.COLMAPOptions())
 		require.NoError(t, err)
-		require.NoError(t, export.WriteCOLMAP(dir, cpc, views, false))
+		if name == "colmap_tracks" {
+			require.NoError(t, export.WriteCOLMAPTracks(dir, cpc, views, false, export.TrackOptions{}))
+		} else {
+			require.NoError(t, export.WriteCOLMAP(dir, cpc, views, false))
+		}
 		zr, err := zip.NewReader(bytes.NewReader(got), int64(len(got)))
 		require.NoError(t, err)
 		require.Len(t, zr.File, 3)
@@ -287,7 +291,7 @@ func TestDepthErrors(t *testing.T) {
 		{"ref view", "application/json", `{"image": "` + good + `", "ref_view": "last"}`, 400, kindBadRequest, "ref_view"},
 		{"map format", "application/json", `{"image": "` + good + `", "map_formats": ["exr"]}`, 400, kindBadRequest, "exr"},
 		{"colormap", "application/json", `{"image": "` + good + `", "colormap": "jet"}`, 400, kindBadRequest, "jet"},
-		{"export", "application/json", `{"image": "` + good + `", "exports": ["obj"]}`, 400, kindBadRequest, "colmap, glb, gs_ply, mini_npz, npz, ply"},
+		{"export", "application/json", `{"image": "` + good + `", "exports": ["obj"]}`, 400, kindBadRequest, "colmap, colmap_tracks, glb, gs_ply, mini_npz, npz, ply"},
 		{"negative threshold", "application/json", `{"image": "` + good + `", "points_conf_thresh": -1}`, 400, kindBadRequest, "points_conf_thresh"},
 		{"unknown model", "application/json", `{"image": "` + good + `", "model": "nope"}`, 404, kindNotFound, "da3-tiny, da2-tiny"},
 		{"garbage image", "application/json", `{"image": "` + enc64([]byte("not an image at all")) + `"}`, 422, kindUnprocessable, "image 0: unknown format"},

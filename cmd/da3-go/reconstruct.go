@@ -36,6 +36,7 @@ var reconstructFormats = []struct{ name, path string }{
 	{"glb", "scene.glb"},
 	{"ply", "scene.ply"},
 	{"colmap", "cameras, images, points3D (.bin, or .txt with -colmap-txt)"},
+	{"colmap_tracks", "the same, each point observed by every view that sees it (for bundle adjustment)"},
 	{"npz", "exports/npz/results.npz"},
 	{"mini_npz", "exports/mini_npz/results.npz"},
 	{"depth_vis", "depth_vis/0000.jpg, …"},
@@ -43,7 +44,9 @@ var reconstructFormats = []struct{ name, path string }{
 }
 
 // needsCamera reports the formats that place points in 3D.
-func needsCamera(format string) bool { return format == "glb" || format == "ply" || format == "colmap" }
+func needsCamera(format string) bool {
+	return format == "glb" || format == "ply" || format == "colmap" || format == "colmap_tracks"
+}
 
 type reconstructFlags struct {
 	modelFlags
@@ -105,8 +108,11 @@ func (f *reconstructFlags) parse() ([]string, error) {
 			known = known || x.name == fm
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown -format %q (glb, ply, colmap, npz, mini_npz, depth_vis, gs_ply)", fm)
+			return nil, fmt.Errorf("unknown -format %q (glb, ply, colmap, colmap_tracks, npz, mini_npz, depth_vis, gs_ply)", fm)
 		}
+	}
+	if slices.Contains(formats, "colmap") && slices.Contains(formats, "colmap_tracks") {
+		return nil, errors.New("-format colmap and colmap_tracks write the same files: pick one")
 	}
 	for _, p := range []struct {
 		name string
@@ -390,7 +396,7 @@ func (f *reconstructFlags) scenePaths(formats, names []string) []string {
 			switch fm {
 			case "glb", "ply":
 				paths = append(paths, filepath.Join(dir, "scene."+fm))
-			case "colmap":
+			case "colmap", "colmap_tracks":
 				ext := map[bool]string{false: ".bin", true: ".txt"}[f.colmapTxt]
 				for _, n := range []string{"cameras", "images", "points3D"} {
 					paths = append(paths, filepath.Join(dir, n+ext))
@@ -545,8 +551,8 @@ func (sw *sceneWrite) format(fm string) ([]string, error) {
 	case "glb", "ply":
 		path, err := sw.points(fm)
 		return []string{path}, err
-	case "colmap":
-		return sw.colmap()
+	case "colmap", "colmap_tracks":
+		return sw.colmap(fm == "colmap_tracks")
 	case "npz", "mini_npz":
 		path := filepath.Join(sw.dir, "exports", fm, "results.npz")
 		if err := mkdirFor(path); err != nil {
@@ -599,13 +605,21 @@ func (sw *sceneWrite) points(fm string) (string, error) {
 	return path, export.WritePLY(path, sw.pc.Subsample(f.maxPoints, f.seed))
 }
 
-// colmap writes the COLMAP model's three files.
-func (sw *sceneWrite) colmap() ([]string, error) {
+// colmap writes the COLMAP model's three files, with multi-view tracks when tracks is set.
+func (sw *sceneWrite) colmap(tracks bool) ([]string, error) {
 	cpc, err := sw.cloud(sw.f.colmapOptions())
 	if err != nil {
 		return nil, err
 	}
-	if err := export.WriteCOLMAP(sw.dir, cpc, sw.s.cams, sw.f.colmapTxt); err != nil {
+	switch {
+	case !tracks:
+		err = export.WriteCOLMAP(sw.dir, cpc, sw.s.cams, sw.f.colmapTxt)
+	case len(sw.s.cams) > 0 && sw.s.cams[0].Depth == nil:
+		err = errors.New("-format colmap_tracks needs every view's depth in memory: not available for runs in windows (use -format colmap)")
+	default:
+		err = export.WriteCOLMAPTracks(sw.dir, cpc, sw.s.cams, sw.f.colmapTxt, export.TrackOptions{})
+	}
+	if err != nil {
 		return nil, err
 	}
 	ext := map[bool]string{false: ".bin", true: ".txt"}[sw.f.colmapTxt]

@@ -385,3 +385,38 @@ func readNPYFloats(t *testing.T, path string) []float32 {
 	}
 	return out
 }
+
+// TestReconstructCOLMAPTracks: -format colmap_tracks writes the three files of a model whose points are
+// each observed by two or more images and whose 2D points all belong to a track; with -format colmap
+// too it is a usage error.
+func TestReconstructCOLMAPTracks(t *testing.T) {
+	m := tinyDA3(t)
+	in := t.TempDir()
+	a, b := filepath.Join(in, "a.png"), filepath.Join(in, "b.png")
+	writePhoto(t, a, 64, 48, 0)
+	writePhoto(t, b, 64, 48, 0) // the same photo twice: the views agree
+	out := filepath.Join(t.TempDir(), "scene")
+	code, stdout, stderr := runCLI("reconstruct", "-model", m, "-process-res", "56", "-format", "colmap_tracks", "-o", out, a, b)
+	require.Equal(t, 0, code, stderr)
+	for _, f := range []string{"cameras.bin", "images.bin", "points3D.bin"} {
+		assert.Contains(t, stdout, filepath.Join(out, f))
+	}
+	s, err := export.ReadCOLMAP(out)
+	require.NoError(t, err)
+	require.Len(t, s.Images, 2)
+	require.NotEmpty(t, s.Points, "two views of the same photo share points")
+	n2d := 0
+	for _, im := range s.Images {
+		n2d += len(im.Points2D)
+	}
+	nobs := 0
+	for _, p := range s.Points {
+		assert.GreaterOrEqual(t, len(p.Track), 2)
+		nobs += len(p.Track)
+	}
+	assert.Equal(t, n2d, nobs, "every 2D point is an observation of a track")
+
+	code, _, stderr = runCLI("reconstruct", "-model", m, "-format", "colmap,colmap_tracks", "-o", t.TempDir(), a, b)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "pick one")
+}

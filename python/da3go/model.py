@@ -26,7 +26,7 @@ ImageLike = Union[str, os.PathLike, np.ndarray, Any]
 UNITS = ("relative", "disparity", "focal_normalised", "metres")
 
 #: Formats of Model.export.
-EXPORT_FORMATS = ("glb", "ply", "npz", "mini_npz", "colmap", "gs_ply")
+EXPORT_FORMATS = ("glb", "ply", "npz", "mini_npz", "colmap", "colmap_tracks", "gs_ply")
 
 
 @dataclass
