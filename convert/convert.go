@@ -35,6 +35,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/da3-go/da3-go/internal/licence"
 	"github.com/da3-go/da3-go/internal/schema"
 	"github.com/da3-go/da3-go/loader"
 )
@@ -114,6 +115,9 @@ func Convert(ctx context.Context, src, dst string, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("convert %s: %w", src, err)
 	}
+	for _, o := range outs {
+		o.kv = append(o.kv, provenanceKVs(src, c, o)...)
+	}
 	var total, done int64
 	for _, o := range outs {
 		for _, t := range o.tensors {
@@ -173,6 +177,10 @@ type output struct {
 	suffix  string
 	kv      []loader.KeyValue
 	tensors []*outTensor
+	// kind and size name the official checkpoint the layout matches, for
+	// its licence (size "" when the backbone width is not an official one).
+	kind licence.Kind
+	size string
 }
 
 // outTensor is one GGUF tensor and the checkpoint tensors it is made of.
@@ -515,7 +523,7 @@ func planDA2(c *Checkpoint, fam Family, name string, opts Options) ([]*output, e
 	if maxDepth > 0 {
 		kv = append(kv, loader.KeyValue{Key: p + ".max_depth", Value: loader.ValueOf[float32](maxDepth)})
 	}
-	return []*output{{kv: kv, tensors: tensors}}, nil
+	return []*output{{kv: kv, tensors: tensors, kind: da2Kind(maxDepth), size: licence.SizeOfWidth(vit.C)}}, nil
 }
 
 // shapesFused is shapes for the transformers layout, where only attn_qkv
@@ -607,6 +615,9 @@ func planDA3(c *Checkpoint, fam Family, name string, opts Options) ([]*output, e
 	o, err := da3Output(&cols[0], fam, preset, hints, name, "", "vit", "head", opts, unknown)
 	if err != nil {
 		return nil, err
+	}
+	if model, _ := c.Config["model_name"].(string); model == "da3metric-large" {
+		o.kind = licence.DA3Metric
 	}
 	return []*output{o}, nil
 }
@@ -725,7 +736,11 @@ func da3Output(col *collected, fam Family, preset da3Preset, hints vitHints, nam
 			loader.KeyValue{Key: g + ".pred_color", Value: loader.ValueOf[bool](false)},
 		)
 	}
-	return &output{suffix: suffix, kv: kv, tensors: tensors}, nil
+	lk := licence.DA3
+	if !anyView {
+		lk = licence.DA3Mono // or DA3Metric: the caller knows from config.json
+	}
+	return &output{suffix: suffix, kv: kv, tensors: tensors, kind: lk, size: licence.SizeOfWidth(vit.C)}, nil
 }
 
 // planNested splits DA3NESTED-GIANT-LARGE into the any-view file (giant
@@ -778,6 +793,11 @@ func planNested(c *Checkpoint, name string, opts Options) ([]*output, error) {
 	m, err := da3Output(&cols[1], FamilyDA3Mono, da3Preset{}, userHints(metHints, opts), name+"-metric", "-metric", "m_vit", "m_head", opts, nil)
 	if err != nil {
 		return nil, fmt.Errorf("metric branch: %w", err)
+	}
+	if anyview.size == "giant" && m.size == "large" { // DA3NESTED-GIANT-LARGE's layout
+		anyview.kind, m.kind = licence.DA3Nested, licence.DA3Nested
+	} else {
+		anyview.size, m.size = "", "" // no official checkpoint of that shape
 	}
 	return []*output{anyview, m}, nil
 }

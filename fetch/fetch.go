@@ -121,7 +121,8 @@ func (o Options) registry() (*registry, error) {
 // Resolve returns a local file for nameOrPath. An existing file is returned
 // as is. A published model name (or file name) is looked up in the cache,
 // and downloaded there first when missing; see Fetch. Anything else is an
-// error wrapping ErrUnknownModel that suggests close names.
+// error wrapping ErrUnknownModel that suggests close names; a name of
+// Unpublished is an error wrapping ErrNotPublished.
 func Resolve(ctx context.Context, nameOrPath string, opts Options) (string, error) {
 	fi, statErr := os.Stat(nameOrPath)
 	if statErr == nil {
@@ -130,23 +131,39 @@ func Resolve(ctx context.Context, nameOrPath string, opts Options) (string, erro
 		}
 		return nameOrPath, nil
 	}
-	reg, err := opts.registry()
-	if err != nil {
-		return "", err
-	}
-	if m, ok := reg.lookup(nameOrPath); ok {
+	m, err := opts.Find(nameOrPath)
+	switch {
+	case err == nil:
 		return Fetch(ctx, m, opts)
-	}
-	if strings.ContainsRune(nameOrPath, '/') || strings.ContainsRune(nameOrPath, filepath.Separator) ||
-		strings.HasSuffix(strings.ToLower(nameOrPath), ".gguf") || !errors.Is(statErr, fs.ErrNotExist) {
+	case !errors.Is(err, ErrUnknownModel):
+		return "", err
+	case strings.ContainsRune(nameOrPath, '/') || strings.ContainsRune(nameOrPath, filepath.Separator) ||
+		strings.HasSuffix(strings.ToLower(nameOrPath), ".gguf") || !errors.Is(statErr, fs.ErrNotExist):
 		return "", fmt.Errorf("open model: %w", statErr)
 	}
+	return "", err
+}
+
+// Find looks a name up among the models opts select, as Lookup does, and
+// words why it failed: a name of Unpublished gives an error wrapping
+// ErrNotPublished, anything else one wrapping ErrUnknownModel that suggests
+// close names.
+func (o Options) Find(name string) (Model, error) {
+	reg, err := o.registry()
+	if err != nil {
+		return Model{}, err
+	}
+	if m, ok := reg.lookup(name); ok {
+		return m, nil
+	}
+	if m, ok := lookupUnpublished(name); ok {
+		return Model{}, notPublishedError(m)
+	}
 	hint := ""
-	if s := reg.suggest(nameOrPath, 5); len(s) > 0 {
+	if s := reg.suggest(name, 5); len(s) > 0 {
 		hint = "; did you mean " + strings.Join(s, ", ") + "?"
 	}
-	return "", fmt.Errorf("%w %q: no such file and no published model of that name%s",
-		ErrUnknownModel, nameOrPath, hint)
+	return Model{}, fmt.Errorf("%w %q: no such file and no published model of that name%s", ErrUnknownModel, name, hint)
 }
 
 // Cached reports the cache path of m and whether it holds a verified copy.
@@ -165,6 +182,9 @@ func Cached(m Model, opts Options) (path string, ok bool) {
 // then renamed into place; a <file>.sha256 marker records the verification
 // so later calls do not hash the file again. Cancelling ctx keeps the .part.
 func Fetch(ctx context.Context, m Model, opts Options) (string, error) {
+	if m.File == "" {
+		return "", notPublishedError(m)
+	}
 	dir, err := CacheDir(opts)
 	if err != nil {
 		return "", err

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/da3-go/da3-go/internal/licence"
 )
 
 // Model is one published GGUF file and the friendly names that select it.
@@ -16,6 +18,14 @@ type Model struct {
 	Family  string   `json:"family"`            // da2, da2-metric, da3, da3-mono, da3-metric, da3-nested
 	File    string   `json:"file"`              // file name in the repository and in the cache
 	SHA256  string   `json:"sha256"`            // lower-case hex digest of the whole file
+	// Licence is the SPDX identifier of the weights' licence, the licence
+	// of the official checkpoint the file was converted from.
+	Licence string `json:"licence"`
+	// NonCommercial is set for licences that forbid commercial use
+	// (CC-BY-NC-4.0).
+	NonCommercial bool `json:"non_commercial"`
+	// Source is the Hugging Face page of the official checkpoint.
+	Source string `json:"source"`
 }
 
 // ErrUnknownModel is returned (wrapped) when a name is neither a file nor a
@@ -195,6 +205,7 @@ func modelFor(file, sha string) (Model, []int, error) {
 	m := Model{File: file, SHA256: sha}
 	var base []string // canonical name first, then aliases, all without type
 	size := ""
+	var kind licence.Kind
 	switch {
 	case strings.HasPrefix(stem, "depth-anything2-metric-"):
 		rest := strings.TrimPrefix(stem, "depth-anything2-metric-")
@@ -207,6 +218,7 @@ func modelFor(file, sha string) (Model, []int, error) {
 			return bad("unknown metric dataset " + dataset)
 		}
 		m.Family, size = "da2-metric", sz
+		kind = licence.Kind("da2-metric-" + dataset)
 		base = []string{"da2-metric-" + scene + "-" + sz, "da2-metric-" + dataset + "-" + sz}
 	case strings.HasPrefix(stem, "depth-anything2-"):
 		sz := strings.TrimPrefix(stem, "depth-anything2-")
@@ -214,17 +226,19 @@ func modelFor(file, sha string) (Model, []int, error) {
 			return bad("want depth-anything2-SIZE-TYPE.gguf")
 		}
 		m.Family, size = "da2", sz
+		kind = licence.DA2
 		base = []string{"da2-" + sz}
 	case strings.HasPrefix(stem, "depth-anything-"):
 		rest := strings.TrimPrefix(stem, "depth-anything-")
-		kind, sz, _ := strings.Cut(rest, "-")
-		switch kind {
+		variant, sz, _ := strings.Cut(rest, "-")
+		switch variant {
 		case "mono", "metric", "nested":
-			m.Family = "da3-" + kind
+			m.Family = "da3-" + variant
 			size = sz
 		default:
 			m.Family, size = "da3", rest
 		}
+		kind = licence.Kind(m.Family)
 		base = []string{"da3-" + rest}
 	default:
 		return bad("unknown model family")
@@ -232,6 +246,11 @@ func modelFor(file, sha string) (Model, []int, error) {
 	if !slices.Contains(sizeRank, size) && m.Family != "da3-nested" {
 		return bad("unknown size " + size)
 	}
+	ck, ok := licence.Of(kind, size)
+	if !ok || ck.Repo == "" {
+		return bad("no official checkpoint known for " + string(kind) + " " + size)
+	}
+	m.Licence, m.NonCommercial, m.Source = ck.Licence, licence.NonCommercial(ck.Licence), ck.URL()
 	for i, b := range base {
 		names := []string{b}
 		switch typ {

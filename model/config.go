@@ -53,6 +53,9 @@ const kvPrefix = schema.Arch + "."
 type Config struct {
 	Arch Arch
 	Name string
+	// Licence and Source are the file's general.license (an SPDX id) and
+	// general.source.url, when it has them (files from da3-go convert).
+	Licence, Source string
 	// Metric: DA2 metric (sigmoid·max_depth) or DA3 metric-large.
 	Metric bool
 	ViT    vit.Config
@@ -235,6 +238,7 @@ func configFromFile(f *loader.File) (Config, error) {
 	kv := f.KV()
 	var c Config
 	c.Name = kv.StringOr(kvPrefix+"checkpoint_name", kv.StringOr("general.name", ""))
+	c.Licence, c.Source = kv.StringOr("general.license", ""), kv.StringOr("general.source.url", "")
 	vitPrefix, headPrefix := "vit.", "head."
 	if _, ok := kv.Get(kvPrefix + "m_vit.embed_dim"); ok {
 		c.NestedMetric = true

@@ -5,6 +5,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/internal/licence"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/gs"
 )
@@ -29,6 +31,10 @@ type ModelSpec struct {
 	// MetricPath, when set, is the metric half of a nested model
 	// (DA3NESTED-GIANT-LARGE): depth in metres.
 	MetricPath string
+	// Licence (an SPDX id) and Source (the official checkpoint's page) of
+	// the weights, shown by GET /v1/models; empty means the file's
+	// general.license and general.source.url.
+	Licence, Source string
 }
 
 // ModelInfo describes a loaded model (GET /v1/models).
@@ -59,6 +65,12 @@ type ModelInfo struct {
 	// ProcessRes is the processed resolution a request's process_res 0
 	// stands for (the model's default: 504 for DA3, 518 for DA2).
 	ProcessRes int `json:"process_res"`
+	// Licence is the SPDX id of the weights' licence ("" when unknown);
+	// NonCommercial marks licences that forbid commercial use.
+	Licence       string `json:"licence"`
+	NonCommercial bool   `json:"non_commercial"`
+	// Source is the page of the official checkpoint ("" when unknown).
+	Source string `json:"source"`
 }
 
 // runOptions are the model options of one request.
@@ -139,6 +151,8 @@ func (in *instance) info(spec ModelSpec) ModelInfo {
 		Camera: caps.Camera, Confidence: caps.Confidence, Sky: caps.Sky,
 		MultiView: caps.MultiView, WeightBytes: in.r.WeightBytes(), Device: in.r.Device(), ExifRotate: caps.ExifRotate,
 		RayPose: caps.RayPose, Gaussians: caps.Gaussians, ProcessRes: cfg.ResizeTarget,
+		Licence: cmp.Or(spec.Licence, cfg.Licence), Source: cmp.Or(spec.Source, cfg.Source),
+		NonCommercial: licence.NonCommercial(cmp.Or(spec.Licence, cfg.Licence)),
 	}
 }
 

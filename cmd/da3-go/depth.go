@@ -48,6 +48,7 @@ type depthFlags struct {
 	overwrite     bool
 	shard         string
 	skipExisting  bool
+	alignDepth    string
 }
 
 func (f *depthFlags) register(fs *flag.FlagSet) {
@@ -67,6 +68,7 @@ func (f *depthFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.overwrite, "overwrite", false, "with -o DIR: replace files at the output paths that no earlier run into DIR wrote (refused without it)")
 	fs.StringVar(&f.shard, "shard", "", "i/n: run only the images in shard i of n (0 ≤ i < n; the shard of an image is a hash of its path relative to the directory of all inputs, so n jobs given the same inputs, e.g. a Slurm array, share them out, each image to one); needs -independent")
 	fs.BoolVar(&f.skipExisting, "skip-existing", false, "leave out the images whose every output exists (a non-empty file), to resume an interrupted run; without -independent the images are one scene, left out only when every image's outputs exist")
+	fs.StringVar(&f.alignDepth, "align-depth", "", alignDepthUsage)
 	fs.BoolVar(&f.metric, "metric", false, "require depth in metres: fail before running unless the model gives metres (DA2 metric models, the DA3 metric model with -intrinsics, the nested pair)")
 }
 
@@ -98,6 +100,7 @@ type depthRun struct {
 	in      *inputs
 	sizes   []imgio.Header // of the inputs, read before the model loads
 	outputs [][]mapOutput  // planned: per input, per map
+	align   *depthAligner  // -align-depth, or nil
 	out     runOutputs
 }
 
@@ -149,6 +152,14 @@ func (d *depthRun) validate() error {
 	if d.shard, err = parseShard(f.shard); err != nil {
 		return asUsage(err)
 	}
+	if f.alignDepth != "" {
+		switch {
+		case f.gaussians != "":
+			return errUsage("-align-depth does not rescale the 3D Gaussians: it does not go with -gaussians")
+		case f.cameras != "":
+			return errUsage("-align-depth and -cameras both set the depth's scale: give one")
+		}
+	}
 	if d.shard.n > 0 {
 		switch {
 		case !f.independent:
@@ -180,6 +191,14 @@ func (d *depthRun) plan(in *inputs) error {
 			return err
 		}
 		return asUsage(err)
+	}
+	// Measurement files are matched to every input, before -shard and
+	// -skip-existing choose some.
+	if d.align, err = planAlign(f.alignDepth, in.paths, f.quiet, d.stderr); err != nil {
+		return asUsage(err)
+	}
+	if d.align != nil && f.lens.base != nil && !f.lens.keep {
+		return errUsage("-align-depth with -camera-model: the measurements are in the original image's pixels, the model's maps in the undistorted view's; add -keep-undistorted and give the measurements in that view")
 	}
 	if err := d.selectInputs(); err != nil {
 		return err
@@ -279,11 +298,13 @@ func (d *depthRun) checkModel(m da3.Runner) error {
 		}
 		d.opt.Intrinsics, opt.Intrinsics = k, k
 	}
+	aligned := d.align != nil // metres whatever the model gives
 	switch {
 	case opt.Intrinsics != nil && caps.Nested:
 		return errors.New("-intrinsics: the nested model takes its focal length from its any-view half's predicted cameras; drop -intrinsics")
 	case opt.Intrinsics != nil && !focalNormalised:
 		return fmt.Errorf("-intrinsics: model %s (%s) does not use them; only the DA3 metric model (metric-large) turns its output into metres with the focal length", f.model, cfg.Arch)
+	case aligned:
 	case f.metric && focalNormalised && opt.Intrinsics == nil:
 		return fmt.Errorf("-metric: %w: model %s predicts focal-normalised depth (metres = focal · depth / 300); pass -intrinsics fx,fy,cx,cy in pixels of the input images", model.ErrNeedsFocal, f.model)
 	case f.metric && caps.Unit != model.Metres && !focalNormalised:
@@ -312,8 +333,9 @@ func (d *depthRun) run(ctx context.Context, m da3.Runner) error {
 	if err := d.checkModel(m); err != nil {
 		return err
 	}
-	w := &mapWriter{plan: d.outputs, set: d.out.set, cmap: d.cmap, invert: caps.Unit != model.Disparity, original: !f.processedSize,
-		quiet: f.quiet, stdout: d.stdout, stderr: d.stderr, inputs: d.in.names, lens: &f.lens}
+	w := &mapWriter{plan: d.outputs, set: d.out.set, cmap: d.cmap, original: !f.processedSize,
+		quiet: f.quiet, stdout: d.stdout, stderr: d.stderr, inputs: d.in.names, paths: d.in.paths, align: d.align,
+		lens: &f.lens}
 	asScene := caps.MultiView && !f.independent
 	lay, err := f.streamFlags.layoutFor(d.fs, m, n, asScene, image.Pt(d.sizes[0].Width, d.sizes[0].Height), &d.opt)
 	if err != nil {
@@ -340,6 +362,8 @@ func (d *depthRun) run(ctx context.Context, m da3.Runner) error {
 		return err
 	}
 	switch {
+	case lay.stream && d.align != nil:
+		return errors.New("-align-depth: the images run in windows (streamed), which is not supported with -align-depth; run fewer images at once, or -independent")
 	case lay.stream:
 		if err := f.lens.noStream(); err != nil {
 			return err
@@ -390,6 +414,13 @@ func (d *depthRun) scene(ctx context.Context, m da3.Runner, asScene bool, w *map
 		if !f.quiet {
 			fmt.Fprintf(d.stdout, "wrote %s\n", f.gaussians)
 		}
+	}
+	if d.align != nil && asScene && len(results) > 1 {
+		// The views of one scene share a scale: one fit for all.
+		if err := d.align.alignScene(d.in.paths, results); err != nil {
+			return err
+		}
+		w.align = nil
 	}
 	for i := range results {
 		if err := w.write(i, &results[i]); err != nil {
@@ -586,11 +617,13 @@ func (f *depthFlags) outputDirs(plan [][]mapOutput) []string {
 
 // mapWriter writes each result's planned maps.
 type mapWriter struct {
-	plan          [][]mapOutput
-	set           *outputSet // of -o DIR, nil otherwise
-	inputs        []string
-	cmap          imgio.Colormap
-	invert, quiet bool
+	plan   [][]mapOutput
+	set    *outputSet // of -o DIR, nil otherwise
+	inputs []string
+	paths  []string      // the inputs' files
+	align  *depthAligner // aligns each result to metres before it is written (-align-depth), or nil
+	cmap   imgio.Colormap
+	quiet  bool
 	// original: the maps are written at the image size (each resized as
 	// it is written, Result.OriginalMap), else as the run returned them.
 	original       bool
@@ -601,6 +634,11 @@ type mapWriter struct {
 
 func (w *mapWriter) write(i int, r *model.Result) error {
 	warnNonFinite(w.stderr, w.inputs[i], r)
+	if w.align != nil {
+		if err := w.align.alignResults(w.inputs[i], w.paths[i:i+1], []*model.Result{r}); err != nil {
+			return err
+		}
+	}
 	if err := w.set.begin(); err != nil {
 		return err
 	}
@@ -626,7 +664,8 @@ func (w *mapWriter) write(i int, r *model.Result) error {
 				return fmt.Errorf("%s: %w", w.inputs[i], err)
 			}
 		}
-		invert := w.invert && o.kind == "depth"
+		// Depth is drawn near-bright; disparity is so already.
+		invert := o.kind == "depth" && r.Unit != model.Disparity
 		unit := "" // confidence and sky maps have none
 		if o.kind == "depth" {
 			unit = r.Unit.String()

@@ -6,7 +6,7 @@
 //	da3-go <command> [flags] [arguments]
 //
 // The commands are depth, pose, reconstruct, convert, quantize, info, bench,
-// devices, models, serve and version; 'da3-go help' lists them and
+// devices, models, fetch, serve and version; 'da3-go help' lists them and
 // 'da3-go help <command>' (or 'da3-go <command> -h') prints a command's
 // flags, on stdout. Flags may come before, between or after the arguments;
 // "--" ends them.

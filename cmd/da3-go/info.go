@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"unicode"
 
+	"github.com/da3-go/da3-go/convert"
+	"github.com/da3-go/da3-go/internal/licence"
 	"github.com/da3-go/da3-go/internal/schema"
 	"github.com/da3-go/da3-go/loader"
 )
@@ -35,6 +37,8 @@ type infoReport struct {
 	Version      uint32       `json:"version"`
 	Alignment    uint64       `json:"alignment"`
 	Architecture string       `json:"architecture"`
+	Licence      string       `json:"licence,omitempty"` // general.license
+	Source       string       `json:"source,omitempty"`  // general.source.url
 	Parameters   uint64       `json:"parameters"`
 	TensorBytes  uint64       `json:"tensor_bytes"`
 	TensorCount  int          `json:"tensor_count"`
@@ -105,6 +109,8 @@ func newInfoReport(f *loader.File) *infoReport {
 		Version:      f.Version(),
 		Alignment:    f.Alignment(),
 		Architecture: kv.StringOr(schema.Arch+".arch", kv.StringOr("general.architecture", "")),
+		Licence:      kv.StringOr(convert.KeyLicense, ""),
+		Source:       kv.StringOr(convert.KeySourceURL, ""),
 		Metadata:     []infoKV{},
 		Types:        []infoType{},
 		Tensors:      []infoTensor{},
@@ -222,6 +228,16 @@ func writeInfoTable(w io.Writer, rep *infoReport, listTensors bool) error {
 	fmt.Fprintf(tw, "size:\t%d bytes (%s)\n", rep.Size, humanBytes(uint64(rep.Size)))
 	fmt.Fprintf(tw, "gguf version:\t%d (alignment %d)\n", rep.Version, rep.Alignment)
 	fmt.Fprintf(tw, "architecture:\t%s\n", printable(arch))
+	if rep.Licence != "" {
+		nc := ""
+		if licence.NonCommercial(rep.Licence) {
+			nc = " (non-commercial use only)"
+		}
+		fmt.Fprintf(tw, "licence:\t%s%s\n", printable(rep.Licence), nc)
+	}
+	if rep.Source != "" {
+		fmt.Fprintf(tw, "source:\t%s\n", printable(rep.Source))
+	}
 	fmt.Fprintf(tw, "tensors:\t%d (%d bytes, %s)\n", rep.TensorCount, rep.TensorBytes, humanBytes(rep.TensorBytes))
 	fmt.Fprintf(tw, "parameters:\t%d (%s)\n", rep.Parameters, humanCount(rep.Parameters))
 	tw.Flush()

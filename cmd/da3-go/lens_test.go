@@ -134,6 +134,8 @@ func TestCameraModelCLI(t *testing.T) {
 func TestCameraModelFlags(t *testing.T) {
 	img := filepath.Join(t.TempDir(), "a.png")
 	writeFisheyePhoto(t, img, 0)
+	points := filepath.Join(t.TempDir(), "a.csv")
+	require.NoError(t, os.WriteFile(points, []byte("10 10 1.5\n20 20 1.6\n"), 0o644))
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -145,6 +147,7 @@ func TestCameraModelFlags(t *testing.T) {
 		{[]string{"-camera-model", "opencv", "-camera-params", "1,2,x,4,0,0,0,0"}, "not a number"},
 		{[]string{"-camera-model", "fisheye", "-camera-params", fisheyeParams, "-intrinsics", "1,1,1,1"}, "drop -intrinsics"},
 		{[]string{"-camera-model", "fisheye", "-camera-params", fisheyeParams, "-undistort-balance", "2"}, "-undistort-balance"},
+		{[]string{"-camera-model", "fisheye", "-camera-params", fisheyeParams, "-align-depth", points}, "add -keep-undistorted"},
 	} {
 		for _, cmd := range []string{"depth", "reconstruct"} {
 			code, _, stderr := runCLI(append(append([]string{cmd, "-model", "x.gguf", "-o", t.TempDir()}, tc.args...), img)...)

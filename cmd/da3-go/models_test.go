@@ -52,18 +52,23 @@ func TestModelsTable(t *testing.T) {
 
 	lines := strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n")
 	require.Greater(t, len(lines), len(fetch.Names())+1)
-	assert.Equal(t, []string{"NAME", "FAMILY", "FILE", "CACHED"}, strings.Fields(lines[0]))
+	assert.Equal(t, []string{"NAME", "FAMILY", "FILE", "CACHED", "LICENCE", "SOURCE"}, strings.Fields(lines[0]))
 	rows := map[string][]string{}
 	for _, l := range lines[1 : 1+len(fetch.Names())] {
 		f := strings.Fields(l)
-		require.Len(t, f, 4, l)
+		require.Len(t, f, 6, l)
 		rows[f[0]] = f[1:]
 	}
+	const hf = "https://huggingface.co/depth-anything/"
 	assert.Len(t, rows, len(fetch.Names()))
-	assert.Equal(t, []string{"da2", "depth-anything2-small-f32.gguf", "yes"}, rows["da2-small"])
-	assert.Equal(t, []string{"da3-nested", "depth-anything-nested-metric.gguf", "yes"}, rows["da3-nested-metric"])
-	assert.Equal(t, []string{"da2-metric", "depth-anything2-metric-hypersim-small-f32.gguf", "-"}, rows["da2-metric-indoor-small"])
-	assert.Equal(t, []string{"da3", "depth-anything-base-q4_k.gguf", "-"}, rows["da3-base-q4_k"])
+	assert.Equal(t, []string{"da2", "depth-anything2-small-f32.gguf", "yes", "Apache-2.0", hf + "Depth-Anything-V2-Small"}, rows["da2-small"])
+	assert.Equal(t, []string{"da3-nested", "depth-anything-nested-metric.gguf", "yes", "CC-BY-NC-4.0", hf + "DA3NESTED-GIANT-LARGE"}, rows["da3-nested-metric"])
+	assert.Equal(t, []string{"da2-metric", "depth-anything2-metric-hypersim-small-f32.gguf", "-", "Apache-2.0", hf + "Depth-Anything-V2-Metric-Hypersim-Small"}, rows["da2-metric-indoor-small"])
+	assert.Equal(t, []string{"da3", "depth-anything-base-q4_k.gguf", "-", "Apache-2.0", hf + "DA3-BASE"}, rows["da3-base-q4_k"])
+	assert.Equal(t, []string{"da3", "depth-anything-large-f32.gguf", "-", "CC-BY-NC-4.0", hf + "DA3-LARGE"}, rows["da3-large"])
+	assert.Regexp(t, `(?m)^  da3-large-1\.1\s+da3\s+`+hf+`DA3-LARGE-1\.1$`, stdout.String(), "unpublished names are listed")
+	assert.Contains(t, stdout.String(), "convert the official checkpoint with `da3-go convert`")
+	assert.Contains(t, stdout.String(), "non-commercial use only")
 	assert.Contains(t, stdout.String(), "Cache: "+dir)
 }
 
@@ -83,22 +88,38 @@ func TestModelsJSON(t *testing.T) {
 			Family  string   `json:"family"`
 			File    string   `json:"file"`
 			SHA256  string   `json:"sha256"`
+			Licence string   `json:"licence"`
+			NC      bool     `json:"non_commercial"`
+			Source  string   `json:"source"`
 			Cached  bool     `json:"cached"`
 			Path    string   `json:"path"`
 		} `json:"models"`
+		GGUFRepo    string `json:"gguf_repo"`
+		Unpublished []struct {
+			Name   string `json:"name"`
+			Source string `json:"source"`
+		} `json:"unpublished"`
 	}
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
 	assert.Equal(t, dir, rep.CacheDir)
 	require.Len(t, rep.Models, len(fetch.Names()))
 	nCached := 0
+	assert.Equal(t, "https://huggingface.co/mudler/depth-anything.cpp-gguf", rep.GGUFRepo)
+	require.Len(t, rep.Unpublished, len(fetch.Unpublished()))
+	assert.Equal(t, "da3-large-1.1", rep.Unpublished[0].Name)
 	for _, m := range rep.Models {
 		assert.Len(t, m.SHA256, 64, m.Name)
+		assert.NotEmpty(t, m.Licence, m.Name)
+		assert.NotEmpty(t, m.Source, m.Name)
+		assert.Equal(t, m.Licence == "CC-BY-NC-4.0", m.NC, m.Name)
 		if m.Cached {
 			nCached++
 			assert.Equal(t, cached.Name, m.Name)
 			assert.Equal(t, filepath.Join(dir, cached.File), m.Path)
 			assert.Equal(t, cached.SHA256, m.SHA256)
 			assert.Equal(t, []string{"da2-metric-vkitti-base-q8_0"}, m.Aliases)
+			assert.Equal(t, "CC-BY-NC-4.0", m.Licence)
+			assert.Equal(t, "https://huggingface.co/depth-anything/Depth-Anything-V2-Metric-VKITTI-Base", m.Source)
 		} else {
 			assert.Empty(t, m.Path)
 		}
@@ -165,7 +186,7 @@ func TestResolveModelDownloadsOnce(t *testing.T) {
 
 	var stdout bytes.Buffer
 	require.Equal(t, exitOK, run(modelsCtx(t), []string{"models"}, &stdout, &stderr))
-	assert.Regexp(t, `(?m)^fake-small\s+da2\s+fake-small-f32\.gguf\s+yes$`, stdout.String())
+	assert.Regexp(t, `(?m)^fake-small\s+da2\s+fake-small-f32\.gguf\s+yes\s+-\s+-$`, stdout.String())
 }
 
 func TestResolveModelQuietAndResume(t *testing.T) {

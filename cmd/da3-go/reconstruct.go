@@ -66,6 +66,7 @@ type reconstructFlags struct {
 	filterBlackBG, filterWhiteBG bool
 	intrinsics                   string
 	overwrite                    bool
+	alignDepth                   string
 }
 
 func (f *reconstructFlags) register(fs *flag.FlagSet) {
@@ -92,6 +93,7 @@ func (f *reconstructFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.filterBlackBG, "filter-black-bg", false, "drop near-black pixels (all channels < 16)")
 	fs.BoolVar(&f.filterWhiteBG, "filter-white-bg", false, "drop near-white pixels (all channels ≥ 240)")
 	fs.BoolVar(&f.overwrite, "overwrite", false, "replace files at the output paths that no earlier run into -o wrote (refused without it)")
+	fs.StringVar(&f.alignDepth, "align-depth", "", alignDepthUsage+" (and the cameras' translations scale with it)")
 	fs.StringVar(&f.intrinsics, "intrinsics", "", "fx,fy,cx,cy of the input images' camera, in their pixels, for models without a camera head: "+
 		"the camera placed at the world origin for 3D outputs (and metres from the DA3 metric model)")
 }
@@ -136,6 +138,14 @@ func (f *reconstructFlags) parse() ([]string, error) {
 	}
 	if err := f.streamFlags.check(f.independent); err != nil {
 		return nil, err
+	}
+	if f.alignDepth != "" {
+		switch {
+		case slices.Contains(formats, "gs_ply"):
+			return nil, errors.New("-align-depth does not rescale the 3D Gaussians: it does not go with -format gs_ply")
+		case f.cameras != "":
+			return nil, errors.New("-align-depth and -cameras both set the scene's scale: give one")
+		}
 	}
 	return formats, nil
 }
@@ -184,6 +194,7 @@ type reconstructRun struct {
 	size    image.Point // of the first image
 	// orientation is the first image's Exif orientation.
 	orientation imgio.Orientation
+	align       *depthAligner
 	out         runOutputs
 }
 
@@ -250,6 +261,12 @@ func (r *reconstructRun) plan(in *inputs) error {
 			return err
 		}
 	}
+	if r.align, err = planAlign(f.alignDepth, r.in.paths, f.quiet, r.stderr); err != nil {
+		return asUsage(err)
+	}
+	if r.align != nil && f.lens.base != nil && !f.lens.keep {
+		return errUsage("-align-depth with -camera-model: the measurements are in the original image's pixels, the model's maps in the undistorted view's; add -keep-undistorted and give the measurements in that view")
+	}
 	if r.size, err = checkImages(r.in.paths); err != nil {
 		return err
 	}
@@ -282,7 +299,7 @@ func (r *reconstructRun) checkModel(m da3.Runner) error {
 		return fmt.Errorf("-intrinsics: model %s predicts its own cameras; -intrinsics is for models without a camera head", f.model)
 	case k != nil && caps.NeedsIntrinsics:
 		r.opt.Intrinsics = k // focal-normalised output: metres with the focal length
-	case k == nil && caps.NeedsIntrinsics && !f.quiet:
+	case k == nil && caps.NeedsIntrinsics && !f.quiet && r.align == nil:
 		fmt.Fprintf(r.stderr, "da3-go: note: %s predicts focal-normalised depth, NOT metres; pass -intrinsics fx,fy,cx,cy to get metres\n", f.model)
 	}
 	for _, fm := range r.formats {
@@ -315,6 +332,9 @@ func (r *reconstructRun) run(ctx context.Context, m da3.Runner) error {
 		if err := f.lens.noStream(); err != nil {
 			return err
 		}
+		if r.align != nil {
+			return errors.New("-align-depth: the images run in windows (streamed), which is not supported with -align-depth; run fewer images at once")
+		}
 		return f.reconstructStreamed(ctx, m, w, r.in.paths, r.names, lay, r.opt, r.stderr)
 	}
 	imgs, err := f.modelFlags.decode(r.in.paths, m, r.stderr)
@@ -337,6 +357,11 @@ func (r *reconstructRun) run(ctx context.Context, m da3.Runner) error {
 		return err
 	}
 	collect()
+	if r.align != nil {
+		if err := r.align.alignScene(r.in.paths, res); err != nil {
+			return err
+		}
+	}
 	return w.writeResults(f.out, res, r.names, 0)
 }
 
@@ -353,11 +378,17 @@ func (r *reconstructRun) each(ctx context.Context, m da3.Runner, imgs []image.Im
 		if err != nil {
 			return fmt.Errorf("%s: %w", r.in.names[i], err)
 		}
+		rs := []model.Result{*res}
+		if r.align != nil {
+			if err := r.align.alignEach(r.in.names[i:i+1], r.in.paths[i:i+1], rs); err != nil {
+				return err
+			}
+		}
 		dir := f.out
 		if f.independent {
 			dir = filepath.Join(f.out, strings.TrimSuffix(names[i], filepath.Ext(names[i])))
 		}
-		if err := w.writeResults(dir, []model.Result{*res}, names[i:i+1], i); err != nil {
+		if err := w.writeResults(dir, rs, names[i:i+1], i); err != nil {
 			return err
 		}
 	}

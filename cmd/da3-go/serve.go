@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/internal/licence"
 	"github.com/da3-go/da3-go/server"
 )
 
@@ -106,18 +108,35 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	opts := server.Options{Device: lo.Device, Threads: lo.Threads, Load: lo, Parallel: *parallel, MaxQueue: *maxQueue,
 		MaxBodyBytes: *maxBody << 20, MaxPixels: *maxPixels, MaxRequestMemory: *maxMem << 20, MaxViews: *maxViews, MaxProcessRes: *maxRes, Timeout: *timeout,
 		Logger: slog.Default()} // setupServeLog's
+	noticed := map[string]bool{} // one licence notice per checkpoint (the two files of a nested pair share one)
 	for _, m := range models {
 		name, src, ok := strings.Cut(m.model, "=")
 		if !ok {
 			name, src = "", m.model
 		}
 		spec := server.ModelSpec{Name: name}
-		if spec.Path, err = resolveModel(ctx, src, *quiet, stderr); err != nil {
+		r, err := resolveModelInfo(ctx, src, *quiet, stderr)
+		if err != nil {
 			return fail(stderr, fmt.Errorf("-model %s: %w", m.model, err))
 		}
+		spec.Path = r.path
+		spec.Licence, spec.Source = fileLicence(r)
+		served := []resolvedModel{r}
 		if m.metric != "" {
-			if spec.MetricPath, err = resolveModel(ctx, m.metric, *quiet, stderr); err != nil {
+			rm, err := resolveModelInfo(ctx, m.metric, *quiet, stderr)
+			if err != nil {
 				return fail(stderr, fmt.Errorf("-metric-model %s: %w", m.metric, err))
+			}
+			spec.MetricPath = rm.path
+			if lic, src := fileLicence(rm); spec.Licence == "" || licence.NonCommercial(lic) {
+				spec.Licence, spec.Source = lic, src // the stricter licence of the pair
+			}
+			served = append(served, rm)
+		}
+		for _, r := range served {
+			lic, src := fileLicence(r)
+			if key := src + " " + lic; r.noticed || !noticed[key] {
+				noticed[key] = r.noticed || licenceNotice(stderr, filepath.Base(r.path), lic, src)
 			}
 		}
 		opts.Models = append(opts.Models, spec)
