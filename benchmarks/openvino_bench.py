@@ -49,6 +49,11 @@ def compile_config(threads: int, precision: str) -> dict:
             "INFERENCE_PRECISION_HINT": precision}
 
 
+def type_name(t) -> str:
+    """OpenVINO's short name of an element type ("f32", "bf16"); str() of anything else."""
+    return t.get_type_name() if hasattr(t, "get_type_name") else str(t)
+
+
 def load_pixels(path: str, ninputs_rank: int):
     """The .npy input shaped for the model's input rank (DA3 exports take (1, S, 3, H, W), DA2 (1, 3, H, W))."""
     import numpy as np
@@ -105,7 +110,7 @@ def run(args) -> int:
         np.save(args.out, depth.reshape(-1, *depth.shape[-2:]))
     rep = {
         "impl": "openvino", "openvino": ov.__version__, "threads": args.threads, "shape": list(x.shape),
-        "precision_hint": args.precision, "precision": str(compiled.get_property("INFERENCE_PRECISION_HINT")),
+        "precision_hint": args.precision, "precision": type_name(compiled.get_property("INFERENCE_PRECISION_HINT")),
         "num_streams": int(compiled.get_property("NUM_STREAMS")),
         "inference_num_threads": int(compiled.get_property("INFERENCE_NUM_THREADS")),
         "load_ms": load_s * 1000, "first_ms": times[0], "runs_ms": times[1:],

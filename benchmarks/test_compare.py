@@ -97,6 +97,19 @@ def test_engine_rows():
     assert rows["da3-go f32"]["label"] == "DA3-SMALL"
 
 
+def test_engine_rows_reference_job():
+    labels = {"torch": ("PyTorch", "f32"), "torch-orig": ("PyTorch", "f32 (orig)")}
+    p = {"torch": pooled(600), "torch-orig": pooled(300)}
+    acc = {"torch": {"corr": 0.999, "rel": 0.05, "max_abs": 0.1, "mean_abs": 0.01},
+           "torch-orig": {"corr": 1.0, "rel": 0.0, "max_abs": 0.0, "mean_abs": 0.0}}
+    rows = compare.engine_rows("da2-vits", "280x280", labels, p, acc, ref="torch-orig")
+    assert [r["reference"] for r in rows] == [False, True]
+    lines = compare.engine_table(rows).splitlines()
+    assert "0.999000" in lines[1] and "5.00e-02" in lines[1]
+    assert lines[2].split()[-3:-1] == ["ref", "ref"]
+    assert compare.MODELS["da2-vits"]["ref"] == "torch-orig"
+
+
 def test_ov_ratios_pair_precisions():
     ratios = {r["precision"]: r for r in compare.ov_ratios(engines_fixture())}
     assert set(ratios) == {"f32", "bf16", "int8"}
