@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""da3-go against PyTorch, ONNX Runtime and (optionally) the C++ engine, side by side on one machine in one run
-(`make bench-compare`).
+"""da3-go against PyTorch, ONNX Runtime, OpenVINO and (optionally) the C++ engine, side by side on one machine in
+one run (`make bench-compare`).
 
     python3 benchmarks/compare.py [--threads T] [--rounds 3] [--repeat 3] [--only main|sweeps] [--quick]
-                                  [--models da3-base,...] [--variants f32,bf16,...] [--cpp PATH]
+                                  [--models da3-base,...] [--variants f32,bf16,...] [--ov-modes f32,bf16,int8]
+                                  [--process-res R] [--cpp PATH] [--json PATH]
 
 All engines run the same network on the same float32 input tensor:
 
@@ -17,6 +18,11 @@ All engines run the same network on the same float32 input tensor:
 * ONNX Runtime: the same PyTorch model exported with torch.onnx for that input's shape (benchmarks/onnx_bench.py;
   each export is checked against PyTorch before it is timed), CPU execution provider, all graph optimizations,
   intra-op threads = T;
+* OpenVINO (benchmarks/openvino_bench.py): the same ONNX export read by the CPU plugin with
+  INFERENCE_NUM_THREADS = T, PERFORMANCE_HINT = LATENCY, NUM_STREAMS = 1 and INFERENCE_PRECISION_HINT f32 or bf16
+  (modes "f32", "bf16"); "int8" is NNCF post-training quantization of that export (nncf.quantize, model_type
+  TRANSFORMER, the benchmark's input as the one calibration sample; cached as <export>.int8.xml beside it) run with
+  the bf16 hint ("int8 f32": the f32 hint). load_ms = read_model + compile_model (no model cache);
 * the C++ engine depth-anything.cpp (optional column, when --cpp, $DA3_CPP_CLI or benchmarks/out/cpp/da3-cli
   exists; benchmarks/build_cpp.sh builds it): the same f32 GGUF file, from the PNG image (its timings include
   decoding and preprocessing);
@@ -28,16 +34,23 @@ All engines run the same network on the same float32 input tensor:
   process), with one warm-up run excluded from the median, and the engines alternate within each round
   (the order flips between rounds) so that load from other users of a shared machine hits them alike;
 * each measurement waits (up to --quiet-wait s) for the machine to be mostly idle, and records the CPU share
-  other processes took while it ran ("busy" column): ratios from busy rows are noise, not performance.
+  other processes took while it ran ("busy" column): ratios from busy rows are noise, not performance;
+* accuracy: every engine writes the depth of its last run (.npy, benchmarks/out/depth/); each is compared with the
+  PyTorch f32 depth of the same input (DA3: the package's; DA2: the original code's, which the ONNX export runs;
+  see MODELS "ref"): Pearson correlation over all pixels and max|d| / max|ref| (the C++ engine, which starts from
+  the PNG with its own preprocessing, has none).
 
 PyTorch references: DA3 = the official depth-anything-3 package (SDPA attention; its forward also runs the
 auxiliary ray branch, which da3-go and the ONNX export skip); DA2 = transformers' DepthAnythingForDepthEstimation
 (the oracle's reference; faster here than the original code, which is measured too and reported as "torch-orig").
 The DA2 ONNX export is of the original code.
 
-Prints the table (ms, ratios against each engine, load ms, peak RSS MiB), the CPU model and ISA extensions, the
-target checks of the performance goals, and writes benchmarks/out/compare.json and benchmarks/out/compare.png (copied to
-docs/bench.png on a full run). The sweeps time DA3-BASE f32 against PyTorch over the processed resolution (long
+Prints the CPU model and ISA extensions, the table (ms, ratios against each engine, load ms, peak RSS MiB), a
+table of every engine and mode with its time, load, peak RSS and accuracy, the OpenVINO ratios per precision, the
+target checks of the performance goals, and writes benchmarks/out/compare.json, --json (the tables without the
+raw measurements) and benchmarks/out/compare.png (copied to docs/bench.png on a full run).
+--quick (a smoke test of the whole pipeline, not a measurement): DA3-SMALL at process_res 280, da3-go f32, bf16,
+int8 and every OpenVINO mode, one round of one run, no waiting for a quiet machine. The sweeps time DA3-BASE f32 against PyTorch over the processed resolution (long
 side 280..1008) and the view count (1..8).
 """
 
@@ -61,9 +74,14 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "out"
 TORCH_BENCH = ROOT / "benchmarks" / "torch_bench.py"
 ONNX_BENCH = ROOT / "benchmarks" / "onnx_bench.py"
+OV_BENCH = ROOT / "benchmarks" / "openvino_bench.py"
 ORACLE = ROOT / "tests" / "oracle"
 sys.path.insert(0, str(ORACLE))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+# "ref" names the PyTorch column whose depth the accuracy columns compare with (default "torch"). DA2: the original
+# code, the network the ONNX export (so ONNX Runtime and OpenVINO) runs; transformers' port agrees with it to 2e-6
+# of max on the 518x518 grid but not at other sizes (0.99901 correlation at 280x280).
 MODELS = {
     "da3-base": dict(label="DA3-BASE", family="da3", ckpt="tests/oracle/out/da3-base", src="", views=1,
                      torch={"torch": "da3-base"}, onnx="da3-base",
@@ -72,7 +90,7 @@ MODELS = {
                       torch={"torch": "da3-small"}, onnx="da3-small",
                       gen=["tests/oracle/da3_oracle.py", "--config", "small", "--cases", "one", "--no-blocks"]),
     "da2-vits": dict(label="DA2-Small", family="da2", ckpt="tests/oracle/out/da2-vits", src="model.pth", views=1,
-                     torch={"torch": "da2-vits-hf", "torch-orig": "da2-vits"}, onnx="da2-vits",
+                     torch={"torch": "da2-vits-hf", "torch-orig": "da2-vits"}, onnx="da2-vits", ref="torch-orig",
                      gen=["tests/oracle/da2_oracle.py", "--config", "vits"]),
     "da3-base-4v": dict(label="DA3-BASE 4 views", family="da3", ckpt="tests/oracle/out/da3-base", src="", views=4,
                         torch={"torch": "da3-base"}, onnx="da3-base", weights="da3-base",
@@ -84,14 +102,14 @@ MODELS = {
 # da3-go configurations: the weight file (f32 or quantized GGUF), extra flags and environment. "needs" names a
 # feature of the binary (see binary_features); configurations the binary lacks are skipped with a note.
 GO_CONFIGS = {
-    "f32": dict(weights="f32"),
+    "f32": dict(weights="f32", precision="f32"),
     "q8_0": dict(weights="q8_0"),
     "q4_k": dict(weights="q4_k"),
-    "bf16": dict(weights="f32", args=["-precision", "bf16"], needs="precision"),
-    "int8": dict(weights="q8_0", args=["-precision", "int8"], needs="precision"),
+    "bf16": dict(weights="f32", args=["-precision", "bf16"], needs="precision", precision="bf16"),
+    "int8": dict(weights="q8_0", args=["-precision", "int8"], needs="precision", precision="int8"),
     # int8 on a q8_0 file quantized with -pure (every matrix q8_0; the default keeps the first quarter of the
     # blocks f16, which int8 mode multiplies in bf16)
-    "int8 pure": dict(weights="q8_0-pure", args=["-precision", "int8"], needs="precision"),
+    "int8 pure": dict(weights="q8_0-pure", args=["-precision", "int8"], needs="precision", precision="int8"),
     "f32 avx2": dict(weights="f32", env={"DA3_KERNELS": "avx2"}, needs="kernels"),
 }
 # Configurations timed per model by default (--variants overrides for every model).
@@ -102,6 +120,15 @@ MODEL_CONFIGS = {
     "da3-base-4v": ["f32", "bf16", "int8"],
     "da3-small-4v": ["f32"],
 }
+# OpenVINO modes: the model read (the ONNX export, or its NNCF int8 IR) and INFERENCE_PRECISION_HINT; "precision"
+# pairs a mode with the da3-go configurations of the same precision (GO_CONFIGS) in the ratio table.
+OV_MODES = {
+    "f32": dict(model="onnx", hint="f32", precision="f32"),
+    "bf16": dict(model="onnx", hint="bf16", precision="bf16"),
+    "int8": dict(model="int8", hint="bf16", precision="int8"),
+    "int8 f32": dict(model="int8", hint="f32", precision=None),
+}
+DEFAULT_OV_MODES = ["f32", "bf16", "int8"]
 # (model family) -> (synthetic image size, processed resolution)
 INPUTS = {"da3": ((640, 427), 504), "da2": ((640, 640), 518)}
 SWEEP_RES = [280, 392, 504, 756, 1008]
@@ -223,7 +250,8 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[subprocess.Completed
 
 
 def ensure_deps() -> None:
-    r = subprocess.run([sys.executable, "-c", "import matplotlib, onnx, onnxruntime, onnxscript"], capture_output=True)
+    r = subprocess.run([sys.executable, "-c", "import matplotlib, onnx, onnxruntime, onnxscript, openvino, nncf"],
+                       capture_output=True)
     if r.returncode != 0:
         log("installing the benchmark's Python packages (benchmarks/setup.sh)")
         subprocess.run(["bash", str(ROOT / "benchmarks" / "setup.sh")], check=True)
@@ -310,9 +338,17 @@ def ensure_input(family: str, process_res: int, views: int = 1) -> Path:
 # One measurement = one fresh process
 
 
-def measure_torch(model: str, ckpt: Path, pixels: Path, repeat: int, threads: int) -> dict:
+def out_args(flag: str, out: Path | None) -> list[str]:
+    """The flag that makes a measuring process write its depth to out (none when out is None)."""
+    if out is None:
+        return []
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return [flag, str(out)]
+
+
+def measure_torch(model: str, ckpt: Path, pixels: Path, repeat: int, threads: int, out: Path | None = None) -> dict:
     r, env = timed([sys.executable, str(TORCH_BENCH), "run", "--model", model, "--ckpt", str(ckpt), "--pixels",
-                    str(pixels), "--repeat", str(repeat), "--threads", str(threads)])
+                    str(pixels), "--repeat", str(repeat), "--threads", str(threads), *out_args("--out", out)])
     return {**last_json(r.stdout), **env}
 
 
@@ -333,16 +369,34 @@ def ensure_onnx(name: str, pixels: Path, threads: int) -> Path:
     return out
 
 
-def measure_ort(onnx: Path, pixels: Path, repeat: int, threads: int) -> dict:
+def measure_ort(onnx: Path, pixels: Path, repeat: int, threads: int, out: Path | None = None) -> dict:
     r, env = timed([sys.executable, str(ONNX_BENCH), "run", "--onnx", str(onnx), "--pixels", str(pixels),
-                    "--repeat", str(repeat), "--threads", str(threads)])
+                    "--repeat", str(repeat), "--threads", str(threads), *out_args("--out", out)])
+    return {**last_json(r.stdout), **env}
+
+
+def ensure_ov_int8(onnx: Path, pixels: Path) -> Path:
+    """The NNCF int8 quantization of the ONNX export as OpenVINO IR, next to it (made once per export)."""
+    xml = onnx.with_suffix(".int8.xml")
+    if not xml.exists() or not xml.with_suffix(".bin").exists() or xml.stat().st_mtime < onnx.stat().st_mtime:
+        log(f"quantizing {onnx.name} to int8 with NNCF (once per export)")
+        r = sh([sys.executable, str(OV_BENCH), "quantize", "--onnx", str(onnx), "--pixels", str(pixels),
+                "--out", str(xml)])
+        log(f"  quantized in {last_json(r.stdout)['quantize_s']:.0f} s: {xml.name}")
+    return xml
+
+
+def measure_ov(model: Path, pixels: Path, hint: str, repeat: int, threads: int, out: Path | None = None) -> dict:
+    r, env = timed([sys.executable, str(OV_BENCH), "run", "--model", str(model), "--pixels", str(pixels),
+                    "--precision", hint, "--repeat", str(repeat), "--threads", str(threads), *out_args("--out", out)])
     return {**last_json(r.stdout), **env}
 
 
 def measure_go(bin_: str, gguf: Path, pixels: Path, repeat: int, threads: int, args: list[str] | None = None,
-               env: dict | None = None) -> dict:
+               env: dict | None = None, out: Path | None = None) -> dict:
     r, e = timed([bin_, "bench", "-json", "-quiet", "-device", "cpu", "-model", str(gguf), "-pixels", str(pixels),
-                  "-repeat", str(repeat), "-threads", str(threads), *(args or [])], env=env)
+                  "-repeat", str(repeat), "-threads", str(threads), *(args or []), *out_args("-save-depth", out)],
+                 env=env)
     return {**last_json(r.stdout), "impl": "da3-go", **e}
 
 
@@ -373,11 +427,14 @@ def measure_cpp(cli: str, gguf: Path, images: list[Path], repeat: int, threads: 
 
 
 def binary_features(bin_: str) -> set[str]:
-    """What the da3-go binary offers beyond f32: "precision" (-precision) and "kernels" (DA3_KERNELS)."""
+    """What the da3-go binary offers beyond f32: "precision" (-precision), "kernels" (DA3_KERNELS) and
+    "save-depth" (bench -save-depth, for the accuracy columns)."""
     feats = set()
     h = subprocess.run([bin_, "bench", "-h"], capture_output=True, text=True)
     if "-precision" in h.stdout + h.stderr:
         feats.add("precision")
+    if "-save-depth" in h.stdout + h.stderr:
+        feats.add("save-depth")
     if "DA3_KERNELS" in bin_version(bin_) or "kernels" in bin_version(bin_).lower():
         feats.add("kernels")
     return feats
@@ -433,27 +490,143 @@ def interleave(jobs: dict, rounds: int) -> dict:
 # Main comparison and sweeps
 
 
-def run_main(bin_: str, models: list[str], variants: list[str] | None, rounds: int, repeat: int, threads: int,
-             cpp: str | None) -> list[dict]:
-    """Per model: PyTorch, ONNX Runtime, the C++ engine (when cpp is set) and each da3-go configuration, one fresh
-    process each, interleaved over rounds. One row per da3-go configuration (and, for DA2, one more for f32 against
-    the original DA2 code)."""
-    feats = binary_features(bin_)
+def depth_file(name: str, pixels: Path, job: str) -> Path:
+    """Where a measurement of job (a key of run_main's jobs) writes its depth."""
+    return OUT / "depth" / f"{name}-{pixels.stem}" / (re.sub(r"[^A-Za-z0-9_.-]+", "_", job) + ".npy")
+
+
+def accuracy(ref, got) -> dict:
+    """Depth of one engine against the reference's: Pearson correlation over all pixels (and views), max|d| and
+    max|d| / max|ref| ("rel"), mean|d|. Shapes must match: a different size is a different computation. Output with
+    NaN or infinities has no figures, only "nonfinite": True."""
+    import numpy as np
+
+    r = np.asarray(ref, dtype=np.float64)
+    g = np.asarray(got, dtype=np.float64)
+    if r.shape != g.shape:
+        raise ValueError(f"depth shape {list(g.shape)} differs from the reference's {list(r.shape)}")
+    r, g = r.ravel(), g.ravel()
+    if not np.all(np.isfinite(g)):
+        return {"corr": None, "max_abs": None, "mean_abs": None, "rel": None, "max_ref": float(np.abs(r).max()),
+                "nonfinite": True}
+    d = np.abs(r - g)
+    if r.std() > 0 and g.std() > 0:
+        corr = float(np.corrcoef(r, g)[0, 1])
+    else:
+        corr = float(np.array_equal(r, g))
+    mx = float(np.abs(r).max()) if r.size else 0.0
+    return {"corr": corr, "max_abs": float(d.max()), "mean_abs": float(d.mean()), "max_ref": mx,
+            "rel": float(d.max() / mx) if mx > 0 else float(d.max())}
+
+
+def job_accuracy(files: dict, ref_job: str) -> dict:
+    """job -> accuracy of its depth file against ref_job's (None where a job wrote none)."""
+    import numpy as np
+
+    ref_path = files.get(ref_job)
+    if ref_path is None or not ref_path.exists():
+        return {}
+    ref = np.load(ref_path)
+    out = {}
+    for job, path in files.items():
+        if path is None or not path.exists():
+            out[job] = None
+            continue
+        try:
+            out[job] = accuracy(ref, np.load(path))
+        except ValueError as e:
+            log(f"  {job}: no accuracy: {e}")
+            out[job] = None
+    return out
+
+
+def engine_rows(name: str, size: str, labels: dict, pooled: dict, acc: dict, ref: str = "torch") -> list[dict]:
+    """One row per job of a model: engine, mode, its pooled timings, load, peak RSS, busy share and accuracy
+    against the reference job ref (labels: job -> (engine, mode); vs_torch = PyTorch ms / this ms)."""
+    m = MODELS[name]
+    t = pooled.get("torch")
     rows = []
+    for job, (engine, mode) in labels.items():
+        p = pooled[job]
+        a = acc.get(job)
+        rows.append({
+            "model": name, "label": m["label"], "size": size, "views": m["views"], "engine": engine, "mode": mode,
+            "job": job, "reference": job == ref, "median_ms": p["median_ms"], "min_ms": p["min_ms"],
+            "p90_ms": p["p90_ms"], "runs": p["runs"], "load_ms": p["load_ms"], "first_ms": p["first_ms"],
+            "peak_rss_mib": p["peak_rss_mib"], "foreign_cpu": p["foreign_cpu"],
+            "vs_torch": t["median_ms"] / p["median_ms"] if t else None,
+            "precision": p.get("precision"),
+            "corr": a["corr"] if a else None, "rel": a["rel"] if a else None,
+            "max_abs": a["max_abs"] if a else None, "mean_abs": a["mean_abs"] if a else None,
+            "nonfinite": bool(a and a.get("nonfinite")),
+        })
+    return rows
+
+
+def ov_ratios(engines: list[dict]) -> list[dict]:
+    """Per model and precision, each da3-go configuration against the OpenVINO mode of the same precision
+    (GO_CONFIGS/OV_MODES "precision"): ms, load, peak RSS and accuracy side by side; speedup = OpenVINO ms /
+    da3-go ms (> 1: da3-go faster), rss_ratio = da3-go peak RSS / OpenVINO's."""
+    out = []
+    for model in dict.fromkeys(e["model"] for e in engines):
+        rows = [e for e in engines if e["model"] == model]
+        ov = {e["mode"]: e for e in rows if e["engine"] == "OpenVINO"}
+        for g in (e for e in rows if e["engine"] == "da3-go"):
+            prec = GO_CONFIGS.get(g["mode"], {}).get("precision")
+            o = next((ov[k] for k, v in OV_MODES.items() if prec and v["precision"] == prec and k in ov), None)
+            if o is None:
+                continue
+            out.append({
+                "model": model, "label": g["label"], "size": g["size"], "precision": prec, "go": g["mode"],
+                "ov": o["mode"], "go_ms": g["median_ms"], "ov_ms": o["median_ms"],
+                "speedup": o["median_ms"] / g["median_ms"], "speedup_min": o["min_ms"] / g["min_ms"],
+                "go_load_ms": g["load_ms"], "ov_load_ms": o["load_ms"],
+                "go_rss_mib": g["peak_rss_mib"], "ov_rss_mib": o["peak_rss_mib"],
+                "rss_ratio": g["peak_rss_mib"] / o["peak_rss_mib"],
+                "go_corr": g["corr"], "ov_corr": o["corr"], "go_rel": g["rel"], "ov_rel": o["rel"],
+                "go_nonfinite": g.get("nonfinite", False), "ov_nonfinite": o.get("nonfinite", False),
+                "foreign_cpu": max(g["foreign_cpu"], o["foreign_cpu"]),
+            })
+    return out
+
+
+def run_main(bin_: str, models: list[str], variants: list[str] | None, rounds: int, repeat: int, threads: int,
+             cpp: str | None, ov_modes: list[str] | None = None,
+             process_res: int | None = None) -> tuple[list[dict], list[dict]]:
+    """Per model: PyTorch, ONNX Runtime, each OpenVINO mode, the C++ engine (when cpp is set) and each da3-go
+    configuration, one fresh process each, interleaved over rounds. Returns the rows of the da3-go table (one per
+    da3-go configuration and, for DA2, one more for f32 against the original DA2 code) and the engine rows (one
+    per engine and mode, with accuracy against the PyTorch f32 depth)."""
+    feats = binary_features(bin_)
+    ov_modes = DEFAULT_OV_MODES if ov_modes is None else ov_modes
+    rows, engines = [], []
     for name in models:
         m = MODELS[name]
         _, res = INPUTS[m["family"]]
+        res = process_res or res
         ck = ensure_checkpoint(name)
         px = ensure_input(m["family"], res, m["views"])
-        jobs = {}
+        jobs, labels, files = {}, {}, {}
         for tag, tmodel in m["torch"].items():
-            jobs[tag] = (lambda tm=tmodel: measure_torch(tm, ck, px, repeat, threads))
+            f = files[tag] = depth_file(name, px, tag)
+            jobs[tag] = (lambda tm=tmodel, f=f: measure_torch(tm, ck, px, repeat, threads, f))
+            labels[tag] = ("PyTorch", "f32" + ("" if tag == "torch" else f" ({tag.removeprefix('torch-')})"))
         onnx = ensure_onnx(name, px, threads)
-        jobs["onnxruntime"] = lambda: measure_ort(onnx, px, repeat, threads)
-        if cpp and m["family"] in ("da3", "da2"):
+        f = files["onnxruntime"] = depth_file(name, px, "onnxruntime")
+        jobs["onnxruntime"] = lambda f=f: measure_ort(onnx, px, repeat, threads, f)
+        labels["onnxruntime"] = ("ONNX Runtime", "f32")
+        for mode in ov_modes:
+            ov = OV_MODES[mode]
+            model = ensure_ov_int8(onnx, px) if ov["model"] == "int8" else onnx
+            key = f"openvino {mode}"
+            f = files[key] = depth_file(name, px, key)
+            jobs[key] = (lambda model=model, hint=ov["hint"], f=f: measure_ov(model, px, hint, repeat, threads, f))
+            labels[key] = ("OpenVINO", mode)
+        if cpp and m["family"] in ("da3", "da2") and process_res is None:
             g = ensure_gguf(bin_, name, "f32")
             ims = input_images(m["family"], m["views"])
             jobs["cpp"] = (lambda g=g, ims=ims, pose=m["family"] == "da3": measure_cpp(cpp, g, ims, repeat, threads, pose))
+            labels["cpp"] = ("C++ engine", "f32 (from the PNG)")
         configs = []
         for c in variants or MODEL_CONFIGS[name]:
             cfg = GO_CONFIGS[c]
@@ -461,13 +634,24 @@ def run_main(bin_: str, models: list[str], variants: list[str] | None, rounds: i
                 log(f"{m['label']}: skipping da3-go {c} (this binary has no {cfg['needs']} option)")
                 continue
             g = ensure_gguf(bin_, name, cfg["weights"])
-            jobs[f"da3-go {c}"] = (lambda g=g, cfg=cfg: measure_go(bin_, g, px, repeat, threads, cfg.get("args"),
-                                                                   cfg.get("env")))
+            key = f"da3-go {c}"
+            f = files[key] = depth_file(name, px, key) if "save-depth" in feats else None
+            jobs[key] = (lambda g=g, cfg=cfg, f=f: measure_go(bin_, g, px, repeat, threads, cfg.get("args"),
+                                                              cfg.get("env"), f))
+            labels[key] = ("da3-go", c)
             configs.append(c)
+        for f in files.values():
+            if f is not None and f.exists():
+                f.unlink()  # a file left from an earlier run must not stand in for this one's
         log(f"{m['label']}: {rounds} interleaved rounds of {', '.join(jobs)}")
         res_ = interleave(jobs, rounds)
         shape = res_[next(iter(m["torch"]))]["raw"][0]["shape"]
         size = f"{shape[-1]}x{shape[-2]}"
+        ref = m.get("ref", "torch")
+        acc = job_accuracy(files, ref)
+        # OpenVINO reports the precision its compiled model runs at (pool keeps timings only)
+        pooled = {k: {**v["pooled"], "precision": v["raw"][-1].get("precision")} for k, v in res_.items()}
+        engines += engine_rows(name, size, labels, pooled, acc, ref)
         ort = res_["onnxruntime"]["pooled"]
         cp = res_["cpp"]["pooled"] if "cpp" in res_ else None
         for tag in m["torch"]:
@@ -486,6 +670,7 @@ def run_main(bin_: str, models: list[str], variants: list[str] | None, rounds: i
                     "load_speedup": t["load_ms"] / g["load_ms"],
                     "rss_ratio": g["peak_rss_mib"] / t["peak_rss_mib"],
                     "ort_rss_ratio": g["peak_rss_mib"] / ort["peak_rss_mib"],
+                    "accuracy": acc.get(f"da3-go {c}"),
                     "raw": {"torch": res_[tag]["raw"], "ort": res_["onnxruntime"]["raw"],
                             "go": res_[f"da3-go {c}"]["raw"]},
                 }
@@ -494,7 +679,7 @@ def run_main(bin_: str, models: list[str], variants: list[str] | None, rounds: i
                     row["cpp_rss_ratio"] = g["peak_rss_mib"] / cp["peak_rss_mib"]
                     row["raw"]["cpp"] = res_["cpp"]["raw"]
                 rows.append(row)
-    return rows
+    return rows, engines
 
 
 def run_sweeps(bin_: str, name: str, threads: int, repeat: int) -> dict:
@@ -556,9 +741,60 @@ def table(rows: list[dict]) -> str:
     return fmt_cols(lines)
 
 
-def fmt_cols(lines: list[list[str]]) -> str:
+def fmt_cols(lines: list[list[str]], left: int = 2) -> str:
+    """Aligned columns: the first `left` left-aligned, the others right-aligned."""
     w = [max(len(l[i]) for l in lines) for i in range(len(lines[0]))]
-    return "\n".join("  ".join(c.ljust(w[i]) if i < 2 else c.rjust(w[i]) for i, c in enumerate(l)) for l in lines)
+    return "\n".join("  ".join(c.ljust(w[i]) if i < left else c.rjust(w[i]) for i, c in enumerate(l)).rstrip()
+                     for l in lines)
+
+
+def fmt_acc(corr: float | None, rel: float | None, ref: bool = False, nonfinite: bool = False) -> tuple[str, str]:
+    """Correlation and max|d| / max|ref| as table cells: "ref" for the reference itself, "NaN/inf" for output that
+    is not finite, "-" where unmeasured."""
+    if ref:
+        return "ref", "ref"
+    if nonfinite:
+        return "NaN/inf", "NaN/inf"
+    if corr is None or rel is None:
+        return "-", "-"
+    return f"{corr:.6f}", f"{rel:.2e}"
+
+
+def engine_mode(e: dict) -> str:
+    """The mode cell: OpenVINO's hint, with the precision it ran when that differs (a CPU without bf16)."""
+    mode = e["mode"]
+    hint = OV_MODES.get(mode, {}).get("hint") if e["engine"] == "OpenVINO" else None
+    ran = e.get("precision")
+    if hint and ran and ran != hint:
+        mode += f" (ran {ran})"
+    return mode
+
+
+def engine_table(engines: list[dict]) -> str:
+    """Every engine and mode: time, load, peak RSS and accuracy against the PyTorch f32 depth in one row."""
+    lines = [["model", "size", "engine", "mode", "ms", "(min)", "vs torch", "load ms", "RSS MiB", "depth corr",
+              "max|d|/max|ref|", "busy"]]
+    for e in engines:
+        corr, rel = fmt_acc(e["corr"], e["rel"], e.get("reference", e["job"] == "torch"), e.get("nonfinite", False))
+        lines.append([e["label"], e["size"], e["engine"], engine_mode(e), f"{e['median_ms']:.0f}",
+                      f"{e['min_ms']:.0f}", f"{e['vs_torch']:.2f}x" if e["vs_torch"] else "-",
+                      f"{e['load_ms']:.0f}", f"{e['peak_rss_mib']:.0f}", corr, rel, f"{100 * e['foreign_cpu']:.0f}%"])
+    return fmt_cols(lines, left=4)
+
+
+def ov_table(ratios: list[dict]) -> str:
+    """da3-go against OpenVINO at the same precision (vs OV = OpenVINO ms / da3-go ms)."""
+    lines = [["model", "precision", "da3-go", "OpenVINO", "da3-go ms", "OV ms", "vs OV", "(min)", "load da3-go/OV",
+              "RSS da3-go/OV", "corr da3-go / OV", "max|d|/max|ref| da3-go / OV", "busy"]]
+    for r in ratios:
+        gc, gr = fmt_acc(r["go_corr"], r["go_rel"], nonfinite=r.get("go_nonfinite", False))
+        oc, orel = fmt_acc(r["ov_corr"], r["ov_rel"], nonfinite=r.get("ov_nonfinite", False))
+        lines.append([r["label"], r["precision"], r["go"], r["ov"], f"{r['go_ms']:.0f}", f"{r['ov_ms']:.0f}",
+                      f"{r['speedup']:.2f}x", f"{r['speedup_min']:.2f}x",
+                      f"{r['go_load_ms']:.0f} / {r['ov_load_ms']:.0f}",
+                      f"{r['go_rss_mib']:.0f} / {r['ov_rss_mib']:.0f}", f"{gc} / {oc}", f"{gr} / {orel}",
+                      f"{100 * r['foreign_cpu']:.0f}%"])
+    return fmt_cols(lines, left=4)
 
 
 def sweep_table(points: list[dict], key: str) -> str:
@@ -687,11 +923,18 @@ def cpu_name() -> str:
     return f"{c['name']}{fam} ({c['cpus']} CPUs)"
 
 
+ENGINE_PACKAGES = ["torch", "onnxruntime", "openvino", "nncf"]
+
+
 def engine_versions() -> dict:
-    r = subprocess.run([sys.executable, "-c", "import torch, onnxruntime; print(torch.__version__, onnxruntime.__version__)"],
-                       capture_output=True, text=True)
-    v = r.stdout.split()
-    return {"torch": v[0], "onnxruntime": v[1]} if len(v) == 2 else {}
+    """The installed version of each of ENGINE_PACKAGES (those that import)."""
+    code = ("import importlib, json\nv = {}\nfor n in %r:\n    try:\n        v[n] = importlib.import_module(n).__version__\n"
+            "    except Exception:\n        pass\nprint(json.dumps(v))" % ENGINE_PACKAGES)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {}
 
 
 def bin_version(bin_: str) -> str:
@@ -709,11 +952,15 @@ def git_rev() -> str:
 def report(result: dict, full: bool) -> None:
     """Prints the table, sweeps and target checks; writes the plot (copied to docs/bench.png when full)."""
     env, rows, sweeps, targets = result["env"], result["rows"], result["sweeps"], result["targets"]
-    print(f"da3-go vs PyTorch {env.get('versions', {}).get('torch', '?')} and ONNX Runtime "
-          f"{env.get('versions', {}).get('onnxruntime', '?')}: {env['cpu']}, {env['threads']} threads, "
-          f"{env['rounds']} interleaved rounds x {env['repeat']} runs, git {env['git']}, {env['started']}")
+    engines, ratios = result.get("engines") or [], result.get("ov_ratios") or []
+    v = env.get("versions", {})
+    print(f"CPU: {env['cpu']}")
     if env.get("isa"):
         print(f"ISA: {' '.join(env['isa'])}")
+    print(f"da3-go vs PyTorch {v.get('torch', '?')}, ONNX Runtime {v.get('onnxruntime', '?')} and OpenVINO "
+          f"{v.get('openvino', '?')} (NNCF {v.get('nncf', '?')}): {env['threads']} threads, "
+          f"{env['rounds']} interleaved rounds x {env['repeat']} runs, git {env['git']}, {env['started']}"
+          + (" [--quick: a smoke test, not a measurement]" if env.get("quick") else ""))
     print(f"da3-go: {env['bin_version']}")
     if env.get("cpp"):
         print(f"C++ engine: {env['cpp']} (time per image includes its image decoding and preprocessing; "
@@ -723,6 +970,15 @@ def report(result: dict, full: bool) -> None:
           "PyTorch's; busy = CPU share taken by other users of the machine during the measurements (worst side)\n")
     if rows:
         print(table(rows))
+    if engines:
+        print("\nevery engine and mode (ms per image, median; vs torch = PyTorch f32 ms / that ms; load ms = file to "
+              "ready model, OpenVINO: read_model + compile_model;\nRSS = peak per process; depth corr and "
+              "max|d|/max|ref| against the PyTorch f32 depth of the same input, the row marked ref):\n")
+        print(engine_table(engines))
+    if ratios:
+        print("\nda3-go against OpenVINO at the same precision (vs OV = OpenVINO ms / da3-go ms, > 1: da3-go faster; "
+              "OpenVINO int8 = NNCF int8 run with the bf16 hint):\n")
+        print(ov_table(ratios))
     if sweeps:
         print(f"\nresolution sweep ({MODELS[sweeps['model']]['label']} f32, 1 view):")
         print(sweep_table(sweeps["resolution"], "res"))
@@ -739,7 +995,7 @@ def report(result: dict, full: bool) -> None:
     if rows:
         png = OUT / "compare.png"
         plot(rows, sweeps, png, env)
-        print(f"\nwrote {OUT / 'compare.json'} and {png}")
+        print(f"\nwrote {OUT / 'compare.json'}{', ' + env['json'] if env.get('json') else ''} and {png}")
         if full:
             (ROOT / "docs").mkdir(exist_ok=True)
             shutil.copyfile(png, ROOT / "docs" / "bench.png")
@@ -748,37 +1004,87 @@ def report(result: dict, full: bool) -> None:
           f"{env['wall_s'] / 60:.1f} min")
 
 
+def tables_json(result: dict) -> dict:
+    """The --json document: the environment and the tables (da3-go rows, every engine and mode, the OpenVINO
+    ratios, the sweeps and the targets) without the per-process raw measurements."""
+    rows = [{k: v for k, v in r.items() if k != "raw"} for r in result["rows"]]
+    return {"env": result["env"], "rows": rows, "engines": result.get("engines") or [],
+            "ov_ratios": result.get("ov_ratios") or [], "sweeps": result.get("sweeps"),
+            "targets": result.get("targets") or []}
+
+
+def quick_defaults(args: argparse.Namespace) -> None:
+    """--quick: DA3-SMALL at process_res 280, da3-go f32/bf16/int8, every default OpenVINO mode, one round of one
+    run, main table only, no waiting for a quiet machine and no retries (options given explicitly stay)."""
+    args.models = args.models or "da3-small"
+    args.variants = args.variants or "f32,bf16,int8"
+    args.rounds, args.repeat, args.only = 1, 1, "main"
+    args.process_res = args.process_res or 280
+    args.quiet_idle = 0.0 if args.quiet_idle is None else args.quiet_idle
+    args.retries = 0 if args.retries is None else args.retries
+
+
+def parse_list(s: str | None, allowed: dict, what: str) -> list[str] | None:
+    """A comma list of keys of allowed ("none": empty); None stays None (the defaults)."""
+    if s is None:
+        return None
+    if s.strip().lower() == "none":
+        return []
+    items = [x.strip() for x in s.split(",") if x.strip()]
+    bad = [x for x in items if x not in allowed]
+    if bad:
+        raise SystemExit(f"unknown {what} {', '.join(bad)}: want {', '.join(allowed)}")
+    return items
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=str(ROOT / "bin" / "da3-go"), help="da3-go binary (make build)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per model (one process each)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per process after one warm-up")
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", help="comma list from " + ", ".join(MODELS) + " (default: all)")
     ap.add_argument("--variants", help="da3-go configurations for every model (default: MODEL_CONFIGS), from "
                                        + ", ".join(GO_CONFIGS))
+    ap.add_argument("--ov-modes", help="OpenVINO modes (default: " + ",".join(DEFAULT_OV_MODES) + "), from "
+                                       + ", ".join(OV_MODES) + ", or none")
+    ap.add_argument("--process-res", type=int,
+                    help="processed resolution for every model (default: DA3 504 -> 504x336, DA2 518 -> 518x518)")
+    ap.add_argument("--json", help="also write the tables (without the raw measurements) as JSON to this path")
     ap.add_argument("--cpp", help="the C++ engine's da3-cli (default: $DA3_CPP_CLI or benchmarks/out/cpp/da3-cli "
                                   "when present; see benchmarks/build_cpp.sh)")
     ap.add_argument("--only", choices=["main", "sweeps"])
     ap.add_argument("--sweep-model", default="da3-base")
-    ap.add_argument("--quick", action="store_true", help="smoke test: da3-small f32, one round, one run, no sweeps")
-    ap.add_argument("--quiet-idle", type=float, default=QUIET["idle"],
-                    help="before each measurement wait until this fraction of the CPUs is idle (0 = never wait)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke test of the whole pipeline: da3-small at process_res 280, da3-go f32/bf16/int8 and the "
+                         "OpenVINO modes, one round of one run, no sweeps, no waiting for a quiet machine")
+    ap.add_argument("--quiet-idle", type=float,
+                    help="before each measurement wait until this fraction of the CPUs is idle (0 = never wait; "
+                         f"default {QUIET['idle']}, --quick 0)")
     ap.add_argument("--quiet-wait", type=float, default=QUIET["max_wait"], help="longest such wait, seconds")
-    ap.add_argument("--retries", type=int, default=QUIET["retries"],
-                    help="measure again (keeping the quietest) when other work took more than 10%% of the CPUs")
+    ap.add_argument("--retries", type=int,
+                    help="measure again (keeping the quietest) when other work took more than 10%% of the CPUs "
+                         f"(default {QUIET['retries']}, --quick 0)")
     ap.add_argument("--rev", help="source revision of --bin for the report (default: this checkout's HEAD, right for "
                                   "make bench-compare, which builds bin/da3-go from the checkout first)")
     ap.add_argument("--replot", action="store_true",
                     help="measure nothing: print the report of benchmarks/out/compare.json and redraw its plot")
     args = ap.parse_args()
-    QUIET["idle"], QUIET["max_wait"], QUIET["retries"] = args.quiet_idle, args.quiet_wait, args.retries
+    if args.quick:
+        quick_defaults(args)
+    args.models = args.models or ",".join(MODELS)
+    QUIET["idle"] = QUIET["idle"] if args.quiet_idle is None else args.quiet_idle
+    QUIET["retries"] = QUIET["retries"] if args.retries is None else args.retries
+    QUIET["max_wait"] = args.quiet_wait
+    models = parse_list(args.models, MODELS, "model")
+    variants = parse_list(args.variants, GO_CONFIGS, "da3-go configuration")
+    ov_modes = parse_list(args.ov_modes, OV_MODES, "OpenVINO mode")
     if args.replot:
         result = json.loads((OUT / "compare.json").read_text())
         report(result, result["env"].get("full", False))
+        if args.json:
+            Path(args.json).write_text(json.dumps(tables_json(result), indent=1))
         return 0
-    if args.quick:
-        args.models, args.variants, args.rounds, args.repeat, args.only = "da3-small", "f32", 1, 1, "main"
     cpp = cpp_cli(args.cpp)
     bin_ = str(Path(args.bin).resolve())
     if not Path(bin_).exists():
@@ -786,20 +1092,26 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     ensure_deps()
     t0 = time.time()
-    full = not args.quick and args.only is None and set(args.models.split(",")) == set(MODELS)
+    full = (not args.quick and args.only is None and set(models) == set(MODELS) and args.process_res is None
+            and variants is None)
     env = {"cpu": cpu_name(), "threads": args.threads, "rounds": args.rounds, "repeat": args.repeat,
+           "quick": args.quick, "process_res": args.process_res, "json": args.json,
            "git": args.rev or git_rev(), "bin_version": bin_version(bin_), "python": platform.python_version(), "loadavg_start": loadavg(),
            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "full": full, "isa": cpu_info()["isa"],
            "cpu_info": cpu_info(), "versions": engine_versions(), "cpp": cpp}
-    rows, sweeps = [], None
+    rows, engines, sweeps = [], [], None
     if args.only != "sweeps":
-        rows = run_main(bin_, args.models.split(","), args.variants.split(",") if args.variants else None, args.rounds,
-                        args.repeat, args.threads, cpp)
+        rows, engines = run_main(bin_, models, variants, args.rounds, args.repeat, args.threads, cpp, ov_modes,
+                                 args.process_res)
     if args.only != "main":
         sweeps = run_sweeps(bin_, args.sweep_model, args.threads, args.repeat)
     env["loadavg_end"], env["wall_s"] = loadavg(), time.time() - t0
-    result = {"env": env, "rows": rows, "sweeps": sweeps, "targets": check_targets(rows)}
+    result = {"env": env, "rows": rows, "engines": engines, "ov_ratios": ov_ratios(engines), "sweeps": sweeps,
+              "targets": check_targets(rows)}
     (OUT / "compare.json").write_text(json.dumps(result, indent=1))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(tables_json(result), indent=1))
     report(result, full)
     return 0
 

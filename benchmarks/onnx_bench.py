@@ -25,7 +25,8 @@ same order. The package's files are not modified.
 `run` opens the file with the CPU execution provider, all graph optimizations (ORT_ENABLE_ALL),
 intra_op_num_threads = T and inter_op_num_threads = 1, runs one warm-up and N timed runs, and prints one JSON
 line with the fields torch_bench.py prints (load_ms = file to ready session, including ORT's graph
-optimizations; first_ms; runs_ms; peak_rss_mib = VmHWM).
+optimizations; first_ms; runs_ms; peak_rss_mib = VmHWM); --out writes the first output (the depth) of the last
+run as float32 .npy (views, H, W) for compare.py's accuracy columns.
 """
 
 from __future__ import annotations
@@ -203,6 +204,8 @@ def run(args) -> int:
         t0 = time.perf_counter()
         out = sess.run(None, feed)
         times.append((time.perf_counter() - t0) * 1000)
+    if args.out:
+        torch_bench.save_depth(args.out, out[0])
     del out
     rep = {
         "impl": "onnxruntime", "model": kind, "onnxruntime": ort.__version__, "threads": args.threads,
@@ -231,6 +234,7 @@ def main() -> int:
     r.add_argument("--pixels", required=True)
     r.add_argument("--repeat", type=int, default=3)
     r.add_argument("--threads", type=int, default=os.cpu_count())
+    r.add_argument("--out", help="write the depth of the last run here (.npy)")
     args = ap.parse_args()
     return export(args) if args.cmd == "export" else run(args)
 

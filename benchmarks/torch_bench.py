@@ -11,6 +11,7 @@ input as .npy: the exact tensor both engines then time.
 `run` loads a checkpoint in float32 with torch.set_num_threads(T), runs one warm-up forward and N timed ones
 under inference_mode, and prints one JSON line: load_ms (checkpoint file to ready model; the imports are not
 counted), first_ms, runs_ms, peak_rss_mib (VmHWM of this process, i.e. Python + torch + model + activations).
+--out writes the depth of the last run as float32 .npy (views, H, W): compare.py's accuracy reference.
 
 Networks (the oracle's references, tests/oracle):
   da3-*     the official depth-anything-3 package: DepthAnything3.from_pretrained(DIR).model, forward on
@@ -107,6 +108,16 @@ def load(kind: str, ckpt: Path):
     return net, time.perf_counter() - t0, lambda x: da2_upstream.forward(net, x)
 
 
+def save_depth(path: str, depth) -> None:
+    """Writes a depth tensor or array as float32 .npy of shape (views, H, W)."""
+    import numpy as np
+
+    if hasattr(depth, "detach"):
+        depth = depth.detach().float().cpu().numpy()
+    d = np.asarray(depth, dtype=np.float32)
+    np.save(path, d.reshape(-1, *d.shape[-2:]))
+
+
 def run(args) -> int:
     import numpy as np
     import torch
@@ -128,6 +139,8 @@ def run(args) -> int:
             t0 = time.perf_counter()
             out = fwd(x)
             times.append((time.perf_counter() - t0) * 1000)
+    if args.out:
+        save_depth(args.out, out["depth"] if isinstance(out, dict) else out)
     del out
     rep = {
         "impl": "torch", "model": args.model, "torch": torch.__version__, "threads": torch.get_num_threads(),
@@ -154,6 +167,7 @@ def main() -> int:
     r.add_argument("--pixels", required=True)
     r.add_argument("--repeat", type=int, default=3)
     r.add_argument("--threads", type=int, default=os.cpu_count())
+    r.add_argument("--out", help="write the depth of the last run here (.npy)")
     args = ap.parse_args()
     return prep(args) if args.cmd == "prep" else run(args)
 

@@ -30,7 +30,7 @@ func init() {
 	register(command{
 		name: "bench",
 		usage: "da3-go bench -model M.gguf [-image I[,I2...] | -size WxH | -pixels X.npy] [-views N] [-repeat N] " +
-			"[-independent] [-threads T] [-process-res R] [-device D] [-kernels auto|none|LIST] [-precision f32|bf16|int8] [-json] [-cpuprofile F]",
+			"[-independent] [-threads T] [-process-res R] [-device D] [-kernels auto|none|LIST] [-precision f32|bf16|int8] [-json] [-save-depth F.npy] [-cpuprofile F]",
 		summary: "time a model: load, first run, median/p90/min per run, peak resident memory, device and buffers",
 		run:     runBench,
 	})
@@ -106,6 +106,7 @@ type benchFlags struct {
 	views, repeat       int
 	independent, json   bool
 	cpuProfile          string
+	saveDepth           string
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
@@ -118,6 +119,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.repeat, "repeat", 5, "timed runs after the first (warm-up) run")
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile (pprof) of the whole command to this file")
+	fs.StringVar(&f.saveDepth, "save-depth", "", "write the depth of the last run to this file: float32 .npy of shape (views, H, W), for accuracy checks against other engines (after the timings and the peak RSS are taken)")
 }
 
 // runBench prepares the input, loads the model, times a first run and
@@ -155,6 +157,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, err)
 	}
 	b.measure(m)
+	if err := b.writeDepth(); err != nil {
+		return fail(stderr, err)
+	}
 	if err := b.write(stdout); err != nil {
 		return fail(stderr, fmt.Errorf("write output: %w", err))
 	}
@@ -172,6 +177,7 @@ type bench struct {
 	pixels []float32 // -pixels, pw×ph each view
 	pw, ph int
 	rep    benchReport
+	last   []model.Result // the last run's results, kept for -save-depth
 }
 
 // validate checks the flags and turns them into options; the problems are
@@ -342,7 +348,33 @@ func (b *bench) once(ctx context.Context, m *model.Model) (time.Duration, error)
 	if err == nil && len(rs) > 0 {
 		b.rep.ProcessedWidth, b.rep.ProcessedHeight = rs[0].ProcessedWidth, rs[0].ProcessedHeight
 	}
+	if b.f.saveDepth != "" {
+		b.last = rs
+	}
 	return d, err
+}
+
+// writeDepth writes the depth maps of the last run to -save-depth as one
+// float32 .npy of shape (views, H, W).
+func (b *bench) writeDepth() error {
+	if b.f.saveDepth == "" {
+		return nil
+	}
+	if len(b.last) == 0 {
+		return fmt.Errorf("-save-depth %s: the last run returned no results", b.f.saveDepth)
+	}
+	w, h := b.last[0].Width, b.last[0].Height
+	depth := make([]float32, 0, len(b.last)*w*h)
+	for i, r := range b.last {
+		if r.Width != w || r.Height != h || len(r.Depth) != w*h {
+			return fmt.Errorf("-save-depth %s: view %d is %dx%d (%d values), view 0 %dx%d", b.f.saveDepth, i, r.Width, r.Height, len(r.Depth), w, h)
+		}
+		depth = append(depth, r.Depth...)
+	}
+	if err := imgio.WriteNPY(b.f.saveDepth, depth, len(b.last), h, w); err != nil {
+		return fmt.Errorf("-save-depth: %w", err)
+	}
+	return nil
 }
 
 // time times a first run and -repeat more.

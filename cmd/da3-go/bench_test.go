@@ -12,9 +12,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/model"
 )
 
 // tinyDA3 converts the committed tiny DA3 fixture into a temp dir.
@@ -98,6 +100,28 @@ func TestBenchPixelsViews(t *testing.T) {
 			assert.InDelta(t, rep.MedianMS/2, rep.PerViewMS, 1e-9)
 		})
 	}
+}
+
+// TestBenchSaveDepth: -save-depth writes the last run's depth of every view,
+// the same numbers a direct Forward of the same pixels gives.
+func TestBenchSaveDepth(t *testing.T) {
+	gguf := tinyDA3(t)
+	px := writePixels(t, 2, 3, 42, 56)
+	out := filepath.Join(t.TempDir(), "depth.npy")
+	runBenchJSON(t, "-model", gguf, "-pixels", px, "-repeat", "1", "-quiet", "-save-depth", out)
+	got, shape, err := imgio.ReadNPY(out)
+	require.NoError(t, err)
+	assert.Equal(t, []int{2, 42, 56}, shape)
+
+	data, _, err := imgio.ReadNPY(px)
+	require.NoError(t, err)
+	m, err := model.Load(context.Background(), gguf, model.Options{Options: backend.Options{Device: "cpu", Threads: 1}})
+	require.NoError(t, err)
+	defer m.Close()
+	rs, err := m.Forward(context.Background(), model.Pixels{Data: data, Width: 56, Height: 42, Views: 2}, model.RunOptions{})
+	require.NoError(t, err)
+	require.Len(t, rs, 2)
+	assert.Equal(t, append(append([]float32{}, rs[0].Depth...), rs[1].Depth...), got)
 }
 
 func TestBenchSyntheticImage(t *testing.T) {
