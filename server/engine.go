@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/da3-go/da3-go/align"
 	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/licence"
@@ -84,6 +85,7 @@ type runOptions struct {
 	raySeed       uint64
 	cameras       []GivenCamera // known cameras, one per image, or nil
 	gaussians     bool
+	align         []align.Samples // metric measurements, one set per image, or nil
 }
 
 // camera is one view's camera: world-to-camera extrinsics (3×4, OpenCV axes)
@@ -102,6 +104,7 @@ type view struct {
 	Unit                   string
 	Camera                 *camera
 	AlignScale             float64 // with given cameras: the depth was divided by it
+	Alignment              *align.Alignment
 }
 
 // output is one run's result.
@@ -214,6 +217,10 @@ func (in *instance) run(ctx context.Context, imgs []image.Image, names []string,
 	} else if res, err = in.r.MultiView(ctx, imgs, opt); err != nil {
 		return nil, err
 	}
+	fits, err := alignResults(res, o.align, independent)
+	if err != nil {
+		return nil, err
+	}
 	out := &output{views: make([]view, len(res))}
 	if out.scene, err = model.Views(res, names); err != nil {
 		return nil, err
@@ -237,7 +244,8 @@ func (in *instance) run(ctx context.Context, imgs []image.Image, names []string,
 			r.ToOriginalSize() // new slices: the export views keep the processed maps
 		}
 		v := view{Depth: r.Depth, Conf: r.Conf, Sky: r.Sky, Width: r.Width, Height: r.Height,
-			ProcessedW: r.ProcessedWidth, ProcessedH: r.ProcessedHeight, Unit: r.Unit.String(), AlignScale: r.AlignScale}
+			ProcessedW: r.ProcessedWidth, ProcessedH: r.ProcessedHeight, Unit: r.Unit.String(), AlignScale: r.AlignScale,
+			Alignment: fits[i]}
 		if c := r.Camera; c != nil {
 			v.Camera = &camera{Extrinsics: c.Extrinsics, Intrinsics: c.Intrinsics, IntrinsicsOriginal: c.IntrinsicsOriginal}
 		}

@@ -54,6 +54,13 @@ type DepthRequest struct {
 	// pixels: the DA3 metric model (metric-large) then gives metres.
 	Intrinsics []float64 `json:"intrinsics,omitempty"`
 
+	// AlignPoints are metric depth measurements (metres) at pixels of the
+	// input images (LiDAR, ToF, stereo points): depth, points, exports and
+	// the cameras' translations come back in metres, fitted robustly to them
+	// (one fit for a scene, one per image with independent; each view's
+	// alignment reports the fit). Not with cameras or the gs_ply export.
+	AlignPoints []AlignPoint `json:"align_points,omitempty"`
+
 	// Outputs wanted. With none of the include_* flags set, depth,
 	// confidence, pose and sky are returned (those the model has).
 	IncludeDepth      bool `json:"include_depth,omitempty"`
@@ -379,6 +386,9 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 	if err := p.validateIntrinsics(m); err != nil {
 		return err
 	}
+	if err := p.validateAlign(); err != nil {
+		return err
+	}
 	if err := p.validateModelOutputs(m); err != nil {
 		return err
 	}
@@ -507,7 +517,8 @@ func (p *parsed) readSizes(lim limits) *apiError {
 func (p *parsed) runOptions() runOptions {
 	q := p.req
 	return runOptions{processRes: q.ProcessRes, method: q.ProcessResMethod, refView: q.RefView, processedSize: q.ProcessedSize,
-		intrinsics: q.Intrinsics, rayPose: q.RayPose, raySeed: q.RaySeed, cameras: q.Cameras, gaussians: slices.Contains(q.Exports, "gs_ply")}
+		intrinsics: q.Intrinsics, rayPose: q.RayPose, raySeed: q.RaySeed, cameras: q.Cameras, gaussians: slices.Contains(q.Exports, "gs_ply"),
+		align: alignSamples(q.AlignPoints, len(p.images))}
 }
 
 // wants reports which maps and cameras the response carries.

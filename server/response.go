@@ -59,6 +59,20 @@ type View struct {
 	// AlignScale: with given cameras, the depth was divided by this scale to
 	// put it in their frame.
 	AlignScale float64 `json:"align_scale,omitempty"`
+	// Alignment is the fit of align_points that brought this view to metres.
+	Alignment *Alignment `json:"alignment,omitempty"`
+}
+
+// Alignment is a fit of metric measurements: metres = scale · depth, or for
+// disparity 1 / (scale · disparity + shift); residual is the inliers' median
+// relative error, inlier_share their share of the measurements.
+type Alignment struct {
+	Disparity   bool    `json:"disparity,omitempty"`
+	Scale       float64 `json:"scale"`
+	Shift       float64 `json:"shift,omitempty"`
+	Residual    float64 `json:"residual"`
+	InlierShare float64 `json:"inlier_share"`
+	Samples     int     `json:"samples"`
 }
 
 // Map is one map in the encodings asked for (base64), row-major, top row

@@ -476,6 +476,10 @@ func (s *Server) encode(p *parsed, m ModelInfo, views []view, sc *scene) (*Depth
 	}
 	for i, v := range views {
 		out := View{Width: v.Width, Height: v.Height, ProcessedWidth: v.ProcessedW, ProcessedHeight: v.ProcessedH, AlignScale: v.AlignScale}
+		if a := v.Alignment; a != nil {
+			out.Alignment = &Alignment{Disparity: a.Disparity, Scale: a.Scale, Shift: a.Shift, Residual: a.Residual,
+				InlierShare: a.InlierShare, Samples: a.Samples}
+		}
 		var err error
 		if want.depth && v.Depth != nil {
 			// Colour maps show near as warm: disparity is already larger when nearer.

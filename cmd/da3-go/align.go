@@ -107,41 +107,21 @@ func alignFileIn(dir, image string) (string, error) {
 // image) to metres with one fit over all their measurements, scales their
 // cameras' translations with the depth, and reports the fit on stderr.
 func (a *depthAligner) alignResults(what string, paths []string, rs []*model.Result) error {
-	var views []align.View
-	for i, r := range rs {
+	samples := make([]align.Samples, len(rs))
+	for i := range rs {
 		file := a.files[paths[i]]
 		if file == "" {
 			continue
-		}
-		if r.Cropped {
-			return fmt.Errorf("-align-depth %s: the view was cropped (a crop resize method, or views of different sizes), so its map does not cover the image the measurements are of; use upper_bound_resize or lower_bound_resize and same-size images", what)
 		}
 		s, err := align.ReadFile(file)
 		if err != nil {
 			return err
 		}
-		if s.Width == 0 { // points: pixels of the input image
-			s.Width, s.Height = r.OrigWidth, r.OrigHeight
-		}
-		views = append(views, align.View{
-			Pred:    align.Map{Width: r.Width, Height: r.Height, Values: r.Depth, Conf: r.Conf, Disparity: r.Unit == model.Disparity},
-			Samples: s,
-		})
+		samples[i] = s
 	}
-	if len(views) == 0 {
-		return fmt.Errorf("-align-depth: no measurements for %s", what)
-	}
-	fit, err := align.Fit(views, align.Options{})
+	fit, err := align.Results(rs, samples, align.Options{})
 	if err != nil {
 		return fmt.Errorf("-align-depth %s: %w", what, err)
-	}
-	for _, r := range rs {
-		r.Depth, r.Unit = fit.Apply(r.Depth), model.Metres
-		if c := r.Camera; c != nil && !fit.Disparity {
-			for k := range 3 {
-				c.Extrinsics[k][3] *= fit.Scale
-			}
-		}
 	}
 	if !a.quiet {
 		fmt.Fprintf(a.stderr, "da3-go: aligned %s to metres: %s\n", what, fit)
