@@ -20,6 +20,7 @@ import (
 	"github.com/da3-go/da3-go/internal/sysmem"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/stream"
+	"github.com/da3-go/da3-go/model/tile"
 )
 
 func init() {
@@ -35,6 +36,7 @@ type depthFlags struct {
 	modelFlags
 	inputFlags
 	streamFlags
+	tile          tileFlags
 	out           string
 	formats       string
 	cmap          string
@@ -53,6 +55,7 @@ func (f *depthFlags) register(fs *flag.FlagSet) {
 	f.modelFlags.register(fs)
 	f.inputFlags.register(fs)
 	f.streamFlags.register(fs)
+	f.tile.register(fs)
 	fs.StringVar(&f.out, "o", "", "output directory (created if missing; default: next to each image), or, with a .png/.pfm/.npy extension, the one output file (its extension sets the format)")
 	fs.StringVar(&f.formats, "format", "png", "comma-separated outputs: png (colourised), png16 (16-bit), pfm, npy")
 	fs.StringVar(&f.cmap, "cmap", "turbo", "colour map for png: turbo or gray")
@@ -93,6 +96,7 @@ type depthRun struct {
 	shard   shard
 	cmap    imgio.Colormap
 	opt     model.RunOptions
+	tileOpt tile.Options // with -tile
 	in      *inputs
 	sizes   []imgio.Header // of the inputs, read before the model loads
 	outputs [][]mapOutput  // planned: per input, per map
@@ -140,6 +144,9 @@ func (d *depthRun) validate() error {
 			return errUsage("-intrinsics: " + err.Error())
 		}
 		d.opt.Intrinsics = k
+	}
+	if d.tileOpt, err = f.tile.options(f); err != nil {
+		return asUsage(err)
 	}
 	if d.shard, err = parseShard(f.shard); err != nil {
 		return asUsage(err)
@@ -291,6 +298,9 @@ func (d *depthRun) run(ctx context.Context, m da3.Runner) error {
 	}
 	w := &mapWriter{plan: d.outputs, set: d.out.set, cmap: d.cmap, invert: caps.Unit != model.Disparity, original: !f.processedSize,
 		quiet: f.quiet, stdout: d.stdout, stderr: d.stderr, inputs: d.in.names}
+	if f.tile.mode != tileOff {
+		return d.tiled(ctx, m, w)
+	}
 	asScene := caps.MultiView && !f.independent
 	lay, err := f.streamFlags.layoutFor(d.fs, m, n, asScene, image.Pt(d.sizes[0].Width, d.sizes[0].Height), &d.opt)
 	if err != nil {
