@@ -84,6 +84,10 @@ type fakeNet struct {
 	res   int
 	unit  model.DepthUnit
 	shift bool
+	// maps: also a confidence map (3 everywhere) and a sky map (the
+	// image's top tenth), the sky's depth filled with a far value of each call's own
+	// as DA3 mono does.
+	maps bool
 
 	mu     sync.Mutex
 	rng    *rand.Rand
@@ -131,6 +135,7 @@ func (f *fakeNet) Depth(ctx context.Context, img model.Image, opt model.RunOptio
 	if f.shift {
 		b = 2*f.rng.Float64() - 1
 	}
+	far := 5 + f.rng.Float64() // each call's own sky depth
 	f.mu.Unlock()
 	for j := range ph {
 		y0, y1 := r.Min.Y+j*r.Dy()/ph, r.Min.Y+(j+1)*r.Dy()/ph
@@ -145,6 +150,19 @@ func (f *fakeNet) Depth(ctx context.Context, img model.Image, opt model.RunOptio
 			out[j*pw+i] = float32(a*sum/float64((y1-y0)*(x1-x0)) + b)
 		}
 	}
+	var conf, sk []float32
+	if f.maps {
+		conf, sk = make([]float32, pw*ph), make([]float32, pw*ph)
+		for j := range ph {
+			for i := range pw {
+				conf[j*pw+i] = 3
+				if r.Min.Y+(2*j+1)*r.Dy()/(2*ph) < f.s.H/10 {
+					sk[j*pw+i] = 1
+					out[j*pw+i] = float32(a*far + b)
+				}
+			}
+		}
+	}
 	f.mu.Lock()
 	if f.calls == 0 {
 		f.global, f.gw, f.gh = append([]float32(nil), out...), pw, ph
@@ -153,7 +171,7 @@ func (f *fakeNet) Depth(ctx context.Context, img model.Image, opt model.RunOptio
 	f.mu.Unlock()
 	f.live.Add(1)
 	runtime.SetFinalizer(&out[0], func(*float32) { f.live.Add(-1) })
-	return &model.Result{Depth: out, Unit: f.unit, Width: pw, Height: ph, ProcessedWidth: pw, ProcessedHeight: ph,
+	return &model.Result{Depth: out, Conf: conf, Sky: sk, Unit: f.unit, Width: pw, Height: ph, ProcessedWidth: pw, ProcessedHeight: ph,
 		OrigWidth: r.Dx(), OrigHeight: r.Dy()}, nil
 }
 

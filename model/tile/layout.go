@@ -68,8 +68,7 @@ func Plan(w, h, size int, overlap float64, res int) (Layout, error) {
 // its edges across each overlap with a neighbour. The tiles' weights sum to
 // 1 at every pixel of the image.
 func (l Layout) Weights(i int) []float32 {
-	wx := l.cols.weights(i % len(l.cols.starts))
-	wy := l.rows.weights(i / len(l.cols.starts))
+	wx, wy := l.axisWeights(i)
 	out := make([]float32, len(wx)*len(wy))
 	for y, a := range wy {
 		row := out[y*len(wx) : (y+1)*len(wx)]
@@ -78,6 +77,12 @@ func (l Layout) Weights(i int) []float32 {
 		}
 	}
 	return out
+}
+
+// axisWeights are tile i's weights along x and along y: its weight at
+// (x, y) is wy[y]·wx[x].
+func (l Layout) axisWeights(i int) (wx, wy []float64) {
+	return l.cols.weights(i % len(l.cols.starts)), l.rows.weights(i / len(l.cols.starts))
 }
 
 // axis is the tiles along one side of the image: their starts, their

@@ -100,7 +100,7 @@ func Depth(ctx context.Context, r Runner, img model.Image, opt Options) (*model.
 		global.ToOriginalSize()
 		return global, nil
 	}
-	m := newMerger(lay, global, fitFor(opt.Fit, r.Capabilities().UnitWith(opt.Run.Intrinsics != nil)))
+	m := newMerger(lay, global, fitFor(opt.Fit, global.Unit))
 	for i, rect := range lay.Tiles {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -212,11 +212,18 @@ func newMerger(lay Layout, global *model.Result, fit Fit) *merger {
 	}
 	if global.Sky != nil {
 		m.sky = make([]float32, n)
+		// The depth sky.Fill gave the global pass's sky, where it filled it.
+		first, n := -1, 0
 		for i, s := range global.Sky {
 			if s >= sky.Threshold {
-				m.skyDepth = global.Depth[i]
-				break
+				n++
+				if first < 0 {
+					first = i
+				}
 			}
+		}
+		if n > 10 && len(global.Sky)-n > 10 {
+			m.skyDepth = global.Depth[first]
 		}
 	}
 	m.nonFinite = global.NonFinite
@@ -247,17 +254,17 @@ func (m *merger) add(i int, t *model.Result) error {
 		depth = m.globalOver(m.global.Depth, rect)
 		f = affine{A: 1}
 	}
-	w := m.lay.Weights(i)
-	accumulate(m.depth, m.lay.Width, rect, depth, w, f)
+	wx, wy := m.lay.axisWeights(i)
+	accumulate(m.depth, m.lay.Width, rect, depth, wx, wy, f)
 	if m.conf != nil {
 		c, err := atSize(t, t.Conf, tw, th)
 		if err != nil {
 			return err
 		}
-		accumulate(m.conf, m.lay.Width, rect, c, w, affine{A: 1})
+		accumulate(m.conf, m.lay.Width, rect, c, wx, wy, affine{A: 1})
 	}
 	if m.sky != nil {
-		accumulate(m.sky, m.lay.Width, rect, sk, w, affine{A: 1})
+		accumulate(m.sky, m.lay.Width, rect, sk, wx, wy, affine{A: 1})
 	}
 	return nil
 }
@@ -275,16 +282,19 @@ func atSize(t *model.Result, d []float32, w, h int) ([]float32, error) {
 	return imgproc.BilinearAlignCorners(d, t.Width, t.Height, w, h), nil
 }
 
-// accumulate adds w·(f(d)) over rect to acc (stride width).
-func accumulate(acc []float32, width int, rect image.Rectangle, d, w []float32, f affine) {
+// accumulate adds wy[y]·wx[x]·f(d) over rect to acc (stride width), the
+// weights of Layout.Weights.
+func accumulate(acc []float32, width int, rect image.Rectangle, d []float32, wx, wy []float64, f affine) {
 	tw := rect.Dx()
-	a, b := float32(f.A), float32(f.B)
-	for y := range rect.Dy() {
+	for y, a := range wy {
+		if a == 0 {
+			continue
+		}
 		row := acc[(rect.Min.Y+y)*width+rect.Min.X:][:tw]
-		dr, wr := d[y*tw:(y+1)*tw], w[y*tw:(y+1)*tw]
-		for x, wt := range wr {
-			if wt != 0 {
-				row[x] += wt * (a*dr[x] + b)
+		dr := d[y*tw : (y+1)*tw]
+		for x, b := range wx {
+			if wt := float32(a * b); wt != 0 {
+				row[x] += wt * float32(f.A*float64(dr[x])+f.B)
 			}
 		}
 	}

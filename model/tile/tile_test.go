@@ -235,6 +235,35 @@ func TestDepthMetricScale(t *testing.T) {
 	assert.Less(t, maxJump(s, scaled), 1e-3)
 }
 
+// TestDepthConfidenceAndSky: confidence and sky are blended with the same
+// weights (a constant confidence stays that constant, which also checks
+// the weights sum to 1 in the merge), and the sky takes the global pass's
+// sky depth rather than each tile's.
+func TestDepthConfidenceAndSky(t *testing.T) {
+	s := newScene(800, 600)
+	net := newFakeNet(s, 64, model.Relative, true, 5)
+	net.maps = true
+	res, err := tile.Depth(context.Background(), net, s.img, tile.Options{Size: 200})
+	require.NoError(t, err)
+	require.Len(t, res.Conf, 800*600)
+	require.Len(t, res.Sky, 800*600)
+	assert.Greater(t, net.calls, 10)
+	var worst float64
+	for _, c := range res.Conf {
+		worst = max(worst, math.Abs(float64(c)-3))
+	}
+	assert.Less(t, worst, 1e-5, "confidence 3 everywhere")
+	skyDepth := net.global[0] // the global pass's top-left pixel is sky
+	var skyPixels int
+	for i, v := range res.Sky {
+		if v >= 0.3 {
+			skyPixels++
+			require.Equal(t, skyDepth, res.Depth[i], "pixel %d", i)
+		}
+	}
+	assert.InDelta(t, 800*60, skyPixels, 800*8, "the top tenth is sky")
+}
+
 // TestWeightsSumToOne (c): for many image and tile sizes and overlaps, the
 // tiles' blend weights sum to 1 at every pixel, are near 0 at a tile's
 // edges inside the image, and the tiles cover the image within its
