@@ -117,7 +117,8 @@ type Progress struct {
 	// of every view, to choose the reference view), "network" (backbone,
 	// heads and cameras in one graph), "backbone", "heads" (in chunks of
 	// views), "batch" (independent images) or "metric" (the nested pair's
-	// metric branch, a graph per view).
+	// metric branch, a graph per view); package tile reports each run of a
+	// tiled image as "tiles", its Part the run (1 the global pass).
 	Stage string
 	// Part and Parts number the graphs of a stage computed in pieces
 	// (1-based); Parts is 1 for a stage in one graph.

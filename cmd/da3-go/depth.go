@@ -21,6 +21,7 @@ import (
 	"github.com/da3-go/da3-go/lens"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/stream"
+	"github.com/da3-go/da3-go/model/tile"
 )
 
 func init() {
@@ -36,6 +37,7 @@ type depthFlags struct {
 	modelFlags
 	inputFlags
 	streamFlags
+	tile          tileFlags
 	out           string
 	formats       string
 	cmap          string
@@ -56,6 +58,7 @@ func (f *depthFlags) register(fs *flag.FlagSet) {
 	f.modelFlags.lens.register(fs)
 	f.inputFlags.register(fs)
 	f.streamFlags.register(fs)
+	f.tile.register(fs)
 	fs.StringVar(&f.out, "o", "", "output directory (created if missing; default: next to each image), or, with a .png/.pfm/.npy extension, the one output file (its extension sets the format)")
 	fs.StringVar(&f.formats, "format", "png", "comma-separated outputs: png (colourised), png16 (16-bit), pfm, npy")
 	fs.StringVar(&f.cmap, "cmap", "turbo", "colour map for png: turbo or gray")
@@ -97,6 +100,7 @@ type depthRun struct {
 	shard   shard
 	cmap    imgio.Colormap
 	opt     model.RunOptions
+	tileOpt tile.Options // with -tile
 	in      *inputs
 	sizes   []imgio.Header // of the inputs, read before the model loads
 	outputs [][]mapOutput  // planned: per input, per map
@@ -148,6 +152,12 @@ func (d *depthRun) validate() error {
 	}
 	if err := f.lens.parse(f.cameras, f.intrinsics); err != nil {
 		return asUsage(err)
+	}
+	if d.tileOpt, err = f.tile.options(f); err != nil {
+		return asUsage(err)
+	}
+	if f.tile.mode != tileOff && f.lens.active() {
+		return errUsage("-tile with -camera-model: tiles of the undistorted view are not supported; undistort the image first, or drop -tile")
 	}
 	if d.shard, err = parseShard(f.shard); err != nil {
 		return asUsage(err)
@@ -336,6 +346,9 @@ func (d *depthRun) run(ctx context.Context, m da3.Runner) error {
 	w := &mapWriter{plan: d.outputs, set: d.out.set, cmap: d.cmap, original: !f.processedSize,
 		quiet: f.quiet, stdout: d.stdout, stderr: d.stderr, inputs: d.in.names, paths: d.in.paths, align: d.align,
 		lens: &f.lens}
+	if f.tile.mode != tileOff {
+		return d.tiled(ctx, m, w)
+	}
 	asScene := caps.MultiView && !f.independent
 	lay, err := f.streamFlags.layoutFor(d.fs, m, n, asScene, image.Pt(d.sizes[0].Width, d.sizes[0].Height), &d.opt)
 	if err != nil {

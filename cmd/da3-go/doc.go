@@ -15,6 +15,13 @@
 // error is one line naming the problem (with the near misses of a mistyped
 // flag or command) and a line pointing to the help.
 //
+// Large photos: the network sees an image at its process resolution (504
+// or 518 pixels), so 'da3-go depth -tile on' runs it once whole and again
+// on overlapping tiles, each at the process resolution, fits each tile's
+// map to the whole image's and blends them into one map at the image size
+// (-tile auto: only images whose longer side is at least 4× the process
+// resolution; -tile-size, -tile-overlap, -tile-fit; docs/tiling.md).
+//
 // Exit status:
 //
 //	0    success (also -h and 'da3-go help')

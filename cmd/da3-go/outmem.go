@@ -27,11 +27,12 @@ type depthMemory struct {
 	decode, run   int64
 	weights       int64
 	mapB, format  int64
+	merge         int64 // -tile's maps at the image size, merged tile by tile
 	costliest     string
 	processedSize image.Point // the maps' size with -processed-size
 }
 
-func (d depthMemory) total() int64 { return d.decode + d.run + d.mapB + d.format }
+func (d depthMemory) total() int64 { return d.decode + d.run + d.merge + d.mapB + d.format }
 
 // estimateDepthMemory estimates depth's peak memory for the largest of the
 // images (sizes), views of which are decoded and run at once (0: the run
@@ -102,6 +103,9 @@ func checkDepthMemory(d depthMemory, opt model.RunOptions, formats []string, pro
 	if d.run > 0 {
 		parts = append(parts, fmt.Sprintf("the run %s", by(d.run)))
 	}
+	if d.merge > 0 {
+		parts = append(parts, fmt.Sprintf("the tiles' merged maps %s", by(d.merge)))
+	}
 	parts = append(parts, fmt.Sprintf("one map at %dx%d %s", d.out.X, d.out.Y, by(d.mapB)))
 	if d.format > 0 {
 		parts = append(parts, fmt.Sprintf("its %s image %s", d.costliest, by(d.format)))
@@ -110,7 +114,7 @@ func checkDepthMemory(d depthMemory, opt model.RunOptions, formats []string, pro
 		parts = append(parts, fmt.Sprintf("weights %s", by(d.weights)))
 	}
 	var advice []string
-	if !processedSize && d.processedSize != d.size {
+	if !processedSize && d.processedSize != d.size && d.merge == 0 {
 		small := d
 		small.out = d.processedSize
 		opx := int64(small.out.X) * int64(small.out.Y)
