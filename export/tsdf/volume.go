@@ -268,51 +268,34 @@ func (v *Volume) Integrate(f *Frame) error {
 	return nil
 }
 
-// allocate makes the blocks the frame's truncation bands cross and returns every block they cross.
+// allocate makes the blocks the frame's truncation bands cross and returns every block they cross. The
+// rows are traced in parallel; the blocks are then looked up and made in row order.
 func (v *Volume) allocate(f *prepared, cam *camera) ([]keyed, error) {
+	workers := min(runtime.GOMAXPROCS(0), f.Height)
+	rows := make([][]key, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			y0, y1 := w*f.Height/workers, (w+1)*f.Height/workers
+			rows[w] = v.trace(f, cam, y0, y1)
+		}()
+	}
+	wg.Wait()
 	var touched []keyed
 	var created []key
-	bw := v.vs * BlockSize
-	band := v.trunc * cam.scale // in camera depth units
-	for y := range f.Height {
-		for x := range f.Width {
-			d, _, ok := f.pixel(y*f.Width + x)
-			if !ok {
-				continue
+	for _, keys := range rows {
+		for _, k := range keys {
+			b := v.blocks[k]
+			if b == nil {
+				b = &block{}
+				v.blocks[k] = b
+				created = append(created, k)
 			}
-			r := mul33(cam.kinv, [3]float64{float64(x), float64(y), 1})
-			dir := [3]float64{ // world displacement per unit of depth
-				cam.c2w[0][0]*r[0] + cam.c2w[0][1]*r[1] + cam.c2w[0][2]*r[2],
-				cam.c2w[1][0]*r[0] + cam.c2w[1][1]*r[1] + cam.c2w[1][2]*r[2],
-				cam.c2w[2][0]*r[0] + cam.c2w[2][1]*r[1] + cam.c2w[2][2]*r[2],
-			}
-			// Samples one voxel apart (or closer) along the band, so that no block it crosses by more
-			// than a voxel's corner is missed.
-			length := 2 * band * norm(dir)
-			n := int(math.Ceil(length/v.vs)) + 1
-			z0, dz := float64(d)-band, 2*band/float64(n-1)
-			last := key{math.MaxInt32, 0, 0}
-			for s := range n {
-				z := z0 + float64(s)*dz
-				if z <= 0 {
-					continue
-				}
-				p := [3]float64{cam.centre[0] + z*dir[0], cam.centre[1] + z*dir[1], cam.centre[2] + z*dir[2]}
-				k, ok := blockOf(p, bw)
-				if !ok || k == last {
-					continue
-				}
-				last = k
-				b := v.blocks[k]
-				if b == nil {
-					b = &block{}
-					v.blocks[k] = b
-					created = append(created, k)
-				}
-				if b.stamp != v.epoch {
-					b.stamp = v.epoch
-					touched = append(touched, keyed{k, b})
-				}
+			if b.stamp != v.epoch {
+				b.stamp = v.epoch
+				touched = append(touched, keyed{k, b})
 			}
 		}
 	}
@@ -321,28 +304,99 @@ func (v *Volume) allocate(f *prepared, cam *camera) ([]keyed, error) {
 		for _, k := range created {
 			delete(v.blocks, k)
 		}
-		return nil, fmt.Errorf("%w: frame %d needs %d blocks of %d³ voxels (%d MiB at voxel %g), more than the limit of %d (%d MiB): use a larger voxel or a higher limit",
+		return nil, fmt.Errorf("%w: a frame (after %d fused) needs %d blocks of %d³ voxels (%d MiB at voxel %g), more than the limit of %d (%d MiB): use a larger voxel or a higher limit",
 			ErrTooManyBlocks, v.frames, need, BlockSize, int64(need)*BlockBytes>>20, v.vs, v.maxBlocks, int64(v.maxBlocks)*BlockBytes>>20)
 	}
 	return touched, nil
 }
 
+// trace returns the blocks that the truncation bands of rows y0 … y1−1 cross (a 3D DDA over the block
+// grid along each band, from τ in front of the depth to τ behind it), leaving out most repeats.
+func (v *Volume) trace(f *prepared, cam *camera, y0, y1 int) []key {
+	var keys []key
+	bw := v.vs * BlockSize
+	band := v.trunc * cam.scale // in camera depth units
+	var seen recent
+	for y := y0; y < y1; y++ {
+		for x := range f.Width {
+			d, _, ok := f.pixel(y*f.Width + x)
+			if !ok {
+				continue
+			}
+			r := mul33(cam.kinv, [3]float64{float64(x), float64(y), 1})
+			var p0, dp [3]float64 // the band's start and length, in blocks
+			za, zb := max(float64(d)-band, 0), float64(d)+band
+			for i := range 3 {
+				dir := cam.c2w[i][0]*r[0] + cam.c2w[i][1]*r[1] + cam.c2w[i][2]*r[2] // world units per unit of depth
+				p0[i] = (cam.centre[i] + za*dir) / bw
+				dp[i] = (zb - za) * dir / bw
+			}
+			keys = dda(keys, &seen, p0, dp)
+		}
+	}
+	return keys
+}
+
+// recent is a small direct-mapped cache of the blocks a worker has listed, so that the blocks that
+// neighbouring pixels share are mostly listed once.
+type recent struct {
+	k  [256]key
+	ok [256]bool
+}
+
+// add reports whether k is new to the cache, and puts it there.
+func (r *recent) add(k key) bool {
+	h := (uint32(k.x)*73856093 ^ uint32(k.y)*19349663 ^ uint32(k.z)*83492791) >> 24
+	if r.ok[h] && r.k[h] == k {
+		return false
+	}
+	r.k[h], r.ok[h] = k, true
+	return true
+}
+
+// dda appends the grid cells the segment p0 → p0 + dp crosses (Amanatides and Woo) that are new to seen;
+// it leaves out a segment with an end outside the representable extent.
+func dda(keys []key, seen *recent, p0, dp [3]float64) []key {
+	var c, step [3]int32
+	var tMax, tDelta [3]float64
+	for i := range 3 {
+		lo, hi := p0[i], p0[i]+dp[i]
+		if !(math.Abs(lo) < maxCoord/BlockSize-1 && math.Abs(hi) < maxCoord/BlockSize-1) {
+			return keys
+		}
+		c[i] = int32(math.Floor(lo))
+		switch {
+		case dp[i] > 0:
+			step[i], tDelta[i] = 1, 1/dp[i]
+			tMax[i] = (float64(c[i]+1) - lo) / dp[i]
+		case dp[i] < 0:
+			step[i], tDelta[i] = -1, -1/dp[i]
+			tMax[i] = (float64(c[i]) - lo) / dp[i]
+		default:
+			tMax[i] = math.Inf(1)
+		}
+	}
+	for {
+		if k := (key{c[0], c[1], c[2]}); seen.add(k) {
+			keys = append(keys, k)
+		}
+		a := 0
+		if tMax[1] < tMax[a] {
+			a = 1
+		}
+		if tMax[2] < tMax[a] {
+			a = 2
+		}
+		if tMax[a] > 1 {
+			return keys
+		}
+		c[a] += step[a]
+		tMax[a] += tDelta[a]
+	}
+}
+
 // maxCoord bounds voxel coordinates to ±2¹⁹ so that they pack into the mesh's edge keys.
 const maxCoord = 1 << 19
-
-// blockOf returns the block holding the voxel at or below p (per axis); ok is false outside the
-// representable extent (±2¹⁹ voxels) or for a non-finite point.
-func blockOf(p [3]float64, bw float64) (key, bool) {
-	var k [3]int32
-	for i := range 3 {
-		b := math.Floor(p[i] / bw)
-		if !(math.Abs(b) < maxCoord/BlockSize-1) {
-			return key{}, false
-		}
-		k[i] = int32(b)
-	}
-	return key{k[0], k[1], k[2]}, true
-}
 
 type keyed struct {
 	k key
