@@ -54,6 +54,7 @@ type extractor struct {
 	v     *Volume
 	m     *Mesh
 	index map[uint64]uint32 // edge key → vertex
+	grad  []float32         // the field's gradient at each vertex (the normal where its triangles have no area)
 	nb    [8]*block         // the block and its neighbours at +x, +y, +z offsets, by corner bits
 }
 
@@ -130,13 +131,31 @@ func (x *extractor) vertex(g [3]int32, e int, vals *[8]float32, vox *[8]*voxel) 
 		col := (float64(va.c[c]) + t*(float64(vb.c[c])-float64(va.c[c]))) / 256
 		m.Colors = append(m.Colors, uint8(min(255, math.Round(col))))
 	}
+	// The gradient of the cube's trilinear interpolant at the vertex.
+	q := a
+	q[ce.axis] += t
+	var g3 [3]float64
+	for c := range 8 {
+		p := cornerPos(c)
+		for j := range 3 {
+			w := float64(vals[c]) * (2*p[j] - 1)
+			for k := range 3 {
+				if k != j {
+					w *= 1 - p[k] + q[k]*(2*p[k]-1)
+				}
+			}
+			g3[j] += w
+		}
+	}
+	x.grad = append(x.grad, float32(g3[0]), float32(g3[1]), float32(g3[2]))
 	i := uint32(m.Len() - 1)
 	x.index[ek] = i
 	return i
 }
 
 // normals sets each vertex's normal to the normalised sum of its triangles' (cross products, so weighted
-// by area).
+// by area), or to the field's normalised gradient where that sum is zero (a vertex of degenerate
+// triangles only).
 func (x *extractor) normals() {
 	m := x.m
 	acc := make([]float64, len(m.Vertices))
@@ -155,6 +174,12 @@ func (x *extractor) normals() {
 	m.Normals = make([]float32, len(m.Vertices))
 	for i := 0; i < len(acc); i += 3 {
 		l := math.Sqrt(acc[i]*acc[i] + acc[i+1]*acc[i+1] + acc[i+2]*acc[i+2])
+		if l == 0 {
+			for k := range 3 {
+				acc[i+k] = float64(x.grad[i+k])
+			}
+			l = math.Sqrt(acc[i]*acc[i] + acc[i+1]*acc[i+1] + acc[i+2]*acc[i+2])
+		}
 		if l > 0 {
 			for k := range 3 {
 				m.Normals[i+k] = float32(acc[i+k] / l)
