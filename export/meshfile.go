@@ -22,7 +22,7 @@ func checkMesh(m *tsdf.Mesh) error {
 		return fmt.Errorf("inconsistent mesh: %d coordinates, %d normal values, %d colour values, %d face indices",
 			len(m.Vertices), len(m.Normals), len(m.Colors), len(m.Faces))
 	}
-	if n > math.MaxUint32 {
+	if uint64(n) > math.MaxUint32 {
 		return fmt.Errorf("mesh of %d vertices is too large", n)
 	}
 	for i, f := range m.Faces {
@@ -57,15 +57,15 @@ func EncodeMeshPLY(w io.Writer, m *tsdf.Mesh) error {
 	if _, err := io.WriteString(w, header); err != nil {
 		return err
 	}
-	const chunk = 4096
-	buf := make([]byte, 0, 27*chunk)
+	const chunk = 1 << 16 // bytes written at a time
+	buf := make([]byte, 0, chunk+27)
 	flush := func(last bool) error {
-		if len(buf) >= 27*(chunk-1) || last && len(buf) > 0 {
-			_, err := w.Write(buf)
-			buf = buf[:0]
-			return err
+		if len(buf) < chunk && !(last && len(buf) > 0) {
+			return nil
 		}
-		return nil
+		_, err := w.Write(buf)
+		buf = buf[:0]
+		return err
 	}
 	for i := range n {
 		for _, v := range m.Vertices[3*i : 3*i+3] {

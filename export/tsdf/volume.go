@@ -465,10 +465,11 @@ func (v *Volume) updateBlock(f *prepared, cam *camera, kb keyed) {
 				}
 				t := float32(min(sdf*invTrunc, 1))
 				if sdf < -v.vs { // the drop-off behind the surface
-					wt *= float32((v.trunc + sdf) / (v.trunc - v.vs))
-					if wt <= 0 {
+					drop := (v.trunc + sdf) / (v.trunc - v.vs)
+					if !(drop > 0) { // at −τ (0, or 0/0 for a truncation of one voxel)
 						continue
 					}
+					wt *= float32(drop)
 				}
 				nw := vx.w + wt
 				a := wt / nw
