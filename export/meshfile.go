@@ -93,10 +93,11 @@ func EncodeMeshPLY(w io.Writer, m *tsdf.Mesh) error {
 
 // WriteMeshGLB writes the mesh as a binary glTF 2.0 scene: one mesh of TRIANGLES with float32 POSITION
 // and NORMAL, normalised uint8 RGBA COLOR_0 (alpha 255) and uint32 indices, with a matte double-sided
-// material, aligned as WriteGLB aligns a point cloud (the first view's camera to glTF axes, centred on
-// the per-axis median of the vertices), so that it overlays scene.glb's points; with opt.ShowCameras the
-// views' cameras as in WriteGLB (opt.MaxPoints and Seed are not used). Without views the alignment is
-// the OpenCV-to-glTF axis flip alone and no camera is drawn. Only the views' sizes and cameras are read.
+// material, aligned as WriteGLB aligns a point cloud (the first view's camera to glTF axes) but centred
+// on the per-axis median of the vertices (the scene's extras.hf_alignment records the transform); with
+// opt.ShowCameras the views' cameras as in WriteGLB (opt.MaxPoints and Seed are not used). Without views
+// the alignment is the OpenCV-to-glTF axis flip alone and no camera is drawn. Only the views' sizes and
+// cameras are read.
 func WriteMeshGLB(path string, m *tsdf.Mesh, views []View, opt GLBOptions) error {
 	s, err := buildMeshGLB(m, views, opt)
 	if err != nil {
