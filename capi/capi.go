@@ -521,8 +521,8 @@ func da3go_export(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.d
 			return errors.New("da3go_export: format and out_path must not be NULL")
 		}
 		f := goString(format)
-		if !slices.Contains([]string{"glb", "ply", "npz", "mini_npz", "colmap", "colmap_tracks", "gs_ply"}, f) {
-			return fmt.Errorf("unknown export format %q (glb, ply, npz, mini_npz, colmap, colmap_tracks, gs_ply)", f)
+		if !slices.Contains([]string{"glb", "ply", "npz", "mini_npz", "colmap", "colmap_tracks", "gs_ply", "mesh_ply", "mesh_glb"}, f) {
+			return fmt.Errorf("unknown export format %q (glb, ply, npz, mini_npz, colmap, colmap_tracks, gs_ply, mesh_ply, mesh_glb)", f)
 		}
 		out := goString(outPath)
 		var inputs []string
@@ -674,7 +674,7 @@ func checkExport(format, out string, inputs []string) error {
 	return nil
 }
 
-// writeExport writes one scene file (glb, ply, npz, mini_npz, gs_ply) or a
+// writeExport writes one scene file (glb, ply, npz, mini_npz, gs_ply, mesh_ply, mesh_glb) or a
 // COLMAP model (colmap: out is a directory, created if needed).
 func writeExport(format, out string, res []model.Result) error {
 	if format == "gs_ply" {
@@ -704,6 +704,15 @@ func writeExport(format, out string, res []model.Result) error {
 		return export.WritePLY(out, pc.Subsample(1_000_000, 0))
 	case "npz", "mini_npz":
 		return export.WriteNPZ(out, views, format == "mini_npz")
+	case "mesh_ply", "mesh_glb":
+		m, _, err := export.NewMesh(export.ViewSlice(views), export.MeshOptions{Points: export.DefaultOptions()})
+		if err != nil {
+			return err
+		}
+		if format == "mesh_glb" {
+			return export.WriteMeshGLB(out, m, views, export.DefaultGLBOptions())
+		}
+		return export.WriteMeshPLY(out, m)
 	case "colmap", "colmap_tracks":
 		pc, err := export.NewPointCloud(views, export.COLMAPOptions())
 		if err != nil {

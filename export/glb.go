@@ -66,20 +66,23 @@ func EncodeGLB(w io.Writer, pc *PointCloud, views []View, opt GLBOptions) error 
 
 // Alignment returns the official glb exporter's alignment of the cloud (see WriteGLB) as a row-major 4×4
 // matrix: first camera to glTF axes, centred on the points' per-axis median.
-func Alignment(e0 [3][4]float64, pc *PointCloud) [4][4]float64 {
+func Alignment(e0 [3][4]float64, pc *PointCloud) [4][4]float64 { return alignment(e0, pc.Points) }
+
+// alignment is Alignment for the points x, y, z, ….
+func alignment(e0 [3][4]float64, points []float32) [4][4]float64 {
 	// A₀ = M·E₀ with M = diag(1, −1, −1, 1).
 	a := [4][4]float64{{e0[0][0], e0[0][1], e0[0][2], e0[0][3]},
 		{-e0[1][0], -e0[1][1], -e0[1][2], -e0[1][3]},
 		{-e0[2][0], -e0[2][1], -e0[2][2], -e0[2][3]},
 		{0, 0, 0, 1}}
 	a3 := [3][4]float64{a[0], a[1], a[2]}
-	n := pc.Len()
+	n := len(points) / 3
 	if n == 0 {
 		return a
 	}
 	axis := [3][]float64{make([]float64, n), make([]float64, n), make([]float64, n)}
 	for i := range n {
-		p := apply34(a3, [3]float64{float64(pc.Points[3*i]), float64(pc.Points[3*i+1]), float64(pc.Points[3*i+2])})
+		p := apply34(a3, [3]float64{float64(points[3*i]), float64(points[3*i+1]), float64(points[3*i+2])})
 		axis[0][i], axis[1][i], axis[2][i] = p[0], p[1], p[2]
 	}
 	for k := range 3 {
@@ -134,26 +137,30 @@ func buildGLB(pc *PointCloud, views []View, opt GLBOptions) (*glbScene, error) {
 		s.addMesh("points", 0, pts, rgba)
 	}
 	if opt.ShowCameras {
-		scale := sceneScale(aligned) * opt.CameraSize
-		for i := range views {
-			segs := frustum(&views[i], scale)
-			lines := make([]float32, 0, 3*len(segs))
-			for _, p := range segs {
-				q := apply34(a3, p)
-				lines = append(lines, float32(q[0]), float32(q[1]), float32(q[2]))
-			}
-			c := indexColor(i, len(views))
-			rgba := make([]uint8, 0, 4*len(segs))
-			for range segs {
-				rgba = append(rgba, c[0], c[1], c[2], 255)
-			}
-			s.addMesh(fmt.Sprintf("camera_%d", i), 1, lines, rgba)
-		}
+		s.addCameras(views, a3, sceneScale(aligned)*opt.CameraSize)
 	}
 	if len(s.bin) > 0 {
 		s.doc.Buffers = []gltfBuffer{{ByteLength: len(s.bin)}}
 	}
 	return s, nil
+}
+
+// addCameras adds each view's camera pyramid of depth scale, mapped by a3, as a mesh of LINES.
+func (s *glbScene) addCameras(views []View, a3 [3][4]float64, scale float64) {
+	for i := range views {
+		segs := frustum(&views[i], scale)
+		lines := make([]float32, 0, 3*len(segs))
+		for _, p := range segs {
+			q := apply34(a3, p)
+			lines = append(lines, float32(q[0]), float32(q[1]), float32(q[2]))
+		}
+		c := indexColor(i, len(views))
+		rgba := make([]uint8, 0, 4*len(segs))
+		for range segs {
+			rgba = append(rgba, c[0], c[1], c[2], 255)
+		}
+		s.addMesh(fmt.Sprintf("camera_%d", i), 1, lines, rgba)
+	}
 }
 
 // sceneScale is the official _estimate_scene_scale: the norm of P95 − P5 per axis, 1 when there are
@@ -261,8 +268,8 @@ type gltfAccessor struct {
 	Normalized    bool      `json:"normalized,omitempty"`
 	Count         int       `json:"count"`
 	Type          string    `json:"type"`
-	Max           []float64 `json:"max"`
-	Min           []float64 `json:"min"`
+	Max           []float64 `json:"max,omitempty"`
+	Min           []float64 `json:"min,omitempty"`
 }
 
 type gltfMesh struct {
@@ -272,6 +279,7 @@ type gltfMesh struct {
 
 type gltfPrimitive struct {
 	Attributes map[string]int `json:"attributes"`
+	Indices    *int           `json:"indices,omitempty"`
 	Mode       int            `json:"mode"`
 	Material   int            `json:"material"`
 }

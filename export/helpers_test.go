@@ -134,6 +134,7 @@ type glbFile struct {
 			Name       string
 			Primitives []struct {
 				Attributes map[string]int
+				Indices    *int
 				Mode       int
 			}
 		}

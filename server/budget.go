@@ -2,8 +2,10 @@ package server
 
 import (
 	"image"
+	"slices"
 	"strings"
 
+	"github.com/da3-go/da3-go/export/tsdf"
 	"github.com/da3-go/da3-go/internal/sysmem"
 )
 
@@ -89,6 +91,11 @@ func (s *Server) estimate(in *instance, p *parsed, m ModelInfo) (budget, error) 
 		b.extra += int64(ppx * 15 * (1 + 2*4/3.0))
 	}
 	b.extra += int64(ppx * 20 * (1 + 2*4/3.0) * float64(len(p.req.Exports)))
+	// The mesh exports share one TSDF volume of at most meshBlocks blocks,
+	// and its mesh (counted as large again).
+	if slices.Contains(p.req.Exports, "mesh_ply") || slices.Contains(p.req.Exports, "mesh_glb") {
+		b.extra += 2 * meshBlocks * tsdf.BlockBytes
+	}
 	return b, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/export/tsdf"
 )
 
 // scene is one request's processed-size views for package export, and the
@@ -17,6 +18,7 @@ type scene struct {
 	gaussians  []byte // the gs_ply file, when asked for
 	confThresh float32
 	pc         *export.PointCloud
+	mesh       *tsdf.Mesh
 }
 
 // points is the scene's point cloud: with points_conf_thresh > 0 the pixels
@@ -37,6 +39,29 @@ func (sc *scene) points() (*export.PointCloud, error) {
 	}
 	sc.pc = pc
 	return pc, nil
+}
+
+// meshBlocks caps the TSDF volume of the mesh exports at 32 MiB (4096
+// blocks of 8³ voxels): the automatic voxel is doubled until the views fit.
+const meshBlocks = 1 << 12
+
+// fusedMesh is the scene's TSDF mesh (mesh_ply, mesh_glb): the pixels of
+// points' selection, weighted by their confidence, fused at the automatic
+// voxel within meshBlocks.
+func (sc *scene) fusedMesh() (*tsdf.Mesh, error) {
+	if sc.mesh != nil {
+		return sc.mesh, nil
+	}
+	o := export.DefaultOptions()
+	if sc.confThresh > 0 {
+		o.ConfThreshold, o.ConfPercentile, o.EnsurePercentile = float64(sc.confThresh), 0, 100
+	}
+	m, _, err := export.NewMesh(export.ViewSlice(sc.views), export.MeshOptions{Points: o, Volume: tsdf.Options{MaxBlocks: meshBlocks}})
+	if err != nil {
+		return nil, err
+	}
+	sc.mesh = m
+	return m, nil
 }
 
 // exporter writes one scene file format.
@@ -76,6 +101,21 @@ var exporters = map[string]exporter{
 	"colmap": {"application/zip", "colmap.zip", true, func(w io.Writer, sc *scene) error { return writeCOLMAPZip(w, sc, false) }},
 	// The same with each point observed by every view that sees it (for bundle adjustment).
 	"colmap_tracks": {"application/zip", "colmap.zip", true, func(w io.Writer, sc *scene) error { return writeCOLMAPZip(w, sc, true) }},
+	// The views' depth fused into one triangle mesh (TSDF), as PLY and GLB.
+	"mesh_ply": {"application/octet-stream", "mesh.ply", true, func(w io.Writer, sc *scene) error {
+		m, err := sc.fusedMesh()
+		if err != nil {
+			return err
+		}
+		return export.EncodeMeshPLY(w, m)
+	}},
+	"mesh_glb": {"model/gltf-binary", "mesh.glb", true, func(w io.Writer, sc *scene) error {
+		m, err := sc.fusedMesh()
+		if err != nil {
+			return err
+		}
+		return export.EncodeMeshGLB(w, m, sc.views, export.DefaultGLBOptions())
+	}},
 	// DA3-GIANT's 3D Gaussians as the official gs_ply export writes them.
 	"gs_ply": {"application/octet-stream", "gaussians.ply", true, func(w io.Writer, sc *scene) error {
 		_, err := w.Write(sc.gaussians)

@@ -76,7 +76,8 @@ type DepthRequest struct {
 	PointsConfThresh float32 `json:"points_conf_thresh,omitempty"`
 	// Exports are scene files returned base64 in the response's exports:
 	// glb (points and camera frusta), ply, npz, mini_npz, colmap (zip of the
-	// binary model), as da3-go reconstruct writes them.
+	// binary model), mesh_ply and mesh_glb (the views' depth fused into one
+	// triangle mesh), as da3-go reconstruct writes them.
 	Exports []string `json:"exports,omitempty"`
 
 	// MapFormats are the encodings of each map: f32 (default: little-endian

@@ -22,6 +22,7 @@ import (
 
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/export/tsdf"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
 )
@@ -160,7 +161,11 @@ func TestExports(t *testing.T) {
 		"npz":      func(w io.Writer) error { return export.EncodeNPZ(w, views, false) },
 		"mini_npz": func(w io.Writer) error { return export.EncodeNPZ(w, views, true) },
 	}
-	assert.ElementsMatch(t, []string{"colmap", "colmap_tracks", "glb", "mini_npz", "npz", "ply"}, names)
+	mesh, _, err := export.NewMesh(export.ViewSlice(views), export.MeshOptions{Points: export.DefaultOptions(), Volume: tsdf.Options{MaxBlocks: meshBlocks}})
+	require.NoError(t, err)
+	wantBytes["mesh_ply"] = func(w io.Writer) error { return export.EncodeMeshPLY(w, mesh) }
+	wantBytes["mesh_glb"] = func(w io.Writer) error { return export.EncodeMeshGLB(w, mesh, views, export.DefaultGLBOptions()) }
+	assert.ElementsMatch(t, []string{"colmap", "colmap_tracks", "glb", "mesh_glb", "mesh_ply", "mini_npz", "npz", "ply"}, names)
 	for _, name := range names {
 		e, ok := r.Exports[name]
 		require.True(t, ok, name)
@@ -291,7 +296,7 @@ func TestDepthErrors(t *testing.T) {
 		{"ref view", "application/json", `{"image": "` + good + `", "ref_view": "last"}`, 400, kindBadRequest, "ref_view"},
 		{"map format", "application/json", `{"image": "` + good + `", "map_formats": ["exr"]}`, 400, kindBadRequest, "exr"},
 		{"colormap", "application/json", `{"image": "` + good + `", "colormap": "jet"}`, 400, kindBadRequest, "jet"},
-		{"export", "application/json", `{"image": "` + good + `", "exports": ["obj"]}`, 400, kindBadRequest, "colmap, colmap_tracks, glb, gs_ply, mini_npz, npz, ply"},
+		{"export", "application/json", `{"image": "` + good + `", "exports": ["obj"]}`, 400, kindBadRequest, "colmap, colmap_tracks, glb, gs_ply, mesh_glb, mesh_ply, mini_npz, npz, ply"},
 		{"negative threshold", "application/json", `{"image": "` + good + `", "points_conf_thresh": -1}`, 400, kindBadRequest, "points_conf_thresh"},
 		{"unknown model", "application/json", `{"image": "` + good + `", "model": "nope"}`, 404, kindNotFound, "da3-tiny, da2-tiny"},
 		{"garbage image", "application/json", `{"image": "` + enc64([]byte("not an image at all")) + `"}`, 422, kindUnprocessable, "image 0: unknown format"},

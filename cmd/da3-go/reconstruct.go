@@ -16,6 +16,7 @@ import (
 
 	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/export/tsdf"
 	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
@@ -25,7 +26,7 @@ func init() {
 	register(command{
 		name:    "reconstruct",
 		usage:   "da3-go reconstruct -model M.gguf [flags] IMAGE|DIR... [-list FILE] [-video FILE -fps N]",
-		summary: "3D scene outputs of images taken as views of one scene: point cloud (PLY), GLB, COLMAP, NPZ, depth visualisation",
+		summary: "3D scene outputs of images taken as views of one scene: point cloud (PLY), GLB, fused mesh, COLMAP, NPZ, depth visualisation",
 		run:     runReconstruct,
 	})
 }
@@ -41,11 +42,17 @@ var reconstructFormats = []struct{ name, path string }{
 	{"mini_npz", "exports/mini_npz/results.npz"},
 	{"depth_vis", "depth_vis/0000.jpg, …"},
 	{"gs_ply", "gs_ply/0000.ply: 3D Gaussians, DA3-GIANT"},
+	{"mesh_ply", "mesh.ply: the views' depth fused into one triangle mesh (TSDF)"},
+	{"mesh_glb", "mesh.glb: the fused mesh as GLB"},
 }
 
 // needsCamera reports the formats that place points in 3D.
 func needsCamera(format string) bool {
-	return format == "glb" || format == "ply" || format == "colmap" || format == "colmap_tracks"
+	switch format {
+	case "glb", "ply", "colmap", "colmap_tracks", "mesh_ply", "mesh_glb":
+		return true
+	}
+	return false
 }
 
 type reconstructFlags struct {
@@ -67,6 +74,8 @@ type reconstructFlags struct {
 	intrinsics                   string
 	overwrite                    bool
 	alignDepth                   string
+	voxel, maxDepth              float64
+	maxBlocks                    int
 }
 
 func (f *reconstructFlags) register(fs *flag.FlagSet) {
@@ -92,6 +101,10 @@ func (f *reconstructFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.keepSky, "keep-sky", false, "keep sky pixels (sky map ≥ 0.3) in point clouds")
 	fs.BoolVar(&f.filterBlackBG, "filter-black-bg", false, "drop near-black pixels (all channels < 16)")
 	fs.BoolVar(&f.filterWhiteBG, "filter-white-bg", false, "drop near-white pixels (all channels ≥ 240)")
+	fs.Float64Var(&f.voxel, "voxel", 0, fmt.Sprintf("mesh_ply/mesh_glb: voxel size in the depth's unit (0: the median depth / %d, doubled while the volume exceeds -max-blocks)", tsdf.AutoVoxelDivisor))
+	fs.IntVar(&f.maxBlocks, "max-blocks", 0, fmt.Sprintf("mesh_ply/mesh_glb: at most this many blocks of %d³ voxels, %d KiB each (0: %d, %d MiB)",
+		tsdf.BlockSize, tsdf.BlockBytes>>10, tsdf.DefaultMaxBlocks, tsdf.DefaultMaxBlocks*tsdf.BlockBytes>>20))
+	fs.Float64Var(&f.maxDepth, "max-depth", 0, "mesh_ply/mesh_glb: ignore depths beyond this (0: none)")
 	fs.BoolVar(&f.overwrite, "overwrite", false, "replace files at the output paths that no earlier run into -o wrote (refused without it)")
 	fs.StringVar(&f.alignDepth, "align-depth", "", alignDepthUsage+" (and the cameras' translations scale with it)")
 	fs.StringVar(&f.intrinsics, "intrinsics", "", "fx,fy,cx,cy of the input images' camera, in their pixels, for models without a camera head: "+
@@ -110,7 +123,7 @@ func (f *reconstructFlags) parse() ([]string, error) {
 			known = known || x.name == fm
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown -format %q (glb, ply, colmap, colmap_tracks, npz, mini_npz, depth_vis, gs_ply)", fm)
+			return nil, fmt.Errorf("unknown -format %q (glb, ply, colmap, colmap_tracks, npz, mini_npz, depth_vis, gs_ply, mesh_ply, mesh_glb)", fm)
 		}
 	}
 	if slices.Contains(formats, "colmap") && slices.Contains(formats, "colmap_tracks") {
@@ -129,6 +142,17 @@ func (f *reconstructFlags) parse() ([]string, error) {
 	}
 	if f.maxPoints < 0 {
 		return nil, errors.New("-max-points must be 0 (all) or positive")
+	}
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"-voxel", f.voxel}, {"-max-depth", f.maxDepth}} {
+		if !(p.v >= 0) || math.IsInf(p.v, 0) {
+			return nil, fmt.Errorf("%s %g must be a non-negative number (0: %s)", p.name, p.v, map[string]string{"-voxel": "automatic", "-max-depth": "none"}[p.name])
+		}
+	}
+	if f.maxBlocks < 0 {
+		return nil, errors.New("-max-blocks must be 0 (the default) or positive")
 	}
 	if !(f.cameraSize >= 0) || math.IsInf(f.cameraSize, 0) {
 		return nil, fmt.Errorf("-camera-size %g must be a non-negative number", f.cameraSize)
@@ -155,6 +179,11 @@ func (f *reconstructFlags) pointOptions() export.Options {
 	o.ConfThreshold, o.ConfPercentile, o.EnsurePercentile = f.confThresh, f.confPercentile, f.ensurePct
 	o.KeepSky, o.FilterBlackBG, o.FilterWhiteBG = f.keepSky, f.filterBlackBG, f.filterWhiteBG
 	return o
+}
+
+// meshOptions are the fusion's options: the point cloud's pixel selection, -voxel, -max-blocks, -max-depth.
+func (f *reconstructFlags) meshOptions() export.MeshOptions {
+	return export.MeshOptions{Points: f.pointOptions(), Volume: tsdf.Options{VoxelSize: f.voxel, MaxBlocks: f.maxBlocks, MaxDepth: f.maxDepth}}
 }
 
 func (f *reconstructFlags) colmapOptions() export.Options {
@@ -427,6 +456,8 @@ func (f *reconstructFlags) scenePaths(formats, names []string) []string {
 			switch fm {
 			case "glb", "ply":
 				paths = append(paths, filepath.Join(dir, "scene."+fm))
+			case "mesh_ply", "mesh_glb":
+				paths = append(paths, filepath.Join(dir, meshFile(fm)))
 			case "colmap", "colmap_tracks":
 				ext := map[bool]string{false: ".bin", true: ".txt"}[f.colmapTxt]
 				for _, n := range []string{"cameras", "images", "points3D"} {
@@ -544,19 +575,22 @@ func (w *sceneWriter) write(dir string, s sceneSource) error {
 	if err := w.set.begin(); err != nil {
 		return err
 	}
-	// A bar over the formats; the files written are printed once it is
-	// gone, so that the two never share a line of the terminal.
+	// A bar over the formats; the files written and the notes are printed
+	// once it is gone, so that the two never share a line of the terminal.
 	bar := newItemBar(len(w.formats), "writing", w.f.quiet, w.stderr)
 	var wrote []string
+	sw := &sceneWrite{sceneWriter: w, dir: dir, s: s}
 	defer func() {
 		bar.finish()
 		if !w.f.quiet {
+			for _, n := range sw.notes {
+				fmt.Fprintf(w.stderr, "da3-go: %s\n", n)
+			}
 			for _, p := range wrote {
 				fmt.Fprintf(w.stdout, "wrote %s\n", p)
 			}
 		}
 	}()
-	sw := &sceneWrite{sceneWriter: w, dir: dir, s: s}
 	for i, fm := range w.formats {
 		bar.cover(i, 1)
 		paths, err := sw.format(fm)
@@ -571,9 +605,11 @@ func (w *sceneWriter) write(dir string, s sceneSource) error {
 // sceneWrite is one scene being written into dir.
 type sceneWrite struct {
 	*sceneWriter
-	dir string
-	s   sceneSource
-	pc  *export.PointCloud // GLB and PLY share it
+	dir   string
+	s     sceneSource
+	pc    *export.PointCloud // GLB and PLY share it
+	mesh  *tsdf.Mesh         // mesh_ply and mesh_glb share it
+	notes []string           // printed once the scene is written
 }
 
 // format writes one format and returns the files it wrote.
@@ -581,6 +617,9 @@ func (sw *sceneWrite) format(fm string) ([]string, error) {
 	switch fm {
 	case "glb", "ply":
 		path, err := sw.points(fm)
+		return []string{path}, err
+	case "mesh_ply", "mesh_glb":
+		path, err := sw.meshFormat(fm)
 		return []string{path}, err
 	case "colmap", "colmap_tracks":
 		return sw.colmap(fm == "colmap_tracks")
@@ -634,6 +673,49 @@ func (sw *sceneWrite) points(fm string) (string, error) {
 			ShowCameras: !f.noCameras, CameraSize: f.cameraSize})
 	}
 	return path, export.WritePLY(path, sw.pc.Subsample(f.maxPoints, f.seed))
+}
+
+// meshFile is the file a mesh format writes.
+func meshFile(fm string) string {
+	return map[string]string{"mesh_ply": "mesh.ply", "mesh_glb": "mesh.glb"}[fm]
+}
+
+// meshFormat writes mesh.ply or mesh.glb, fusing the views once for both.
+func (sw *sceneWrite) meshFormat(fm string) (string, error) {
+	f := sw.f
+	if sw.mesh == nil {
+		m, st, err := export.NewMesh(sw.s.views, f.meshOptions())
+		if err != nil {
+			return "", fmt.Errorf("mesh: %w", err)
+		}
+		sw.mesh = m
+		sw.notes = append(sw.notes, meshNote(st, m))
+	}
+	path := filepath.Join(sw.dir, meshFile(fm))
+	if fm == "mesh_glb" {
+		return path, export.WriteMeshGLB(path, sw.mesh, sw.s.cams, export.GLBOptions{ShowCameras: !f.noCameras, CameraSize: f.cameraSize})
+	}
+	var inputs []string
+	for _, v := range sw.s.cams {
+		if v.Source != "" {
+			inputs = append(inputs, v.Source)
+		}
+	}
+	return path, export.WriteMeshPLY(path, sw.mesh, inputs...)
+}
+
+// meshNote describes a fusion: the voxel and how it was chosen, the volume's size, the mesh's.
+func meshNote(st export.MeshStats, m *tsdf.Mesh) string {
+	voxel := fmt.Sprintf("voxel %.4g (-voxel)", st.VoxelSize)
+	if st.AutoVoxel {
+		voxel = fmt.Sprintf("voxel %.4g (the median depth %.4g / %d", st.VoxelSize, st.MedianDepth, tsdf.AutoVoxelDivisor)
+		if st.Coarsened > 0 {
+			voxel += fmt.Sprintf(", doubled %d times to stay within %d blocks", st.Coarsened, st.MaxBlocks)
+		}
+		voxel += ")"
+	}
+	return fmt.Sprintf("mesh: %d views fused at %s, truncation %.4g; %d blocks (%d MiB of at most %d MiB); %d vertices, %d triangles",
+		st.Frames, voxel, st.Truncation, st.Blocks, st.Bytes>>20, int64(st.MaxBlocks)*tsdf.BlockBytes>>20, m.Len(), m.Triangles())
 }
 
 // colmap writes the COLMAP model's three files, with multi-view tracks when tracks is set.

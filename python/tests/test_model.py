@@ -107,7 +107,7 @@ def test_points(model: da3go.Model) -> None:
     assert np.isfinite(xyz).all()
 
 
-@pytest.mark.parametrize("fmt", ["glb", "ply", "npz"])
+@pytest.mark.parametrize("fmt", ["glb", "ply", "npz", "mesh_ply"])
 def test_export(model: da3go.Model, tmp_path: Path, fmt: str) -> None:
     out = model.export([VIEW0, np.asarray(Image.open(VIEW1).convert("RGB"))], fmt, tmp_path / f"scene.{fmt}",
                        process_res=RES)
@@ -117,6 +117,8 @@ def test_export(model: da3go.Model, tmp_path: Path, fmt: str) -> None:
         assert data[:4] == b"glTF"
     elif fmt == "ply":
         assert data.startswith(b"ply\n")
+    elif fmt == "mesh_ply":
+        assert data.startswith(b"ply\n") and b"element face" in data[:400]
     else:
         with zipfile.ZipFile(out) as z:
             assert any(n.startswith("depth") for n in z.namelist()), z.namelist()

@@ -124,6 +124,26 @@ def canonical_segments(segs):
     return out[np.lexsort(out.T[::-1])]
 
 
+def check_mesh(scene, views):
+    """The fused mesh (mesh_ply, mesh_glb): plyfile and trimesh read the same triangles, the validator
+    accepts the GLB, the winding is consistent."""
+    ply = plyfile.PlyData.read(os.path.join(scene, "mesh.ply"))
+    v, f = ply["vertex"], ply["face"]
+    check([p.name for p in v.properties] == ["x", "y", "z", "nx", "ny", "nz", "red", "green", "blue"], "mesh PLY properties")
+    faces = np.stack(f.data["vertex_indices"])
+    check(f.count > 0 and faces.shape == (f.count, 3) and faces.max() < v.count, "mesh PLY faces")
+    glb = os.path.join(scene, "mesh.glb")
+    val = gltf_validate([glb])[glb]
+    check(val["errors"] == 0 and val["warnings"] == 0, f"mesh GLB: validator {val['messages']}")
+    tm = trimesh.load(glb, force="scene")
+    meshes = [g for g in tm.geometry.values() if isinstance(g, trimesh.Trimesh)]
+    check(len(meshes) == 1 and len(tm.geometry) == 1 + views, "mesh GLB: one mesh and one frustum per view")
+    check(len(meshes[0].faces) == f.count and len(meshes[0].vertices) == v.count, "mesh GLB has the PLY's triangles")
+    m = trimesh.Trimesh(np.stack([v["x"], v["y"], v["z"]], 1), faces, process=False)
+    check(m.is_winding_consistent, "mesh PLY: consistent winding")
+    return {"vertices": int(v.count), "faces": int(f.count), "validator": {k: val[k] for k in ("errors", "warnings", "infos", "hints")}}
+
+
 def gltf_validate(paths):
     out = subprocess.run(["node", os.path.join(HERE, "validate.js"), *paths], check=True, capture_output=True, text=True)
     return json.loads(out.stdout)
@@ -330,7 +350,8 @@ def check_cli(binary, out):
     for kind, extra in (("bin", []), ("txt", ["-colmap-txt"])):
         scene = os.path.join(work, "scene_" + kind)
         subprocess.run([binary, "reconstruct", "-model", gguf, "-process-res", "56", "-format",
-                        "glb,ply,colmap,npz,mini_npz,depth_vis", "-quiet", "-o", scene, *extra, *imgs], check=True)
+                        "glb,ply,colmap,npz,mini_npz,depth_vis,mesh_ply,mesh_glb", "-quiet", "-o", scene, *extra, *imgs],
+                       check=True)
         rec = pycolmap.Reconstruction(scene)
         r[kind] = colmap_summary(rec)
     pose = json.loads(subprocess.run([binary, "pose", "-model", gguf, "-process-res", "56", *imgs], check=True,
@@ -361,6 +382,7 @@ def check_cli(binary, out):
     ply = plyfile.PlyData.read(os.path.join(scene, "scene.ply"))
     r["ply_points"] = int(ply["vertex"].count)
     check(ply["vertex"].count > 0, "CLI PLY has points")
+    r["mesh"] = check_mesh(scene, len(imgs))
     z = np.load(os.path.join(scene, "exports", "npz", "results.npz"))
     r["npz"] = {k: [str(z[k].dtype), list(z[k].shape)] for k in z.keys()}
     check(list(z.keys()) == ["image", "depth", "conf", "extrinsics", "intrinsics"], f"CLI NPZ keys {list(z.keys())}")
@@ -432,6 +454,7 @@ def main():
           f"intrinsics {c['intrinsics_original_vs_colmap_max_abs_diff']:.1e}")
     print(f"  GLB: validator {c['glb_validator']}, trimesh geometries {c['glb_trimesh_geometries']}; PLY (plyfile) {c['ply_points']} points; "
           f"NPZ (numpy) {c['npz']}")
+    print(f"  mesh: {c['mesh']['vertices']} vertices, {c['mesh']['faces']} triangles (plyfile, trimesh), validator {c['mesh']['validator']}")
     summary["failures"] = FAILURES
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
