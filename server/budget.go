@@ -91,6 +91,16 @@ func (s *Server) estimate(in *instance, p *parsed, m ModelInfo) (budget, error) 
 		b.extra += int64(ppx * 15 * (1 + 2*4/3.0))
 	}
 	b.extra += int64(ppx * 20 * (1 + 2*4/3.0) * float64(len(p.req.Exports)))
+	// Tiles merge into full-size buffers, one per map the model has.
+	if p.req.tiling() {
+		n := 1
+		for _, on := range []bool{m.Confidence, m.Sky} {
+			if on {
+				n++
+			}
+		}
+		b.extra += tileMerge(big.X, big.Y, n)
+	}
 	// The mesh exports share one TSDF volume of at most meshBlocks blocks,
 	// and its mesh (counted as large again).
 	if slices.Contains(p.req.Exports, "mesh_ply") || slices.Contains(p.req.Exports, "mesh_glb") {

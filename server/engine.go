@@ -19,6 +19,7 @@ import (
 	"github.com/da3-go/da3-go/internal/licence"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/gs"
+	"github.com/da3-go/da3-go/model/tile"
 )
 
 // ModelSpec names one model to serve.
@@ -86,6 +87,8 @@ type runOptions struct {
 	cameras       []GivenCamera // known cameras, one per image, or nil
 	gaussians     bool
 	align         []align.Samples // metric measurements, one set per image, or nil
+	tile          string          // on, auto, off or ""
+	tileSize      int
 }
 
 // camera is one view's camera: world-to-camera extrinsics (3×4, OpenCV axes)
@@ -208,7 +211,7 @@ func (in *instance) run(ctx context.Context, imgs []image.Image, names []string,
 			if opt.Extrinsics != nil {
 				one.Extrinsics, one.ViewIntrinsics = opt.Extrinsics[i:i+1], opt.ViewIntrinsics[i:i+1]
 			}
-			r, err := in.r.Depth(ctx, im, one)
+			r, err := in.depthOne(ctx, im, one, o)
 			if err != nil {
 				return nil, err
 			}
@@ -252,6 +255,27 @@ func (in *instance) run(ctx context.Context, imgs []image.Image, names []string,
 		out.views[i] = v
 	}
 	return out, nil
+}
+
+// depthOne runs one image alone, tiled when o asks for it and the image is
+// worth it.
+func (in *instance) depthOne(ctx context.Context, im image.Image, opt model.RunOptions, o runOptions) (*model.Result, error) {
+	if o.tiles(im.Bounds().Dx(), im.Bounds().Dy(), in.r.Config().ResizeTarget) {
+		return tile.Depth(ctx, in.r, im, tile.Options{Size: o.tileSize, Run: opt})
+	}
+	return in.r.Depth(ctx, im, opt)
+}
+
+// tiles reports whether an image of w×h runs tiled; defaultRes is the
+// model's process resolution.
+func (o runOptions) tiles(w, h, defaultRes int) bool {
+	switch o.tile {
+	case "on":
+		return true
+	case "auto":
+		return tile.Worth(w, h, cmp.Or(o.processRes, defaultRes))
+	}
+	return false
 }
 
 // isInputError reports errors caused by the request's images or options

@@ -61,6 +61,17 @@ type DepthRequest struct {
 	// alignment reports the fit). Not with cameras or the gs_ply export.
 	AlignPoints []AlignPoint `json:"align_points,omitempty"`
 
+	// Tile runs each image on overlapping tiles at full detail plus one
+	// global pass, merged into one map at the image size (detail in large
+	// photos): "on", "auto" (images whose longer side is at least 4× the
+	// process resolution) or "off" (default). Each image runs alone
+	// (several images of a DA3 any-view model need independent); not with
+	// processed_size, include_points, exports or cameras. TileSize is the
+	// tiles' side in pixels of the image (0: a quarter of the longer side,
+	// within 1–4× the process resolution).
+	Tile     string `json:"tile,omitempty"`
+	TileSize int    `json:"tile_size,omitempty"`
+
 	// Outputs wanted. With none of the include_* flags set, depth,
 	// confidence, pose and sky are returned (those the model has).
 	IncludeDepth      bool `json:"include_depth,omitempty"`
@@ -390,6 +401,9 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 	if err := p.validateAlign(); err != nil {
 		return err
 	}
+	if err := p.validateTile(m); err != nil {
+		return err
+	}
 	if err := p.validateModelOutputs(m); err != nil {
 		return err
 	}
@@ -519,7 +533,7 @@ func (p *parsed) runOptions() runOptions {
 	q := p.req
 	return runOptions{processRes: q.ProcessRes, method: q.ProcessResMethod, refView: q.RefView, processedSize: q.ProcessedSize,
 		intrinsics: q.Intrinsics, rayPose: q.RayPose, raySeed: q.RaySeed, cameras: q.Cameras, gaussians: slices.Contains(q.Exports, "gs_ply"),
-		align: alignSamples(q.AlignPoints, len(p.images))}
+		align: alignSamples(q.AlignPoints, len(p.images)), tile: q.Tile, tileSize: q.TileSize}
 }
 
 // wants reports which maps and cameras the response carries.

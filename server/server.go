@@ -436,7 +436,7 @@ func (s *Server) run(ctx context.Context, in *instance, p *parsed, m ModelInfo) 
 	}
 	decoded = time.Now()
 	q := p.req
-	out, err := in.run(ctx, imgs, p.names, p.runOptions(), q.Independent)
+	out, err := in.run(ctx, imgs, p.names, p.runOptions(), q.Independent || q.tiling()) // tiles run each image alone
 	if err != nil {
 		return nil, nil, decoded, err
 	}

@@ -24,7 +24,7 @@ const (
 // autoTileFactor: -tile auto tiles an image whose longer side is at least
 // this many times the process resolution, where the global pass sees it
 // at a quarter of its resolution or coarser.
-const autoTileFactor = 4
+const autoTileFactor = tile.AutoFactor
 
 func (m *tileMode) String() string {
 	switch *m {
@@ -110,7 +110,7 @@ func (f *tileFlags) tiles(w, h, res int) bool {
 	case tileOn:
 		return true
 	case tileAuto:
-		return max(w, h) >= autoTileFactor*res
+		return tile.Worth(w, h, res)
 	}
 	return false
 }

@@ -21,6 +21,16 @@ type Layout struct {
 	cols, rows    axis
 }
 
+// AutoFactor: Worth tiles an image whose longer side is at least this many
+// times the process resolution (each tile then seen about AutoFactor times
+// finer than the whole image).
+const AutoFactor = 4
+
+// Worth reports whether tiling a w×h image at process resolution res shows
+// the network markedly more detail than one run: its longer side is at
+// least AutoFactor·res.
+func Worth(w, h, res int) bool { return max(w, h) >= AutoFactor*res }
+
 // AutoSize is the tile side Plan chooses for a w×h image at process
 // resolution res: a quarter of the longer side, so the network sees each
 // tile about four times finer than the whole image, but at least res
