@@ -316,14 +316,8 @@ func (s *glbScene) addMesh(name string, mode int, pos []float32, rgba []uint8) {
 		return b
 	})
 	colView := s.addView(func(b []byte) []byte { return append(b, rgba...) })
-	lo, hi := []float64{math.Inf(1), math.Inf(1), math.Inf(1)}, []float64{math.Inf(-1), math.Inf(-1), math.Inf(-1)}
-	for i, v := range pos {
-		lo[i%3], hi[i%3] = min(lo[i%3], float64(v)), max(hi[i%3], float64(v))
-	}
-	clo, chi := []float64{255, 255, 255, 255}, []float64{0, 0, 0, 0}
-	for i, v := range rgba {
-		clo[i%4], chi[i%4] = min(clo[i%4], float64(v)), max(chi[i%4], float64(v))
-	}
+	lo, hi := bounds(pos, 3)
+	clo, chi := bounds(rgba, 4)
 	acc := len(s.doc.Accessors)
 	s.doc.Accessors = append(s.doc.Accessors,
 		gltfAccessor{BufferView: posView, ComponentType: gltfFloat, Count: n, Type: "VEC3", Max: hi, Min: lo},

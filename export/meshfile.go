@@ -200,10 +200,7 @@ func (s *glbScene) addTriangles(name string, pos, nrm []float32, rgba []uint8, f
 	s.doc.BufferViews[idxView].Target = gltfElementArrayBuffer
 	lo, hi := bounds(pos, 3)
 	nlo, nhi := bounds(nrm, 3)
-	clo, chi := []float64{255, 255, 255, 255}, []float64{0, 0, 0, 0}
-	for i, v := range rgba {
-		clo[i%4], chi[i%4] = min(clo[i%4], float64(v)), max(chi[i%4], float64(v))
-	}
+	clo, chi := bounds(rgba, 4)
 	acc := len(s.doc.Accessors)
 	s.doc.Accessors = append(s.doc.Accessors,
 		gltfAccessor{BufferView: posView, ComponentType: gltfFloat, Count: n, Type: "VEC3", Max: hi, Min: lo},
@@ -219,7 +216,7 @@ func (s *glbScene) addTriangles(name string, pos, nrm []float32, rgba []uint8, f
 }
 
 // bounds are the per-component minimum and maximum of v (k components per element).
-func bounds(v []float32, k int) (lo, hi []float64) {
+func bounds[T float32 | uint8](v []T, k int) (lo, hi []float64) {
 	lo, hi = make([]float64, k), make([]float64, k)
 	for i := range k {
 		lo[i], hi[i] = math.Inf(1), math.Inf(-1)
