@@ -52,3 +52,45 @@ func TestLoopClosureRemovesDrift(t *testing.T) {
 	}
 	assert.Positive(t, accepted)
 }
+
+// TestLoopClosureRecorded: the optimised transforms live in the manifest; Open applies them while the
+// windows' chained transforms are those they came from, a resumed run finds the same loops, and a run
+// without loop closure goes back to the chain.
+func TestLoopClosureRecorded(t *testing.T) {
+	dir := t.TempDir()
+	s := loopScene()
+	r, _, err := runSynth(t, s, dir, 16, 4, nil)
+	require.NoError(t, err)
+	require.NotNil(t, r.man.Graph)
+	opened, err := Open(dir)
+	require.NoError(t, err)
+	chained := make([]Sim3, len(r.Windows()))
+	for w := range chained {
+		assert.Equal(t, r.ToWorld(w), opened.ToWorld(w), "window %d", w)
+		c := r.man.Graph.Chained[w]
+		chained[w] = Sim3{S: c.Scale, R: c.Rotation, T: c.Translation}
+	}
+	assert.NotEqual(t, chained[len(chained)-1], opened.ToWorld(len(chained)-1), "the last window moved")
+
+	// Resumed: nothing runs again, the same transforms.
+	s2 := loopScene()
+	r2, st, err := runSynth(t, s2, dir, 16, 4, nil)
+	require.NoError(t, err)
+	assert.Equal(t, st.Windows, st.Resumed)
+	for w := range chained {
+		assert.Equal(t, r.ToWorld(w), r2.ToWorld(w), "window %d", w)
+	}
+	// Without loop closure: the chain.
+	r3, _, err := runSynth(t, loopScene(), dir, 16, 4, func(o *Options) { o.Loop.Off = true })
+	require.NoError(t, err)
+	assert.Nil(t, r3.man.Graph)
+	for w := range chained {
+		assert.Equal(t, chained[w], r3.ToWorld(w), "window %d", w)
+	}
+	// A graph whose chained transforms are not the windows' any more is ignored.
+	g := *r.man.Graph
+	g.Chained = append([]sim3JSON(nil), g.Chained...)
+	g.Chained[2].Scale *= 1.01
+	_, ok := g.optimised(chained)
+	assert.False(t, ok)
+}
