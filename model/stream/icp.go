@@ -398,12 +398,19 @@ func (s *surface) project(p [3]float64) (x, y int, z float64, ok bool) {
 }
 
 // associate pairs the source points, moved by a, with target points: the same pixel (samePixel), or the
-// nearest within Radius pixels of where they project; pairs further apart than Gate × depth are dropped.
+// nearest within Radius pixels of where they project, dropping pairs further apart than Gate × depth.
 func (ic *icp) associate(a Sim3, samePixel bool) []match {
 	ic.pair = ic.pair[:0]
 	r := ic.opt.Radius
 	for i, sp := range ic.src {
 		s := &ic.dst[sp.view]
+		if samePixel {
+			// The same pixel of the same frame: the pair whatever the seed, no gate.
+			if s.wt[sp.pix] > 0 {
+				ic.pair = append(ic.pair, match{i: i, q: s.pts[sp.pix], n: s.nrm[sp.pix], w: math.Sqrt(sp.w * s.wt[sp.pix])})
+			}
+			continue
+		}
 		p := a.Apply(sp.p)
 		x, y, z, ok := s.project(p)
 		if !ok {
@@ -411,22 +418,14 @@ func (ic *icp) associate(a Sim3, samePixel bool) []match {
 		}
 		gate := ic.opt.Gate * z
 		best, bd := -1, gate*gate
-		if samePixel {
-			if s.wt[sp.pix] > 0 {
-				if d := dist2(s.pts[sp.pix], p); d <= bd {
-					best = sp.pix
+		for yy := max(0, y-r); yy <= min(s.h-1, y+r); yy++ {
+			for xx := max(0, x-r); xx <= min(s.w-1, x+r); xx++ {
+				j := yy*s.w + xx
+				if s.wt[j] == 0 {
+					continue
 				}
-			}
-		} else {
-			for yy := max(0, y-r); yy <= min(s.h-1, y+r); yy++ {
-				for xx := max(0, x-r); xx <= min(s.w-1, x+r); xx++ {
-					j := yy*s.w + xx
-					if s.wt[j] == 0 {
-						continue
-					}
-					if d := dist2(s.pts[j], p); d < bd {
-						best, bd = j, d
-					}
+				if d := dist2(s.pts[j], p); d < bd {
+					best, bd = j, d
 				}
 			}
 		}
