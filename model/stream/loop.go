@@ -209,8 +209,8 @@ func findCandidates(cams []frameCam, scale float64, opt LoopOptions) []loopCandi
 	return out
 }
 
-// LoopStats describe one verified loop.
-type LoopStats struct {
+// loopStats describe one verified loop.
+type loopStats struct {
 	// I, J are the windows (I < J), Frames the frame pairs it was aligned on.
 	I, J   int
 	Frames [][2]int
@@ -233,7 +233,6 @@ type loopCloser struct {
 	fixed   bool // rigid (windows in metres)
 	toWorld []Sim3
 	cache   map[int]*storedWindow
-	log     *slog.Logger
 }
 
 // window returns window w's stored results (raw, in its frame), keeping the last few read.
@@ -257,8 +256,8 @@ func (lc *loopCloser) window(w int) (*storedWindow, error) {
 // depths), by iterated reprojection correspondences and the robust Umeyama fit, then ICP; of the
 // alignments ICP trusts (enough pairs, every direction constrained), the one that verifies more points
 // wins.
-func (lc *loopCloser) verify(c loopCandidate) (LoopStats, error) {
-	st := LoopStats{I: c.i, J: c.j, Frames: c.frames}
+func (lc *loopCloser) verify(c loopCandidate) (loopStats, error) {
+	st := loopStats{I: c.i, J: c.j, Frames: c.frames}
 	wi, err := lc.window(c.i)
 	if err != nil {
 		return st, err
@@ -388,7 +387,7 @@ func (lc *loopCloser) inliers(pairs []viewPair, z Sim3, tol float64) (float64, i
 // closeLoops finds, verifies and closes the loops of a run whose windows have the chained transforms
 // toWorld and the cameras cams: the optimised transforms and the loops tried. With no loop accepted the
 // chained transforms are returned.
-func closeLoops(dir string, toWorld []Sim3, cams []frameCam, fixed bool, icpOpt ICPOptions, opt LoopOptions, log *slog.Logger) ([]Sim3, []LoopStats, error) {
+func closeLoops(dir string, toWorld []Sim3, cams []frameCam, fixed bool, icpOpt ICPOptions, opt LoopOptions, log *slog.Logger) ([]Sim3, []loopStats, error) {
 	opt = opt.withDefaults()
 	if len(toWorld) <= opt.MinGap {
 		return toWorld, nil, nil
@@ -409,8 +408,8 @@ func closeLoops(dir string, toWorld []Sim3, cams []frameCam, fixed bool, icpOpt 
 	slices.Sort(depths)
 	scale := depths[len(depths)/2]
 	cands := findCandidates(cams, scale, opt)
-	lc := &loopCloser{dir: dir, opt: opt, icp: icpOpt, fixed: fixed, toWorld: toWorld, cache: map[int]*storedWindow{}, log: log}
-	var loops []LoopStats
+	lc := &loopCloser{dir: dir, opt: opt, icp: icpOpt, fixed: fixed, toWorld: toWorld, cache: map[int]*storedWindow{}}
+	var loops []loopStats
 	edges := make([]GraphEdge, 0, len(toWorld)-1+len(cands))
 	for k := 1; k < len(toWorld); k++ {
 		edges = append(edges, GraphEdge{I: k - 1, J: k, Z: toWorld[k-1].Inverse().Compose(toWorld[k])})
