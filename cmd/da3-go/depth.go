@@ -541,9 +541,11 @@ func (f *depthFlags) depthStreamed(ctx context.Context, m da3.Runner, in *inputs
 		out = filepath.Dir(in.names[0])
 	}
 	cfg := m.Config()
-	rec, err := runStreamed(ctx, m, f.modelFlags.frames(in.paths, imageNames(in.names), f.rotates(m.Capabilities())), lay, &f.streamFlags,
-		f.streamDir(out), f.fingerprint(cfg), opt, f.quiet, stderr,
-		func(win stream.Window, views []model.Result) error {
+	// Each frame's maps as its window finishes; with loop closure, which moves the windows once they are
+	// all done, from the merged run at the end.
+	var onWindow func(win stream.Window, views []model.Result) error
+	if !f.streamFlags.loop {
+		onWindow = func(win stream.Window, views []model.Result) error {
 			for i := win.OwnStart; i < win.OwnEnd; i++ {
 				r := views[i-win.Start]
 				if err := write(i, &r); err != nil {
@@ -551,9 +553,23 @@ func (f *depthFlags) depthStreamed(ctx context.Context, m da3.Runner, in *inputs
 				}
 			}
 			return nil
-		})
+		}
+	}
+	rec, err := runStreamed(ctx, m, f.modelFlags.frames(in.paths, imageNames(in.names), f.rotates(m.Capabilities())), lay, &f.streamFlags,
+		f.streamDir(out), f.fingerprint(cfg), opt, f.quiet, stderr, onWindow)
 	if err != nil {
 		return err
+	}
+	if onWindow == nil {
+		for i := range rec.Len() {
+			r, err := rec.Result(i)
+			if err != nil {
+				return err
+			}
+			if err := write(i, &r); err != nil {
+				return err
+			}
+		}
 	}
 	finishStream(rec, &f.streamFlags, stderr)
 	return nil

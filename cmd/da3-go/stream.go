@@ -26,6 +26,7 @@ type streamFlags struct {
 	window, overlap  int
 	dir              string
 	keep, restart    bool
+	icp, loop        bool
 }
 
 // maxAutoWindow caps the window chosen from the memory available: past it a window costs more per frame
@@ -45,6 +46,8 @@ func (f *streamFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dir, "stream-dir", "", "directory of the windows' results (default: <output directory>/stream)")
 	fs.BoolVar(&f.keep, "keep-windows", false, "keep the windows' results when the run is done (removed by default once the outputs are written)")
 	fs.BoolVar(&f.restart, "restart", false, "discard the windows of an earlier run in the stream directory instead of resuming it")
+	fs.BoolVar(&f.icp, "icp", false, "refine each seam's Sim(3) by point-to-plane ICP between the shared frames (off: on the synthetic tests the same-pixel fit is the more accurate; loops are refined by ICP regardless)")
+	fs.BoolVar(&f.loop, "loop-closure", true, "when the camera comes back to a place seen windows before, align those windows directly and spread the drift over the chain (Sim(3) pose graph); -loop-closure=false keeps the chained windows")
 }
 
 // check validates the flags against the command's others.
@@ -284,6 +287,7 @@ func runStreamed(ctx context.Context, m da3.Runner, frames []stream.Frame, lay l
 	defer finish()
 	r, st, err := stream.Run(ctx, m, frames, stream.Options{Window: lay.window, Overlap: lay.overlap, Run: opt, Dir: dir,
 		Fingerprint: fingerprint, Restart: sf.restart, OnWindow: onWindow, Logger: slog.Default(),
+		ICP: stream.ICPOptions{Seams: sf.icp}, Loop: stream.LoopOptions{Off: !sf.loop},
 		Progress: func(done, total int) {
 			collect() // between windows: the finished window's buffers are garbage (see collect)
 			update(int64(done), int64(total))

@@ -207,6 +207,15 @@ func TestDepthStream(t *testing.T) {
 	assert.Len(t, d, 64*48, "maps at the image size")
 	assert.NoDirExists(t, filepath.Join(out, "stream"))
 
+	// Seams refined by ICP, no loop closure: the maps are written as the windows finish, the same frames.
+	out2 := t.TempDir()
+	code, stdout, stderr = runCLI("depth", "-model", m, "-threads", "1", "-process-res", "56", "-stream", "-window", "6", "-overlap", "2",
+		"-icp", "-loop-closure=false", "-format", "npy", "-o", out2, in)
+	require.Equal(t, 0, code, stderr)
+	for i := range 13 {
+		assert.Contains(t, stdout, filepath.Join(out2, fmt.Sprintf("%05d_depth.npy", i)))
+	}
+
 	// Errors: flags that exclude each other, models that cannot stream.
 	for _, tc := range []struct {
 		args []string

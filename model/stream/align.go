@@ -55,6 +55,8 @@ type AlignStats struct {
 	RMS float64
 	// Iterations of re-weighting run.
 	Iterations int
+	// ICP describes the point-to-plane refinement that followed (nil when none ran).
+	ICP *ICPStats
 }
 
 // RobustUmeyama fits src onto dst as Umeyama does, then re-weights the points Huber-style (iteratively

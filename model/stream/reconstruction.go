@@ -67,7 +67,30 @@ func Open(dir string) (*Reconstruction, error) {
 			r.owner[f] = w.Index
 		}
 	}
+	if opt, ok := m.Graph.optimised(r.toWorld); ok {
+		r.toWorld = opt
+	}
 	return r, nil
+}
+
+// optimised returns the transforms loop closure gave the windows, when there are some and the windows'
+// chained transforms are still those they were computed from.
+func (g *graphRecord) optimised(chained []Sim3) ([]Sim3, bool) {
+	if g == nil || len(g.Chained) != len(chained) || len(g.ToWorld) != len(chained) {
+		return nil, false
+	}
+	out := make([]Sim3, len(chained))
+	for i := range chained {
+		if c := g.Chained[i]; (Sim3{S: c.Scale, R: c.Rotation, T: c.Translation}) != chained[i] {
+			return nil, false
+		}
+		s, err := g.ToWorld[i].sim3()
+		if err != nil {
+			return nil, false
+		}
+		out[i] = s
+	}
+	return out, true
 }
 
 // Dir is the run's directory.
@@ -82,7 +105,7 @@ func (r *Reconstruction) Names() []string { return slices.Clone(r.man.Frames) }
 // Windows is the run's plan.
 func (r *Reconstruction) Windows() []Window { return slices.Clone(r.man.Windows) }
 
-// ToWorld is the transform from window w's frame to the run's.
+// ToWorld is the transform from window w's frame to the run's (after loop closure, when it found loops).
 func (r *Reconstruction) ToWorld(w int) Sim3 { return r.toWorld[w] }
 
 // window returns window w's stored results, reading its file unless it is the one read last.

@@ -79,6 +79,15 @@ type alignMeta struct {
 	Points, Valid, Iterations int
 	ConfThreshold             *float64 `json:",omitempty"`
 	RMS                       float64
+	ICP                       *icpMeta `json:",omitempty"`
+}
+
+// icpMeta records a seam's ICP refinement: kept or why not, the seam error before and after.
+type icpMeta struct {
+	Kept          bool
+	Reason        string  `json:",omitempty"`
+	Steps, Pairs  int     `json:",omitempty"`
+	Before, After float64 `json:",omitempty"`
 }
 
 type viewMeta struct {
@@ -139,6 +148,9 @@ func newWindowMeta(rec windowRecord, res []model.Result) (windowMeta, error) {
 		Conf: res[0].Conf != nil, Sky: res[0].Sky != nil, RGB: res[0].RGB != nil}
 	if st := rec.Align; st != nil {
 		meta.Align = &alignMeta{Points: st.Points, Valid: st.Valid, Iterations: st.Iterations, RMS: st.RMS}
+		if ic := st.ICP; ic != nil {
+			meta.Align.ICP = &icpMeta{Kept: ic.Kept, Reason: ic.Reason, Steps: ic.Iterations, Pairs: ic.Points, Before: finite(ic.Before), After: finite(ic.After)}
+		}
 		if !math.IsNaN(st.ConfThreshold) {
 			c := st.ConfThreshold
 			meta.Align.ConfThreshold = &c
@@ -510,6 +522,14 @@ func alignInPlace(r model.Result, toWorld Sim3) model.Result {
 	c.Extrinsics = toWorld.Camera(c.Extrinsics)
 	r.Camera = &c
 	return r
+}
+
+// finite is x, or 0 for NaN and infinities (JSON has no such numbers).
+func finite(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	return x
 }
 
 // errCorrupt is wrapped by the errors of window files whose arrays do not match their checksums.

@@ -78,6 +78,13 @@ type Options struct {
 	// Align tunes the alignment of each window to the one before it (by default a similarity, or a rigid
 	// transform for windows whose depth is in metres).
 	Align AlignOptions
+	// ICP tunes the point-to-plane refinement of the alignments: of the seams when ICP.Seams, of the loop
+	// closures always.
+	ICP ICPOptions
+	// Loop tunes loop closure (on unless Loop.Off): the merged outputs (Reconstruction) use the windows'
+	// transforms optimised over the seams and the loops found; OnWindow, called as the windows finish,
+	// sees them chained.
+	Loop LoopOptions
 	// Dir receives the windows' results (window-NNNNN.npz) and the run's manifest (stream.json).
 	Dir string
 	// Fingerprint identifies the model and settings (the model file's identity, process resolution,
@@ -88,9 +95,10 @@ type Options struct {
 	Fingerprint string
 	// Restart discards the windows of a previous run in Dir.
 	Restart bool
-	// OnWindow, when set, is called in order with every window and its views in the run's world frame
-	// (frames [Start, End); the merged outputs take [OwnStart, OwnEnd) from it), also for windows a
-	// resumed run read back from Dir.
+	// OnWindow, when set, is called in order with every window and its views in the run's world frame as
+	// chained so far (frames [Start, End); the merged outputs take [OwnStart, OwnEnd) from it), also for
+	// windows a resumed run read back from Dir. Loop closure, after the last window, moves the windows
+	// again: read the final views from the Reconstruction.
 	OnWindow func(w Window, views []model.Result) error
 	// Progress, when set, is called with the frames finished so far and the total.
 	Progress func(done, total int)
@@ -114,6 +122,25 @@ type manifest struct {
 	Keys        []string `json:"keys"`
 	Windows     []Window `json:"windows"`
 	Files       []string `json:"files"`
+	// Graph holds the windows' transforms after loop closure (none without loops).
+	Graph *graphRecord `json:"graph,omitempty"`
+}
+
+// graphRecord is the outcome of loop closure: the windows' transforms it was computed from (chained, as
+// their files hold them: it applies only while they are unchanged), the optimised ones, and the loops.
+type graphRecord struct {
+	Chained []sim3JSON   `json:"chained"`
+	ToWorld []sim3JSON   `json:"to_world"`
+	Loops   []loopRecord `json:"loops"`
+}
+
+type loopRecord struct {
+	Windows  [2]int   `json:"windows"`
+	Frames   [][2]int `json:"frames"`
+	Inliers  float64  `json:"inliers"`
+	Points   int      `json:"points"`
+	Accepted bool     `json:"accepted"`
+	Weight   float64  `json:"weight,omitempty"`
 }
 
 const manifestName = "stream.json"
@@ -150,6 +177,9 @@ func Run(ctx context.Context, scene Scene, frames []Frame, opt Options) (*Recons
 		if err := r.window(ctx, w); err != nil {
 			return nil, r.st, err
 		}
+	}
+	if err := r.closeLoops(); err != nil {
+		return nil, r.st, err
 	}
 	rec, err := Open(opt.Dir)
 	return rec, r.st, err
@@ -197,6 +227,43 @@ type runner struct {
 	prevG    Sim3           // the previous window's transform to the run's frame
 	size     [2]int         // the maps' size (the first window's)
 	realign  bool           // a window before ran again: the resumed ones after it are aligned again
+	toWorld  []Sim3         // the windows' chained transforms so far
+	cams     []frameCam     // their frames' cameras, chained
+	fixed    bool           // windows aligned rigidly
+}
+
+// closeLoops runs loop closure over the finished windows (unless it is off) and records its outcome in
+// the manifest, where Open finds it.
+func (r *runner) closeLoops() error {
+	r.man.Graph = nil
+	if !r.opt.Loop.Off {
+		nodes, loops, err := closeLoops(r.opt.Dir, r.toWorld, r.cams, r.fixed, r.opt.ICP, r.opt.Loop, r.log)
+		if err != nil {
+			return err
+		}
+		if len(loops) > 0 {
+			g := &graphRecord{}
+			for i := range nodes {
+				a, b := r.toWorld[i], nodes[i]
+				g.Chained = append(g.Chained, sim3JSON{a.S, a.R, a.T})
+				g.ToWorld = append(g.ToWorld, sim3JSON{b.S, b.R, b.T})
+			}
+			for _, l := range loops {
+				g.Loops = append(g.Loops, loopRecord{Windows: [2]int{l.I, l.J}, Frames: l.Frames, Inliers: l.Inliers, Points: l.Points, Accepted: l.Accepted, Weight: l.Weight})
+			}
+			r.man.Graph = g
+		}
+	}
+	return writeManifest(r.opt.Dir, r.man)
+}
+
+// writeManifest writes <dir>/stream.json.
+func writeManifest(dir string, man manifest) error {
+	js, err := json.MarshalIndent(man, "", " ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, manifestName), js)
 }
 
 // window resumes window w from its file, or runs it when there is none usable, then hands it on.
@@ -313,22 +380,46 @@ func (r *runner) alignRan(w Window, raw []model.Result) (Sim3, *AlignStats, erro
 	return g, &as, nil
 }
 
-// alignToPrev aligns window w's raw results to the previous window's on the frames they share: the
-// transform from w's frame to the previous window's, the alignment's stats and the number of frames shared.
+// alignToPrev aligns window w's raw results to the previous window's on the frames they share (the
+// Umeyama fit, refined by ICP unless it is off): the transform from w's frame to the previous window's,
+// the alignment's stats and the number of frames shared.
 func (r *runner) alignToPrev(w Window, raw []model.Result) (Sim3, AlignStats, int, error) {
 	shared := r.prev[w.Start-r.prevFrom:]
 	s, as, err := Align(shared, raw[:len(shared)], r.opt.Align)
 	if err != nil {
 		return s, as, 0, fmt.Errorf("window %d (frames %d–%d) to window %d: %w", w.Index, w.Start, w.End-1, w.Index-1, err)
 	}
-	return s, as, len(shared), nil
+	if !r.opt.ICP.Seams {
+		return s, as, len(shared), nil
+	}
+	refined, ist, err := RefineSeam(shared, raw[:len(shared)], s, r.fixedScale(raw), r.opt.ICP)
+	if err != nil {
+		return s, as, 0, fmt.Errorf("window %d (frames %d–%d) to window %d: %w", w.Index, w.Start, w.End-1, w.Index-1, err)
+	}
+	as.ICP = &ist
+	if !ist.Kept {
+		r.log.Info("stream: seam kept at the Umeyama fit", "window", w.Index, "reason", ist.Reason)
+		return s, as, len(shared), nil
+	}
+	r.log.Debug("stream: seam refined by ICP", "window", w.Index, "steps", ist.Iterations, "pairs", ist.Points,
+		"seam_error_before", ist.Before, "seam_error_after", ist.After)
+	return refined, as, len(shared), nil
+}
+
+// fixedScale says whether windows are aligned rigidly: ScaleFixed, or ScaleAuto for depth in metres.
+func (r *runner) fixedScale(raw []model.Result) bool {
+	sc := r.opt.Align.Scale
+	return sc == ScaleFixed || sc == ScaleAuto && len(raw) > 0 && raw[0].Unit == model.Metres
 }
 
 // finish hands window w on (OnWindow, Progress) and keeps the frames the next window shares.
 func (r *runner) finish(w Window, raw []model.Result, g Sim3) error {
 	if len(raw) > 0 && r.size == [2]int{} {
 		r.size = [2]int{raw[0].Width, raw[0].Height}
+		r.fixed = r.fixedScale(raw)
 	}
+	r.toWorld = append(r.toWorld, g)
+	r.cams = append(r.cams, camerasOf(w, raw, g)...)
 	if r.opt.OnWindow != nil {
 		views := make([]model.Result, len(raw))
 		for i := range raw {
@@ -430,11 +521,7 @@ func prepareDir(dir string, man manifest, restart bool, log *slog.Logger) error 
 			}
 		}
 	}
-	js, err := json.MarshalIndent(man, "", " ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(path, js)
+	return writeManifest(dir, man)
 }
 
 // manifestDiff names the first difference between two runs' manifests, "" when they are the same run.

@@ -41,6 +41,23 @@ func synthFrames(n, w, h int, opens *[]int, mu *sync.Mutex) []Frame {
 type room struct {
 	w, h int
 	k    [3][3]float64
+	// closed: the camera goes once around the loop (frame n is frame 0), instead of 70 % of it.
+	closed bool
+	// boxes are solid boxes inside the room, lo and hi corners.
+	boxes [][2][3]float64
+}
+
+// furnished are boxes off the camera's path: a pillar in the middle, crates on the floor by the walls, a
+// shelf.
+var furnished = [][2][3]float64{
+	{{-0.4, -2, -0.4}, {0.4, 2, 0.4}},
+	{{3.8, 0.5, -1}, {5, 2, 1}},
+	{{-1, 1, 4.8}, {1, 2, 6}},
+	{{-5, -2, 2}, {-4, 0, 3.5}},
+	{{-1.5, 1.2, -2.5}, {-0.5, 2, -1.5}},
+	{{1.5, 1.5, 1.5}, {2.2, 2, 2.2}},
+	{{4, 1, 2.5}, {5, 2, 3.5}},
+	{{4.5, -1, 4.5}, {5, -0.5, 5.5}},
 }
 
 func newRoom(w, h int) room {
@@ -51,7 +68,11 @@ func newRoom(w, h int) room {
 // pose returns frame i's world-to-camera extrinsics: position on an ellipse, heading along it, a slight
 // pitch wobble.
 func (r room) pose(i, n int) [3][4]float64 {
-	t := 2 * math.Pi * float64(i) / float64(max(n, 2)) * 0.7
+	frac := 0.7
+	if r.closed {
+		frac = 1
+	}
+	t := 2 * math.Pi * float64(i) / float64(max(n, 2)) * frac
 	pos := [3]float64{3 * math.Sin(t), 0.3 * math.Sin(5*t), 4 * math.Cos(t)}
 	yaw := t + math.Pi/2 + 0.4*math.Sin(3*t)
 	pitch := 0.1 * math.Sin(7*t)
@@ -93,10 +114,31 @@ func (r room) render(e [3][4]float64) []float32 {
 					}
 				}
 			}
+			for _, b := range r.boxes {
+				if t, ok := rayBox(o, dw, b); ok && t < best {
+					best = t
+				}
+			}
 			d[y*r.w+x] = float32(best) // dc has z = 1, so t is the depth along the optical axis
 		}
 	}
 	return d
+}
+
+// rayBox is the distance along o + t·d to a box seen from outside (slab method).
+func rayBox(o, d [3]float64, b [2][3]float64) (float64, bool) {
+	lo, hi := math.Inf(-1), math.Inf(1)
+	for a := range 3 {
+		if d[a] == 0 {
+			if o[a] < b[0][a] || o[a] > b[1][a] {
+				return 0, false
+			}
+			continue
+		}
+		t1, t2 := (b[0][a]-o[a])/d[a], (b[1][a]-o[a])/d[a]
+		lo, hi = max(lo, min(t1, t2)), min(hi, max(t1, t2))
+	}
+	return lo, hi >= lo && lo > 0
 }
 
 // windowScene is a fake Scene with known geometry: each MultiView answers the frames' true depth and
@@ -113,8 +155,18 @@ type windowScene struct {
 	failAt    int      // call index that fails (−1: none)
 	failErr   error    // its error
 	poseNoise float64  // radians of random rotation added to each camera
-	mu        sync.Mutex
-	truth     map[int][]float32
+	// drift is injected at every seam: in each window but the first, the first driftFrames frames (those it
+	// shares with the window before) are described in the window's frame moved by Exp(drift +
+	// driftJitter·N(0, 1)) (about the window's first camera), so the seam's alignment on them is off by
+	// that, and the chain of windows drifts by it at every seam.
+	drift       Vec7
+	driftJitter float64
+	driftFrames int
+	// outliers is the fraction of pixels whose depth is off by a factor drawn in [0.6, 1.4] (flying pixels,
+	// wrong depth at edges), at confidences like the others'.
+	outliers float64
+	mu       sync.Mutex
+	truth    map[int][]float32
 }
 
 func (s *windowScene) depth(i int) []float32 {
@@ -146,24 +198,30 @@ func (s *windowScene) MultiView(ctx context.Context, imgs []model.Image, opt mod
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ref := s.room.pose(idx[0], s.n)
-	med := median32(s.depth(idx[0]))
-	// GT world → window frame: X_w = (1/med)·(R_ref·X + t_ref).
-	a := extrinsicsToSim3(ref)
-	if !s.rigid {
-		a.S = 1 / med
-		a.T = [3]float64{a.T[0] / med, a.T[1] / med, a.T[2] / med}
-	}
+	a0 := s.windowFrame(idx[0])
 	r := rand.New(rand.NewPCG(uint64(idx[0]), uint64(len(idx))))
+	bend := s.drift
+	if s.driftJitter > 0 {
+		for k := range bend {
+			bend[k] += s.driftJitter * r.NormFloat64()
+		}
+	}
 	out := make([]model.Result, len(idx))
 	W, H := s.room.w, s.room.h
 	for k, i := range idx {
 		gt := s.depth(i)
+		a := a0
+		if bend != (Vec7{}) && idx[0] > 0 && k < s.driftFrames {
+			a = Exp(bend).Compose(a0)
+		}
 		d := make([]float32, len(gt))
 		c := make([]float32, len(gt))
 		for p := range gt {
 			d[p] = float32(float64(gt[p]) * a.S * (1 + s.noise*r.NormFloat64()))
 			c[p] = 1 + 2*r.Float32()
+			if s.outliers > 0 && r.Float64() < s.outliers {
+				d[p] *= float32(0.6 + 0.8*r.Float64())
+			}
 		}
 		e := a.Camera(s.room.pose(i, s.n))
 		if s.poseNoise > 0 {
@@ -181,6 +239,18 @@ func (s *windowScene) MultiView(ctx context.Context, imgs []model.Image, opt mod
 	return out, nil
 }
 
+// windowFrame is the transform from the true world to the frame of a window whose first frame is first:
+// that camera's frame, scaled so that its median depth is 1 (unless rigid).
+func (s *windowScene) windowFrame(first int) Sim3 {
+	a := extrinsicsToSim3(s.room.pose(first, s.n))
+	if !s.rigid {
+		med := median32(s.depth(first))
+		a.S = 1 / med
+		a.T = [3]float64{a.T[0] / med, a.T[1] / med, a.T[2] / med}
+	}
+	return a
+}
+
 func scaleK(k [3][3]float64, f float64) [3][3]float64 {
 	return [3][3]float64{{k[0][0] * f, 0, k[0][2] * f}, {0, k[1][1] * f, k[1][2] * f}, {0, 0, 1}}
 }
@@ -196,11 +266,6 @@ func median32(v []float32) float64 {
 }
 
 var errBoom = errors.New("boom")
-
-// cameraCentre returns the centre −Rᵀ·t of world-to-camera extrinsics.
-func cameraCentre(e [3][4]float64) [3]float64 {
-	return extrinsicsToSim3(e).Inverse().T
-}
 
 // trajectoryError aligns the estimated camera centres to the true ones with one Sim(3) (as absolute
 // trajectory error is measured) and returns the RMS centre error relative to the true trajectory's RMS

@@ -1,0 +1,449 @@
+package stream
+
+import (
+	"cmp"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+
+	"github.com/da3-go/da3-go/model"
+)
+
+// LoopOptions tune loop closure: after the last window, windows far apart in the sequence whose cameras
+// are close (a place seen again) are aligned directly, and the windows' transforms are re-estimated by a
+// Sim(3) pose-graph optimisation over the seams and these loops. The zero value uses the defaults.
+type LoopOptions struct {
+	// Off skips loop closure: the windows keep their chained transforms.
+	Off bool
+	// MinGap: only windows at least MinGap apart in the sequence are candidates (default 3).
+	MinGap int
+	// MaxDistance: a candidate has a frame whose camera centre is within MaxDistance × the scene's median
+	// depth of one of the other window's, after the chaining (default 0.5).
+	MaxDistance float64
+	// MaxAngle: … and whose viewing directions differ by at most MaxAngle degrees (default 30).
+	MaxAngle float64
+	// MinTravel: … and the camera went away in between: it travelled at least MinTravel × the scene's
+	// median depth along the chained trajectory, or turned by 180° or more (default 2). Windows a few
+	// apart along a path see the same places without the trajectory having closed a loop.
+	MinTravel float64
+	// Pairs is the number of frame pairs (the closest) a candidate is verified and aligned on (default 2).
+	Pairs int
+	// PerWindow caps the candidates of each window with the windows before it, the closest first (default 2).
+	PerWindow int
+	// DepthTolerance: a point verifies a loop when, moved into the other window and projected into its
+	// frame, its depth is within DepthTolerance × that frame's depth there (default 0.05).
+	DepthTolerance float64
+	// MinInliers: a loop is accepted when at least this fraction of the points that project into the
+	// other frame verify it (default 0.6), and at least MinPoints do.
+	MinInliers float64
+	MinPoints  int // default 500
+	// Weight is a loop edge's weight relative to a seam's (default 10). Equal weights would spread the
+	// inconsistency of a cycle of n seams and one loop evenly over its n + 1 edges, leaving the window
+	// that closes it off by n/(n + 1) of one seam's drift; but the drift is in the seams (the frames two
+	// windows share are at the edge of both their contexts) while a verified loop is one direct
+	// measurement, so a loop counts as several seams.
+	Weight float64
+	// Graph tunes the pose-graph optimisation (its Length is the scene's median depth unless set).
+	Graph GraphOptions
+}
+
+func (o LoopOptions) withDefaults() LoopOptions {
+	if o.MinGap <= 0 {
+		o.MinGap = 3
+	}
+	if !(o.MaxDistance > 0) {
+		o.MaxDistance = 0.5
+	}
+	if !(o.MaxAngle > 0) {
+		o.MaxAngle = 30
+	}
+	if !(o.MinTravel > 0) {
+		o.MinTravel = 2
+	}
+	if o.Pairs <= 0 {
+		o.Pairs = 2
+	}
+	if o.PerWindow <= 0 {
+		o.PerWindow = 2
+	}
+	if !(o.DepthTolerance > 0) {
+		o.DepthTolerance = 0.05
+	}
+	if !(o.MinInliers > 0) {
+		o.MinInliers = 0.6
+	}
+	if o.MinPoints <= 0 {
+		o.MinPoints = 500
+	}
+	if !(o.Weight > 0) {
+		o.Weight = 10
+	}
+	return o
+}
+
+// maxGraphWindows caps the windows of a loop-closed run: the normal equations are solved densely (within
+// their envelope), so their memory grows with the square of the windows.
+const maxGraphWindows = 400
+
+// frameCam is a frame's camera as one window placed it in the run's frame (chained).
+type frameCam struct {
+	window, frame int
+	centre, dir   [3]float64
+	depth         float64 // median depth in the run's frame
+}
+
+// camerasOf summarises window w's views placed by g.
+func camerasOf(w Window, raw []model.Result, g Sim3) []frameCam {
+	out := make([]frameCam, 0, len(raw))
+	for k := range raw {
+		e := g.Camera(raw[k].Camera.Extrinsics)
+		out = append(out, frameCam{window: w.Index, frame: w.Start + k, centre: cameraCentre(e),
+			dir: [3]float64{e[2][0], e[2][1], e[2][2]}, depth: g.S * sampledMedian(raw[k].Depth)})
+	}
+	return out
+}
+
+// cameraCentre returns the centre −Rᵀ·t of world-to-camera extrinsics.
+func cameraCentre(e [3][4]float64) [3]float64 { return extrinsicsToSim3(e).Inverse().T }
+
+// sampledMedian is the median of the positive finite values of every 7th pixel.
+func sampledMedian(d []float32) float64 {
+	var v []float64
+	for i := 0; i < len(d); i += 7 {
+		if x := float64(d[i]); x > 0 && !math.IsInf(x, 0) {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// loopCandidate is a pair of windows whose cameras came close, and their closest frame pairs.
+type loopCandidate struct {
+	i, j   int      // windows, i < j
+	frames [][2]int // frame pairs (frame of i, frame of j), closest first
+	score  float64
+}
+
+// travel is the path length and the turning (radians) of the chained trajectory up to each frame, each
+// frame placed by the first window that holds it.
+func travel(cams []frameCam) (path, turn []float64) {
+	var frames []*frameCam
+	for i := range cams {
+		if f := cams[i].frame; f >= len(frames) {
+			frames = append(frames, make([]*frameCam, f+1-len(frames))...)
+		}
+		if frames[cams[i].frame] == nil {
+			frames[cams[i].frame] = &cams[i]
+		}
+	}
+	path, turn = make([]float64, len(frames)), make([]float64, len(frames))
+	for f := 1; f < len(frames); f++ {
+		path[f], turn[f] = path[f-1], turn[f-1]
+		if a, b := frames[f-1], frames[f]; a != nil && b != nil {
+			path[f] += math.Sqrt(dist2(a.centre, b.centre))
+			turn[f] += math.Acos(max(-1, min(1, dot3(a.dir, b.dir))))
+		}
+	}
+	return path, turn
+}
+
+// findCandidates lists the window pairs at least MinGap apart with frames within MaxDistance·scale and
+// MaxAngle of each other between which the camera went away (MinTravel); for each window, the PerWindow
+// closest earlier windows.
+func findCandidates(cams []frameCam, scale float64, opt LoopOptions) []loopCandidate {
+	type fp struct {
+		a, b  int
+		score float64
+	}
+	cosMax := math.Cos(opt.MaxAngle * math.Pi / 180)
+	path, turn := travel(cams)
+	byPair := map[[2]int][]fp{}
+	for x := range cams {
+		for y := x + 1; y < len(cams); y++ {
+			a, b := &cams[x], &cams[y]
+			if b.window-a.window < opt.MinGap {
+				continue
+			}
+			d := math.Sqrt(dist2(a.centre, b.centre)) / scale
+			c := dot3(a.dir, b.dir)
+			if d > opt.MaxDistance || c < cosMax {
+				continue
+			}
+			lo, hi := min(a.frame, b.frame), max(a.frame, b.frame)
+			if path[hi]-path[lo] < opt.MinTravel*scale && turn[hi]-turn[lo] < math.Pi {
+				continue
+			}
+			ang := math.Acos(max(-1, min(1, c))) * 180 / math.Pi
+			key := [2]int{a.window, b.window}
+			byPair[key] = append(byPair[key], fp{a.frame, b.frame, d/opt.MaxDistance + ang/opt.MaxAngle})
+		}
+	}
+	perJ := map[int][]loopCandidate{}
+	for key, list := range byPair {
+		slices.SortFunc(list, func(p, q fp) int { return cmp.Compare(p.score, q.score) })
+		c := loopCandidate{i: key[0], j: key[1], score: list[0].score}
+		usedA, usedB := map[int]bool{}, map[int]bool{}
+		for _, p := range list {
+			if len(c.frames) == opt.Pairs {
+				break
+			}
+			if usedA[p.a] || usedB[p.b] {
+				continue
+			}
+			usedA[p.a], usedB[p.b] = true, true
+			c.frames = append(c.frames, [2]int{p.a, p.b})
+		}
+		perJ[key[1]] = append(perJ[key[1]], c)
+	}
+	var out []loopCandidate
+	for _, list := range perJ {
+		slices.SortFunc(list, func(p, q loopCandidate) int { return cmp.Compare(p.score, q.score) })
+		out = append(out, list[:min(len(list), opt.PerWindow)]...)
+	}
+	slices.SortFunc(out, func(p, q loopCandidate) int { return cmp.Or(cmp.Compare(p.j, q.j), cmp.Compare(p.i, q.i)) })
+	return out
+}
+
+// loopStats describe one verified loop.
+type loopStats struct {
+	// I, J are the windows (I < J), Frames the frame pairs it was aligned on.
+	I, J   int
+	Frames [][2]int
+	// Inliers is the fraction of the points projecting into the other frame whose depth agrees, Points
+	// their number.
+	Inliers float64
+	Points  int
+	// Accepted: the loop entered the pose graph; Weight is its final robust weight there.
+	Accepted bool
+	Weight   float64
+	// Z is the transform from window J's frame to window I's.
+	Z Sim3
+}
+
+// loopCloser verifies loop candidates on the windows' stored results.
+type loopCloser struct {
+	dir     string
+	opt     LoopOptions
+	icp     ICPOptions
+	fixed   bool // rigid (windows in metres)
+	toWorld []Sim3
+	cache   map[int]*storedWindow
+}
+
+// window returns window w's stored results (raw, in its frame), keeping the last few read.
+func (lc *loopCloser) window(w int) (*storedWindow, error) {
+	if sw, ok := lc.cache[w]; ok {
+		return sw, nil
+	}
+	if len(lc.cache) >= 3 {
+		clear(lc.cache)
+	}
+	sw, err := readWindow(windowPath(lc.dir, w), nil)
+	if err != nil {
+		return nil, err
+	}
+	lc.cache[w] = sw
+	return sw, nil
+}
+
+// verify aligns candidate c's frames of window j onto those of window i, from two seeds (the chain's
+// transform, and the one that puts the first pair's cameras at one place with the scale of their median
+// depths), by iterated reprojection correspondences and the robust Umeyama fit, then ICP; of the
+// alignments ICP trusts (enough pairs, every direction constrained), the one that verifies more points
+// wins.
+func (lc *loopCloser) verify(c loopCandidate) (loopStats, error) {
+	st := loopStats{I: c.i, J: c.j, Frames: c.frames}
+	wi, err := lc.window(c.i)
+	if err != nil {
+		return st, err
+	}
+	wj, err := lc.window(c.j)
+	if err != nil {
+		return st, err
+	}
+	var pairs []viewPair
+	for _, f := range c.frames {
+		pairs = append(pairs, viewPair{src: &wj.results[f[1]-wj.meta.Window.Start], dst: &wi.results[f[0]-wi.meta.Window.Start]})
+	}
+	seeds := []Sim3{lc.toWorld[c.i].Inverse().Compose(lc.toWorld[c.j]), coincident(pairs[0], lc.fixed)}
+	for _, seed := range seeds {
+		z := lc.projectiveFit(pairs, seed)
+		mode := scaleJoint
+		if lc.fixed {
+			mode = scaleFixed
+		}
+		refined, ist, err := refineICP(pairs, z, false, mode, lc.icp)
+		if err != nil || !ist.Kept {
+			continue // not constrained enough to trust
+		}
+		frac, n := lc.inliers(pairs, refined, lc.opt.DepthTolerance)
+		if frac > st.Inliers || st.Points == 0 {
+			st.Inliers, st.Points, st.Z = frac, n, refined
+		}
+	}
+	st.Accepted = st.Inliers >= lc.opt.MinInliers && st.Points >= lc.opt.MinPoints
+	return st, nil
+}
+
+// coincident is the transform from p.src's window frame to p.dst's that puts the two cameras at one place,
+// with the ratio of their median depths as the scale (1 when fixed).
+func coincident(p viewPair, fixed bool) Sim3 {
+	k := 1.0
+	if !fixed {
+		k = sampledMedian(p.dst.Depth) / sampledMedian(p.src.Depth)
+		if !(k > 0) || math.IsInf(k, 0) {
+			k = 1
+		}
+	}
+	return extrinsicsToSim3(p.dst.Camera.Extrinsics).Inverse().Compose(Sim3{S: k, R: Identity().R}).Compose(extrinsicsToSim3(p.src.Camera.Extrinsics))
+}
+
+// projectiveFit refines a transform between the pairs' windows by reprojection: the source points, moved
+// and projected into their target frame, are paired with the target points at those pixels when the depths
+// agree within a tolerance that shrinks from 30 % to DepthTolerance, and the robust Umeyama fit of those
+// pairs is the next transform.
+func (lc *loopCloser) projectiveFit(pairs []viewPair, z Sim3) Sim3 {
+	ic := newICP(pairs, lc.icp.withDefaults())
+	scale := ScaleRMS
+	if lc.fixed {
+		scale = ScaleFixed
+	}
+	var sched []float64
+	for _, tol := range []float64{0.3, 0.2, 0.1, lc.opt.DepthTolerance} {
+		for range 8 {
+			sched = append(sched, tol)
+		}
+	}
+	for _, tol := range sched {
+		src, dst, w := lc.reprojected(ic, z, tol)
+		if len(w) < lc.opt.MinPoints/2 {
+			break
+		}
+		next, _, err := RobustUmeyama(src, dst, w, AlignOptions{Scale: scale})
+		if err != nil {
+			break
+		}
+		z = next
+	}
+	return z
+}
+
+// reprojected pairs the source points moved by z with the target points at the pixels they project to,
+// when their depths agree within tol.
+func (lc *loopCloser) reprojected(ic *icp, z Sim3, tol float64) (src, dst, w []float64) {
+	for _, sp := range ic.src {
+		s := &ic.dst[sp.view]
+		p := z.Apply(sp.p)
+		x, y, depth, ok := s.project(p)
+		if !ok {
+			continue
+		}
+		j := y*s.w + x
+		if s.wt[j] == 0 {
+			continue
+		}
+		dq := s.cam.Apply(s.pts[j])[2]
+		if math.Abs(depth-dq) > tol*dq {
+			continue
+		}
+		src = append(src, sp.p[:]...)
+		dst = append(dst, s.pts[j][:]...)
+		w = append(w, math.Sqrt(sp.w*s.wt[j]))
+	}
+	return src, dst, w
+}
+
+// inliers is the fraction of the source points moved by z that project into their target frame onto a
+// point whose depth agrees within tol, and the number of those that project onto a point.
+func (lc *loopCloser) inliers(pairs []viewPair, z Sim3, tol float64) (float64, int) {
+	ic := newICP(pairs, lc.icp.withDefaults())
+	var in, all int
+	for _, sp := range ic.src {
+		s := &ic.dst[sp.view]
+		x, y, depth, ok := s.project(z.Apply(sp.p))
+		if !ok {
+			continue
+		}
+		j := y*s.w + x
+		if s.wt[j] == 0 {
+			continue
+		}
+		all++
+		if dq := s.cam.Apply(s.pts[j])[2]; math.Abs(depth-dq) <= tol*dq {
+			in++
+		}
+	}
+	if all == 0 {
+		return 0, 0
+	}
+	return float64(in) / float64(all), in
+}
+
+// closeLoops finds, verifies and closes the loops of a run whose windows have the chained transforms
+// toWorld and the cameras cams: the optimised transforms and the loops tried. With no loop accepted the
+// chained transforms are returned.
+func closeLoops(dir string, toWorld []Sim3, cams []frameCam, fixed bool, icpOpt ICPOptions, opt LoopOptions, log *slog.Logger) ([]Sim3, []loopStats, error) {
+	opt = opt.withDefaults()
+	if len(toWorld) <= opt.MinGap {
+		return toWorld, nil, nil
+	}
+	if len(toWorld) > maxGraphWindows {
+		log.Warn("stream: loop closure skipped", "windows", len(toWorld), "max", maxGraphWindows)
+		return toWorld, nil, nil
+	}
+	var depths []float64
+	for _, c := range cams {
+		if c.depth > 0 {
+			depths = append(depths, c.depth)
+		}
+	}
+	if len(depths) == 0 {
+		return toWorld, nil, nil
+	}
+	slices.Sort(depths)
+	scale := depths[len(depths)/2]
+	cands := findCandidates(cams, scale, opt)
+	lc := &loopCloser{dir: dir, opt: opt, icp: icpOpt, fixed: fixed, toWorld: toWorld, cache: map[int]*storedWindow{}}
+	var loops []loopStats
+	edges := make([]GraphEdge, 0, len(toWorld)-1+len(cands))
+	for k := 1; k < len(toWorld); k++ {
+		edges = append(edges, GraphEdge{I: k - 1, J: k, Z: toWorld[k-1].Inverse().Compose(toWorld[k])})
+	}
+	for _, c := range cands {
+		st, err := lc.verify(c)
+		if err != nil {
+			return nil, nil, fmt.Errorf("stream: loop closure: %w", err)
+		}
+		log.Info("stream: loop candidate", "windows", fmt.Sprintf("%d-%d", c.i, c.j), "frames", c.frames,
+			"inliers", st.Inliers, "points", st.Points, "accepted", st.Accepted)
+		if st.Accepted {
+			edges = append(edges, GraphEdge{I: c.i, J: c.j, Z: st.Z, Loop: true, Weight: opt.Weight})
+		}
+		loops = append(loops, st)
+	}
+	if len(edges) == len(toWorld)-1 {
+		return toWorld, loops, nil
+	}
+	gopt := opt.Graph
+	if !(gopt.Length > 0) {
+		gopt.Length = scale
+	}
+	nodes, gst, err := OptimizeGraph(toWorld, edges, gopt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("stream: loop closure: %w", err)
+	}
+	k := 0
+	for i := range loops {
+		if loops[i].Accepted {
+			loops[i].Weight = gst.LoopWeights[k]
+			k++
+		}
+	}
+	log.Info("stream: loops closed", "loops", k, "cost_before", gst.InitialCost, "cost_after", gst.FinalCost, "steps", gst.Iterations)
+	return nodes, loops, nil
+}

@@ -1,0 +1,359 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// GraphEdge is a measurement between two windows of a run: Z is the transform from window J's frame to
+// window I's, so that the windows' transforms to the run's frame satisfy G_I⁻¹·G_J ≈ Z.
+type GraphEdge struct {
+	I, J int
+	Z    Sim3
+	// Weight scales the edge's information (0 means 1).
+	Weight float64
+	// Loop marks a loop closure: its residual is weighted by the Cauchy kernel (GraphOptions.Cauchy);
+	// the other edges (the seams between consecutive windows) are trusted and weighted by least squares.
+	Loop bool
+}
+
+// GraphOptions tune OptimizeGraph. The zero value uses the defaults.
+type GraphOptions struct {
+	// Iterations caps the Levenberg–Marquardt steps of each of the two phases (default 50).
+	Iterations int
+	// Length is the unit of the translation residuals (the scene's scale, e.g. its median depth): they are
+	// divided by it so that they weigh as much as the rotation (radians) and scale (log) residuals
+	// (default 1).
+	Length float64
+	// Cauchy is the scale c of the Cauchy kernel on loop edges, in the normalised residual's units: a loop
+	// edge whose residual norm is r is weighted by 1/(1 + r²/c²) (default 0.1: 6°, 10 % of Length or of
+	// the scale).
+	Cauchy float64
+}
+
+func (o GraphOptions) withDefaults() GraphOptions {
+	if o.Iterations <= 0 {
+		o.Iterations = 50
+	}
+	if !(o.Length > 0) {
+		o.Length = 1
+	}
+	if !(o.Cauchy > 0) {
+		o.Cauchy = 0.1
+	}
+	return o
+}
+
+// GraphStats describe an optimisation.
+type GraphStats struct {
+	// Iterations is the number of accepted steps.
+	Iterations int
+	// InitialCost and FinalCost are the weighted sums of squared normalised residuals (with the final
+	// robust weights).
+	InitialCost, FinalCost float64
+	// LoopWeights are the loop edges' final robust weights (1: fully trusted; near 0: rejected), in the
+	// order the loop edges were given.
+	LoopWeights []float64
+}
+
+// OptimizeGraph is a Sim(3) pose-graph optimisation: it returns the windows' transforms G (node 0 fixed)
+// that minimise Σₑ wₑ·|D·Log(Zₑ⁻¹·G_I⁻¹·G_J)|², D dividing the translation part by Length. Each node is
+// updated on the Lie algebra, G ← Exp(δ)·G (7 parameters), by Levenberg–Marquardt on the analytic
+// Jacobians ∂e/∂δ_J = D·J_r⁻¹(e)·Adjoint(G_J⁻¹) = −∂e/∂δ_I. It runs in two phases: least squares on every
+// edge, then with the loop edges re-weighted by the Cauchy kernel at every step (iteratively re-weighted
+// least squares): a loop that disagrees with the rest of the graph after the first phase is down-weighted
+// without having stopped a correct one, far from the chain's drifted solution, from pulling at the start.
+func OptimizeGraph(nodes []Sim3, edges []GraphEdge, opt GraphOptions) ([]Sim3, GraphStats, error) {
+	opt = opt.withDefaults()
+	var st GraphStats
+	n := len(nodes)
+	for _, e := range edges {
+		if e.I < 0 || e.J < 0 || e.I >= n || e.J >= n || e.I == e.J {
+			return nil, st, fmt.Errorf("pose graph: edge %d–%d of %d nodes", e.I, e.J, n)
+		}
+		if !(e.Weight >= 0) {
+			return nil, st, fmt.Errorf("pose graph: edge %d–%d has weight %g", e.I, e.J, e.Weight)
+		}
+	}
+	if err := connected(n, edges); err != nil {
+		return nil, st, err
+	}
+	g := &graph{nodes: append([]Sim3(nil), nodes...), edges: edges, opt: opt, robust: make([]float64, len(edges))}
+	for i := range g.robust {
+		g.robust[i] = 1
+	}
+	st.InitialCost = g.cost(g.nodes)
+	if n < 2 || len(edges) == 0 {
+		st.FinalCost = st.InitialCost
+		return g.nodes, st, nil
+	}
+	for phase := range 2 {
+		lambda := 1e-6
+		for range opt.Iterations {
+			if phase == 1 {
+				g.reweight()
+			}
+			ok, done, err := g.step(&lambda)
+			if err != nil {
+				return nil, st, err
+			}
+			if ok {
+				st.Iterations++
+			}
+			if done {
+				break
+			}
+		}
+	}
+	st.FinalCost = g.cost(g.nodes)
+	for i, e := range edges {
+		if e.Loop {
+			st.LoopWeights = append(st.LoopWeights, g.robust[i])
+		}
+	}
+	return g.nodes, st, nil
+}
+
+// connected checks that every node is joined to node 0 by edges (else its transform is not determined).
+func connected(n int, edges []GraphEdge) error {
+	adj := make([][]int, n)
+	for _, e := range edges {
+		adj[e.I] = append(adj[e.I], e.J)
+		adj[e.J] = append(adj[e.J], e.I)
+	}
+	seen := make([]bool, n)
+	seen[0] = true
+	queue := []int{0}
+	for len(queue) > 0 {
+		v := queue[0]
+		queue = queue[1:]
+		for _, u := range adj[v] {
+			if !seen[u] {
+				seen[u] = true
+				queue = append(queue, u)
+			}
+		}
+	}
+	for i, ok := range seen {
+		if !ok {
+			return fmt.Errorf("pose graph: node %d is not connected to node 0: %w", i, errDisconnected)
+		}
+	}
+	return nil
+}
+
+var errDisconnected = errors.New("a window no edge joins to the others")
+
+// graph is OptimizeGraph's state: the current nodes and the edges' robust weights.
+type graph struct {
+	nodes  []Sim3
+	edges  []GraphEdge
+	opt    GraphOptions
+	robust []float64
+}
+
+// residual is edge e's normalised residual D·Log(Z⁻¹·G_I⁻¹·G_J) at the nodes, and the raw Log.
+func (g *graph) residual(nodes []Sim3, e GraphEdge) (r, raw Vec7) {
+	raw = Log(e.Z.Inverse().Compose(nodes[e.I].Inverse()).Compose(nodes[e.J]))
+	r = raw
+	for k := 3; k < 6; k++ {
+		r[k] /= g.opt.Length
+	}
+	return r, raw
+}
+
+func (g *graph) weight(i int) float64 {
+	w := g.edges[i].Weight
+	if w == 0 {
+		w = 1
+	}
+	return w * g.robust[i]
+}
+
+// cost is the weighted sum of squared normalised residuals at nodes.
+func (g *graph) cost(nodes []Sim3) float64 {
+	var c float64
+	for i, e := range g.edges {
+		r, _ := g.residual(nodes, e)
+		c += g.weight(i) * dot7(r, r)
+	}
+	return c
+}
+
+// reweight sets the loop edges' Cauchy weights at the current nodes.
+func (g *graph) reweight() {
+	c2 := g.opt.Cauchy * g.opt.Cauchy
+	for i, e := range g.edges {
+		if e.Loop {
+			r, _ := g.residual(g.nodes, e)
+			g.robust[i] = 1 / (1 + dot7(r, r)/c2)
+		}
+	}
+}
+
+// jacobian is ∂r/∂δ_J of edge e at nodes (∂r/∂δ_I is its negative).
+func (g *graph) jacobian(nodes []Sim3, e GraphEdge, raw Vec7) [7][7]float64 {
+	j := mul77(rightJacobianInv(raw), Adjoint(nodes[e.J].Inverse()))
+	for k := 3; k < 6; k++ {
+		for c := range 7 {
+			j[k][c] /= g.opt.Length
+		}
+	}
+	return j
+}
+
+// step takes one Levenberg–Marquardt step (raising λ until the cost falls, at most 10 times): whether a
+// step was accepted, whether the optimisation has converged.
+func (g *graph) step(lambda *float64) (ok, done bool, err error) {
+	sys := g.normalEquations()
+	cur := g.cost(g.nodes)
+	for range 10 {
+		d, err := sys.solve(*lambda)
+		if err != nil {
+			return false, true, err
+		}
+		next := make([]Sim3, len(g.nodes))
+		next[0] = g.nodes[0]
+		big := 0.0
+		for k := 1; k < len(g.nodes); k++ {
+			var x Vec7
+			copy(x[:], d[7*(k-1):7*k])
+			for _, v := range x {
+				big = max(big, math.Abs(v))
+			}
+			next[k] = Exp(x).Compose(g.nodes[k])
+		}
+		c := g.cost(next)
+		if c <= cur {
+			g.nodes = next
+			*lambda = max(*lambda/10, 1e-12)
+			return true, big < 1e-10 || cur-c <= 1e-14*cur, nil
+		}
+		*lambda *= 10
+	}
+	return false, true, nil
+}
+
+// normalEquations builds JᵀWJ and JᵀWr over the free nodes (1…n−1).
+func (g *graph) normalEquations() *normalEq {
+	m := 7 * (len(g.nodes) - 1)
+	sys := newNormalEq(m)
+	for i, e := range g.edges {
+		r, raw := g.residual(g.nodes, e)
+		w := g.weight(i)
+		j := g.jacobian(g.nodes, e, raw)
+		// Blocks: +j for J, −j for I; node 0 has none.
+		blocks := [][2]int{{e.J, 1}, {e.I, -1}}
+		for _, a := range blocks {
+			if a[0] == 0 {
+				continue
+			}
+			ra := 7 * (a[0] - 1)
+			sa := float64(a[1])
+			for p := range 7 {
+				var gp float64
+				for k := range 7 {
+					gp += j[k][p] * r[k]
+				}
+				sys.g[ra+p] += w * sa * gp
+			}
+			for _, b := range blocks {
+				if b[0] == 0 {
+					continue
+				}
+				rb := 7 * (b[0] - 1)
+				s := w * sa * float64(b[1])
+				for p := range 7 {
+					for q := range 7 {
+						var h float64
+						for k := range 7 {
+							h += j[k][p] * j[k][q]
+						}
+						sys.add(ra+p, rb+q, s*h)
+					}
+				}
+			}
+		}
+	}
+	return sys
+}
+
+func dot7(a, b Vec7) float64 {
+	var s float64
+	for i := range 7 {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// normalEq is a symmetric system H·δ = −g, dense.
+type normalEq struct {
+	n int
+	h []float64
+	g []float64
+}
+
+func newNormalEq(n int) *normalEq {
+	return &normalEq{n: n, h: make([]float64, n*n), g: make([]float64, n)}
+}
+
+func (s *normalEq) add(i, j int, v float64) { s.h[i*s.n+j] += v }
+
+var errIndefinite = errors.New("pose graph: the normal equations are not positive definite")
+
+// solve solves (H + λ·diag(H))·δ = −g by Cholesky factorisation within H's envelope (row i's entries
+// before its first non-zero stay zero in the factor): a chain of windows is banded, and only the rows of
+// windows that close a loop reach back further.
+func (s *normalEq) solve(lambda float64) ([]float64, error) {
+	n := s.n
+	l := make([]float64, n*n)
+	copy(l, s.h)
+	first := make([]int, n)
+	for i := range n {
+		l[i*n+i] += lambda*l[i*n+i] + 1e-15
+		for first[i] = 0; first[i] < i && l[i*n+first[i]] == 0; first[i]++ {
+		}
+	}
+	for j := range n {
+		d := l[j*n+j]
+		for k := first[j]; k < j; k++ {
+			d -= l[j*n+k] * l[j*n+k]
+		}
+		if !(d > 0) {
+			return nil, errIndefinite
+		}
+		d = math.Sqrt(d)
+		l[j*n+j] = d
+		for i := j + 1; i < n; i++ {
+			if j < first[i] {
+				continue
+			}
+			k0 := max(first[i], first[j])
+			v := l[i*n+j]
+			row, rj := l[i*n+k0:i*n+j], l[j*n+k0:j*n+j]
+			for k := range row {
+				v -= row[k] * rj[k]
+			}
+			l[i*n+j] = v / d
+		}
+	}
+	x := make([]float64, n)
+	for i := range n {
+		v := -s.g[i]
+		for k := first[i]; k < i; k++ {
+			v -= l[i*n+k] * x[k]
+		}
+		x[i] = v / l[i*n+i]
+	}
+	for i := n - 1; i >= 0; i-- {
+		v := x[i]
+		for k := i + 1; k < n; k++ {
+			if i >= first[k] {
+				v -= l[k*n+i] * x[k]
+			}
+		}
+		x[i] = v / l[i*n+i]
+	}
+	return x, nil
+}
