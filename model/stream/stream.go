@@ -164,6 +164,8 @@ func Run(ctx context.Context, scene Scene, frames []Frame, opt Options) (*Recons
 	if opt.Dir == "" {
 		return nil, st, errors.New("stream: no directory for the windows' results")
 	}
+	// The seams' transforms depend on the ICP settings: a run with others aligns every window again.
+	opt.Fingerprint += fmt.Sprintf(" icp=%+v", opt.ICP)
 	man, err := newManifest(frames, plan, opt)
 	if err != nil {
 		return nil, st, err

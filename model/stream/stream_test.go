@@ -221,6 +221,7 @@ func TestRunRefusesAnotherRun(t *testing.T) {
 		want string
 	}{
 		{"fingerprint", func(o *Options) { o.Fingerprint = "other model" }, 12, "model or settings"},
+		{"seam ICP", func(o *Options) { o.ICP.Seams = true }, 12, "model or settings"},
 		{"window", func(o *Options) { o.Window = 5 }, 12, "windows of"},
 		{"frames", nil, 13, "not 13"},
 	} {
