@@ -67,7 +67,7 @@ func (w *Weights) Pack(pol kernels.Policy, names []string) error {
 		p := uintptr(unsafe.Pointer(&data[0]))
 		lo, hi := (p+page-1)&^(page-1), (p+uintptr(len(data)))&^(page-1) // whole pages inside the tensor
 		if hi > lo {
-			dropPages(data[lo-p:hi-p])
+			dropPages(data[lo-p : hi-p])
 		}
 	})
 	if err != nil {
