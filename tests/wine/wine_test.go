@@ -21,7 +21,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -85,10 +84,18 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) re
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
+	// Files, not pipes: Wine's own processes (services, devices) that a
+	// run starts inherit the output and outlive it, and a pipe would stay
+	// open until they end.
+	outs := t.TempDir()
+	stdout, err := os.Create(filepath.Join(outs, "stdout"))
+	require.NoError(t, err)
+	defer stdout.Close()
+	stderr, err := os.Create(filepath.Join(outs, "stderr"))
+	require.NoError(t, err)
+	defer stderr.Close()
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err = cmd.Run()
 	code := 0
 	if err != nil {
 		var ee *exec.ExitError
@@ -96,8 +103,12 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) re
 		code = ee.ExitCode()
 	}
 	// Console output of a Windows program may end lines with CR LF.
-	clean := func(s string) string { return strings.ReplaceAll(s, "\r\n", "\n") }
-	return result{code, clean(stdout.String()), clean(stderr.String())}
+	read := func(f *os.File) string {
+		b, err := os.ReadFile(f.Name())
+		require.NoError(t, err)
+		return strings.ReplaceAll(string(b), "\r\n", "\n")
+	}
+	return result{code, read(stdout), read(stderr)}
 }
 
 // windows runs da3-go.exe under Wine in dir.
