@@ -14,13 +14,19 @@ package wine
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"io"
 	"math"
+	"mime/multipart"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -280,4 +286,74 @@ func TestWineHostileInputs(t *testing.T) {
 			assert.NoDirExists(t, filepath.Join(dir, "out"))
 		})
 	}
+}
+
+// TestWineServe: serve starts under Wine on a free port, answers /healthz,
+// and returns a depth map of the image's size for a POST /v1/depth.
+func TestWineServe(t *testing.T) {
+	tl := tools(t)
+	dir := t.TempDir()
+	images := copyInto(t, dir, fixture(t, "da3-tiny/one/images/view0.png"))
+	convertBoth(t, tl, dir, fixture(t, "da3-tiny"), "model.gguf")
+	logPath := filepath.Join(t.TempDir(), "stderr")
+	logFile, err := os.Create(logPath)
+	require.NoError(t, err)
+	defer logFile.Close()
+	cmd := exec.Command(tl.wine, tl.exe, "serve", "-model", "model.gguf", "-addr", "127.0.0.1:0")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logFile, logFile
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // no SIGTERM on Windows; the process is Wine's, a Unix process
+		_ = cmd.Wait()
+	})
+
+	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:[0-9]+)`)
+	var base string
+	for deadline := time.Now().Add(60 * time.Second); base == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		b, err := os.ReadFile(logPath)
+		require.NoError(t, err)
+		if m := listening.FindSubmatch(b); m != nil {
+			base = string(m[1])
+		}
+	}
+	require.NotEmpty(t, base, "serve did not say where it listens")
+
+	resp, err := http.Get(base + "/healthz")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	assert.Contains(t, string(body), `"status":"ok"`)
+
+	img, err := os.ReadFile(filepath.Join(dir, images[0]))
+	require.NoError(t, err)
+	var form bytes.Buffer
+	mw := multipart.NewWriter(&form)
+	fw, err := mw.CreateFormFile("image", images[0])
+	require.NoError(t, err)
+	_, err = fw.Write(img)
+	require.NoError(t, err)
+	require.NoError(t, mw.Close())
+	resp, err = http.Post(base+"/v1/depth", mw.FormDataContentType(), &form)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var got struct {
+		Width  int `json:"width"`
+		Height int `json:"height"`
+		Views  []struct {
+			Depth struct {
+				Width  int    `json:"width"`
+				Height int    `json:"height"`
+				F32    string `json:"f32"`
+			} `json:"depth"`
+		} `json:"views"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+	require.Len(t, got.Views, 1)
+	d := got.Views[0].Depth
+	assert.Equal(t, [2]int{61, 45}, [2]int{got.Width, got.Height}, "the image's size")
+	assert.Equal(t, [2]int{61, 45}, [2]int{d.Width, d.Height}, "the depth map's size")
+	assert.Len(t, d.F32, (61*45*4+2)/3*4, "base64 of 61×45 float32")
 }
