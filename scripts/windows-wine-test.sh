@@ -88,11 +88,23 @@ fi
 
 # One wineserver for all the runs (each would otherwise start its own), with
 # Wine's services started once, by a first program.
-"$wineserver" -p
+"$wineserver" -p || true
 trap '"$wineserver" -k 2>/dev/null || true' EXIT
 t=$(now)
 "$wine" bin/da3-go.exe version >/dev/null 2>&1 </dev/null || true
 echo "test-windows: Wine started: $(took "$t")" >&2
+
+# The memory limit read on Windows (internal/sysmem, pure Go): its unit
+# tests, cross-compiled and run under Wine.
+tmp=$(mktemp -d)
+trap '"$wineserver" -k 2>/dev/null || true; rm -rf "$tmp"' EXIT
+GOOS=windows GOARCH=amd64 CGO_ENABLED=0 "$GO" test -c -o "$tmp/sysmem.test.exe" ./internal/sysmem
+if ! (cd internal/sysmem && "$wine" "$tmp/sysmem.test.exe" -test.count=1 -test.v >"$tmp/sysmem.out" 2>&1 </dev/null); then
+	tr -d '\r' <"$tmp/sysmem.out" >&2
+	echo "test-windows: FAIL: internal/sysmem under Wine" >&2
+	exit 1
+fi
+echo "test-windows: internal/sysmem under Wine: ok" >&2
 
 t=$(now)
 DA3_WINE_EXE=$PWD/bin/da3-go.exe DA3_BIN=$PWD/bin/da3-go DA3_WINE=$wine \
