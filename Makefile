@@ -1,5 +1,6 @@
 # da3-go build. `make` generates the ggml headers and builds bin/da3-go;
-# `make test` runs the test suite; `make bench` the micro-benchmarks.
+# `make test` runs the test suite; `make bench` the micro-benchmarks;
+# `make windows` cross-builds bin/da3-go.exe (docs/windows.md).
 #
 # cgo compiles ggml with CGO_CFLAGS/CGO_CXXFLAGS. Without SIMD flags the CPU
 # backend runs about 35x slower, so they are set here: -march=native by

@@ -357,3 +357,25 @@ func TestWineServe(t *testing.T) {
 	assert.Equal(t, [2]int{61, 45}, [2]int{d.Width, d.Height}, "the depth map's size")
 	assert.Len(t, d.F32, (61*45*4+2)/3*4, "base64 of 61×45 float32")
 }
+
+// TestWineRerunReplaces: a second run into the same folder replaces the
+// first's file (a rename over an existing file, which Windows does
+// differently), and a run in another format removes the outputs it no
+// longer writes, as on Linux.
+func TestWineRerunReplaces(t *testing.T) {
+	tl := tools(t)
+	dir := t.TempDir()
+	images := copyInto(t, dir, fixture(t, "da3-tiny/one/images/view0.png"))
+	convertBoth(t, tl, dir, fixture(t, "da3-tiny"), "model.gguf")
+	npy := filepath.Join(dir, "out", "view0_depth.npy")
+	for i := 0; i < 2; i++ {
+		r := tl.windows(t, dir, nil, "depth", "-model", "model.gguf", "-format", "npy", "-o", "out", images[0])
+		require.Equal(t, 0, r.code, "run %d: %s", i+1, r.stderr)
+		require.FileExists(t, npy)
+	}
+	r := tl.windows(t, dir, nil, "depth", "-model", "model.gguf", "-format", "png", "-o", "out", images[0])
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.FileExists(t, filepath.Join(dir, "out", "view0_depth.png"))
+	assert.NoFileExists(t, npy, "the previous run's output this run does not write")
+	assert.Contains(t, r.stderr, "removed out\\view0_depth.npy")
+}
