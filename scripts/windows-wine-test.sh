@@ -35,7 +35,10 @@ done
 [ -n "$mingw" ] || skip "no MinGW-w64 cross compiler (Debian: apt-get install gcc-mingw-w64-x86-64 g++-mingw-w64-x86-64)"
 
 wine=${DA3_WINE:-}
-if [ -z "$wine" ]; then
+if [ -n "$wine" ]; then
+	command -v "$wine" >/dev/null 2>&1 || { echo "test-windows: DA3_WINE=$wine is not a program" >&2; exit 1; }
+	wine=$(command -v "$wine")
+else
 	for c in wine64 /usr/lib/wine/wine64 wine; do
 		if command -v "$c" >/dev/null 2>&1; then
 			wine=$(command -v "$c")
