@@ -1,5 +1,6 @@
 # da3-go build. `make` generates the ggml headers and builds bin/da3-go;
-# `make test` runs the test suite; `make bench` the micro-benchmarks.
+# `make test` runs the test suite; `make bench` the micro-benchmarks;
+# `make windows` cross-builds bin/da3-go.exe (docs/windows.md).
 #
 # cgo compiles ggml with CGO_CFLAGS/CGO_CXXFLAGS. Without SIMD flags the CPU
 # backend runs about 35x slower, so they are set here: -march=native by
@@ -35,7 +36,7 @@ VENDOR := ggml/vendor/include/da3_ggml_version.h
 GO_LDFLAGS := -X github.com/da3-go/da3-go/backend.sourceLibDir=$(CURDIR)/ggml/vendor/lib
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build generate test test-race test-short bench bench-compare fuzz fuzz-inputs fuzz-models fuzz-serve hostile-subprocess vet clean cuda cuda-check vulkan gpu-src cpu-dl ggml-src oracle flags web viewer capi python test-python
+.PHONY: all build windows test-windows generate test test-race test-short bench bench-compare fuzz fuzz-inputs fuzz-models fuzz-serve hostile-subprocess vet clean cuda cuda-check vulkan gpu-src cpu-dl ggml-src oracle flags web viewer capi python test-python
 
 all: build
 
@@ -44,8 +45,32 @@ $(VENDOR): go.mod
 
 generate: $(VENDOR)
 
+# GOEXE: .exe when Go builds for Windows (native builds under MSYS2).
+EXE = $(shell $(GO) env GOEXE)
+
 build: generate viewer
-	$(GO) build -trimpath -ldflags "$(GO_LDFLAGS)" -o bin/da3-go ./cmd/da3-go
+	$(GO) build -trimpath -ldflags "$(GO_LDFLAGS)" -o bin/da3-go$(EXE) ./cmd/da3-go
+
+# make windows: bin/da3-go.exe for windows/amd64, cross-built with MinGW-w64
+# (Debian: gcc-mingw-w64-x86-64 g++-mingw-w64-x86-64; their posix thread
+# model, which ggml's C++ threads need, where both are installed). ggml and
+# its CPU backend are linked statically, compiled for WIN_ARCH (default
+# x86-64-v3: AVX2, FMA, F16C; da3-go's own kernels still pick AVX-512 by
+# CPUID). The .exe needs only Windows' own DLLs. `make test-windows` runs it
+# under Wine against the Linux build (scripts/windows-wine-test.sh; it skips
+# without MinGW-w64 or Wine). See docs/windows.md.
+WIN_CC ?= $(shell command -v x86_64-w64-mingw32-gcc-posix 2>/dev/null || echo x86_64-w64-mingw32-gcc)
+WIN_CXX ?= $(shell command -v x86_64-w64-mingw32-g++-posix 2>/dev/null || echo x86_64-w64-mingw32-g++)
+WIN_ARCH ?= x86-64-v3
+
+windows: generate viewer
+	@command -v $(WIN_CC) >/dev/null 2>&1 || { echo "make windows: $(WIN_CC) not found: install MinGW-w64 (Debian: apt-get install gcc-mingw-w64-x86-64 g++-mingw-w64-x86-64) or set WIN_CC and WIN_CXX" >&2; exit 1; }
+	CC=$(WIN_CC) CXX=$(WIN_CXX) GOOS=windows GOARCH=amd64 CGO_ENABLED=1 \
+		CGO_CFLAGS="-O3 -march=$(WIN_ARCH)" CGO_CXXFLAGS="-O3 -march=$(WIN_ARCH)" \
+		$(GO) build -trimpath -o bin/da3-go.exe ./cmd/da3-go
+
+test-windows:
+	GO="$(GO)" MAKE="$(MAKE)" ./scripts/windows-wine-test.sh
 
 test: generate viewer
 	$(GO) vet ./...

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 	"unsafe"
 
 	"github.com/da3-go/da3-go/ggml"
@@ -68,7 +67,7 @@ func (w *Weights) Pack(pol kernels.Policy, names []string) error {
 		p := uintptr(unsafe.Pointer(&data[0]))
 		lo, hi := (p+page-1)&^(page-1), (p+uintptr(len(data)))&^(page-1) // whole pages inside the tensor
 		if hi > lo {
-			_ = syscall.Madvise(data[lo-p:hi-p], syscall.MADV_DONTNEED) // advice: a failure only keeps the pages
+			dropPages(data[lo-p : hi-p])
 		}
 	})
 	if err != nil {

@@ -4,7 +4,11 @@ package ggml
 #cgo linux LDFLAGS: -ldl
 #include <stdlib.h>
 #include "da3_ggml.h"
+#ifdef _WIN32
+#include <windows.h>
+#else
 #include <dlfcn.h>
+#endif
 
 extern void da3GoLog(int level, char *text, void *user_data);
 
@@ -13,9 +17,22 @@ extern void da3GoLog(int level, char *text, void *user_data);
 // point it at ours. name is a library's soname or path. With preload the
 // library is loaded (and stays loaded, for the backends that need it) so that
 // what backends log while they initialise is forwarded too; otherwise only an
-// already loaded one is used.
+// already loaded one is used. On Windows the same with LoadLibrary (preload)
+// or GetModuleHandle (already loaded, no reference taken).
 typedef void (*da3_log_set_t)(ggml_log_callback, void *);
 static int da3_forward_log(const char *name, int preload) {
+#ifdef _WIN32
+    HMODULE h = preload ? LoadLibraryA(name) : GetModuleHandleA(name);
+    if (h == NULL) return 0;
+    int ok = 0;
+    da3_log_set_t fn = (da3_log_set_t) (void (*)(void)) GetProcAddress(h, "ggml_log_set");
+    if (fn != NULL && fn != (da3_log_set_t) ggml_log_set) {
+        fn((ggml_log_callback) da3GoLog, NULL);
+        ok = 1;
+    }
+    if (preload && !ok) FreeLibrary(h);
+    return ok;
+#else
     void *h = dlopen(name, RTLD_NOW | (preload ? RTLD_LOCAL : RTLD_NOLOAD));
     if (h == NULL) return 0;
     int ok = 0;
@@ -26,6 +43,7 @@ static int da3_forward_log(const char *name, int preload) {
     }
     if (!preload || !ok) dlclose(h);
     return ok;
+#endif
 }
 
 typedef void (*da3_set_threads_t)(ggml_backend_t, int);

@@ -31,7 +31,7 @@ static int scratch_key_ok;
 static void scratch_free(void * p) {
     struct da3_buf * b = p;
     for (int i = 0; i < DA3_NBUF; i++) {
-        free(b[i].p);
+        da3_aligned_free(b[i].p);
     }
     free(b);
 }
@@ -52,8 +52,8 @@ float * da3_scratch(int i, size_t n) {
         }
     }
     if (b[i].n < n) {
-        free(b[i].p);
-        b[i].p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+        da3_aligned_free(b[i].p);
+        b[i].p = da3_aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
         b[i].n = b[i].p == NULL ? 0 : n;
     }
     return b[i].p;

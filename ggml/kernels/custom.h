@@ -1,7 +1,21 @@
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include "da3_ggml.h"
+
+// da3_aligned_alloc returns size bytes aligned to align (a power of two, size
+// a multiple of it), freed with da3_aligned_free: C11's aligned_alloc and
+// free, or on Windows, whose C runtime has no aligned_alloc, _aligned_malloc
+// and _aligned_free.
+#ifdef _WIN32
+#include <malloc.h>
+static inline void * da3_aligned_alloc(size_t align, size_t size) { return _aligned_malloc(size, align); }
+static inline void da3_aligned_free(void * p) { _aligned_free(p); }
+#else
+static inline void * da3_aligned_alloc(size_t align, size_t size) { return aligned_alloc(align, size); }
+static inline void da3_aligned_free(void * p) { free(p); }
+#endif
 
 // Reasons a kernel call did not compute its output (da3_fault).
 enum { DA3_FAULT_NONE = 0, DA3_FAULT_OPERANDS = 1, DA3_FAULT_NOMEM = 2, DA3_FAULT_UNAVAILABLE = 3 };

@@ -471,7 +471,7 @@ func PackWeights(pol Policy, ws []*ggml.Tensor, read func(*ggml.Tensor) ([]byte,
 	if len(items) == 0 {
 		return s, nil
 	}
-	s.mem = C.aligned_alloc(64, C.size_t(total))
+	s.mem = C.da3_aligned_alloc(64, C.size_t(total))
 	if s.mem == nil {
 		return nil, fmt.Errorf("packing %d weights (%.1f MiB): %w", len(items), float64(total)/(1<<20), ggml.ErrOutOfMemory)
 	}
@@ -576,7 +576,7 @@ func (s *PackedSet) Close() error {
 		err = errors.Join(err, s.ctx.Close())
 	}
 	if s.mem != nil {
-		C.free(s.mem)
+		C.da3_aligned_free(s.mem)
 	}
 	s.buf, s.ctx, s.mem, s.ws = nil, nil, nil, nil
 	return err

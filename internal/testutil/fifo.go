@@ -3,18 +3,21 @@ package testutil
 import (
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 )
 
 // FIFO makes a named pipe called name in a temporary folder of t and
 // returns its path: a file that an open for reading waits on until a writer
-// comes, the case the readers of user-named files must refuse.
+// comes, the case the readers of user-named files must refuse. Where the
+// file system has no named pipes (Windows) the test is skipped.
 func FIFO(t testing.TB, name string) string {
 	t.Helper()
+	if !haveFIFO {
+		t.Skip("no named pipes in this operating system's file system")
+	}
 	p := filepath.Join(t.TempDir(), name)
-	if err := syscall.Mkfifo(p, 0o600); err != nil {
+	if err := mkfifo(p); err != nil {
 		t.Fatalf("mkfifo %s: %v", p, err)
 	}
 	return p

@@ -10,7 +10,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -283,15 +282,6 @@ func RunCases(t *testing.T, cases []Case) {
 
 // Dims4 is the tensor's shape as [ne0, ne1, ne2, ne3].
 func Dims4(x *ggml.Tensor) [4]int { return [4]int{x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)} }
-
-// cpuSeconds is the user and system CPU time of the process so far.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
-}
 
 // Bench allocates the graph with out as its output on the CPU, feeds the
 // inputs, and times Compute on every core, reporting GFLOP/s for flops
