@@ -26,7 +26,7 @@ var formatBytes = map[string]float64{
 // budget is a request's memory estimate, by part.
 type budget struct {
 	decode, model, maps, extra int64
-	lens                       int64 // undistortion (camera_model)
+	lens                       int64       // undistortion (camera_model)
 	out                        image.Point // the maps' size (largest view)
 	views, nmaps               int
 }
