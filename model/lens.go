@@ -27,8 +27,10 @@ func (r *Result) MapBackMap(m *lens.BackMapper, data []float32, w, h int) ([]flo
 }
 
 // MapBack maps r's Depth, Conf and Sky, computed on an image undistorted by u, back to the pixels of the
-// distorted image at the maps' size (see MapBackMap), in place. The camera, RGB and Gaussians are left
-// as they are: export.DistortView maps a scene's view with its camera.
+// distorted image at the maps' size (see MapBackMap), in place, and gives r's camera the lens's pinhole
+// part as its intrinsics (IntrinsicsOriginal; Intrinsics scaled to the processed size), as
+// export.DistortView gives a view's; the pose is the one predicted for the undistorted view (the two
+// cameras share centre and axes). RGB and Gaussians are left as they are.
 func (r *Result) MapBack(u *lens.Undistorter) error {
 	m := u.BackMapper()
 	for _, p := range []*[]float32{&r.Depth, &r.Conf, &r.Sky} {
@@ -37,6 +39,15 @@ func (r *Result) MapBack(u *lens.Undistorter) error {
 			return err
 		}
 		*p = d
+	}
+	if r.Camera != nil {
+		c := *r.Camera
+		d := u.Distorted
+		ko := d.K()
+		sx, sy := float64(r.ProcessedWidth)/float64(d.Width), float64(r.ProcessedHeight)/float64(d.Height)
+		c.IntrinsicsOriginal = ko
+		c.Intrinsics = [3][3]float64{{ko[0][0] * sx, 0, ko[0][2] * sx}, {0, ko[1][1] * sy, ko[1][2] * sy}, {0, 0, 1}}
+		r.Camera = &c
 	}
 	return nil
 }

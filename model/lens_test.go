@@ -34,8 +34,13 @@ func TestResultMapBack(t *testing.T) {
 		}
 		return d
 	}
-	r := Result{Depth: ramp(1), Conf: ramp(2), Width: w, Height: h, OrigWidth: 64, OrigHeight: 48}
+	pose := [3][4]float64{{1, 0, 0, 0.5}, {0, 1, 0, 0}, {0, 0, 1, 0}}
+	r := Result{Depth: ramp(1), Conf: ramp(2), Width: w, Height: h, OrigWidth: 64, OrigHeight: 48, ProcessedWidth: w, ProcessedHeight: h,
+		Camera: &Camera{Extrinsics: pose, Intrinsics: [3][3]float64{{15, 0, 16}, {0, 15, 12}, {0, 0, 1}}}}
 	require.NoError(t, r.MapBack(u))
+	assert.Equal(t, pose, r.Camera.Extrinsics)
+	assert.Equal(t, [3][3]float64{{30, 0, 32.2}, {0, 30, 23.7}, {0, 0, 1}}, r.Camera.IntrinsicsOriginal, "the lens's pinhole part")
+	assert.InDeltaSlice(t, []float64{15, 16.1, 15, 11.85}, []float64{r.Camera.Intrinsics[0][0], r.Camera.Intrinsics[0][2], r.Camera.Intrinsics[1][1], r.Camera.Intrinsics[1][2]}, 1e-12)
 	for i, m := range [][]float32{r.Depth, r.Conf} {
 		want, err := u.Backward(w, h, w, h).Floats(ramp(float32(i+1)), float32(math.NaN()))
 		require.NoError(t, err)

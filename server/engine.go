@@ -278,20 +278,16 @@ func (in *instance) run(ctx context.Context, imgs []image.Image, names []string,
 		v := view{Width: r.Width, Height: r.Height,
 			ProcessedW: r.ProcessedWidth, ProcessedH: r.ProcessedHeight, Unit: r.Unit.String(), AlignScale: r.AlignScale,
 			Alignment: fits[i], Undistorter: us[i]}
-		if c := r.Camera; c != nil {
-			v.Camera = &camera{Extrinsics: c.Extrinsics, Intrinsics: c.Intrinsics, IntrinsicsOriginal: c.IntrinsicsOriginal}
-		}
 		if i < len(back) && back[i] != nil {
 			if err := r.MapBack(back[i]); err != nil {
 				return nil, lensError(err)
 			}
 			v.MappedBack = true
-			if c := out.scene[i].Camera; c != nil && v.Camera != nil {
-				// The lens's pinhole part, as export.DistortView gives the export views.
-				v.Camera.Intrinsics, v.Camera.IntrinsicsOriginal = c.Intrinsics, c.IntrinsicsOriginal
-			}
 		}
 		v.Depth, v.Conf, v.Sky = r.Depth, r.Conf, r.Sky
+		if c := r.Camera; c != nil {
+			v.Camera = &camera{Extrinsics: c.Extrinsics, Intrinsics: c.Intrinsics, IntrinsicsOriginal: c.IntrinsicsOriginal}
+		}
 		out.views[i] = v
 	}
 	return out, nil
