@@ -221,7 +221,11 @@ func TestLensExport(t *testing.T) {
 		{"unknown model", lensOpt(t, "fov", fisheyeParams), "camera_model: unknown or unsupported camera model"},
 		{"no model", lensOpt(t, "", fisheyeParams), "camera_params needs camera_model"},
 		{"keep alone", &_Ctype_da3go_options{keep_undistorted: 1}, "need camera_model and camera_params"},
-		{"balance", func() *_Ctype_da3go_options { o := lensOpt(t, "fisheye", fisheyeParams); o.undistort_balance = 3; return o }(), "undistort_balance 3"},
+		{"balance", func() *_Ctype_da3go_options {
+			o := lensOpt(t, "fisheye", fisheyeParams)
+			o.undistort_balance = 3
+			return o
+		}(), "undistort_balance 3"},
 		{"crop", func() *_Ctype_da3go_options { o := lensOpt(t, "fisheye", fisheyeParams); o.method = crop; return o }(), "upper_bound_crop with camera_model"},
 		{"given cameras", func() *_Ctype_da3go_options {
 			o := lensOpt(t, "fisheye", fisheyeParams)
