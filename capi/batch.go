@@ -30,8 +30,9 @@ func sceneCounts(counts []int32, nscenes int) ([]int, error) {
 
 // runScenes runs consecutive groups of imgs, sizes[i] images each, as
 // scenes of their own (or each image alone with o.independent); the results
-// are in input order. Given cameras (one per image of every scene) are
-// split between the scenes.
+// are in input order, mapped back to the images' pixels with a lens (unless
+// keep_undistorted). Given cameras (one per image of every scene) are split
+// between the scenes.
 func (s scene) runScenes(imgs []image.Image, sizes []int, o runOptions) ([]model.Result, error) {
 	out := make([]model.Result, 0, len(imgs))
 	start := 0
@@ -41,7 +42,10 @@ func (s scene) runScenes(imgs []image.Image, sizes []int, o runOptions) ([]model
 			so.opt.Extrinsics = o.opt.Extrinsics[start : start+n]
 			so.opt.ViewIntrinsics = o.opt.ViewIntrinsics[start : start+n]
 		}
-		res, err := s.run(imgs[start:start+n], so)
+		res, back, err := s.run(imgs[start:start+n], so)
+		if err == nil {
+			err = mapBack(res, back)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("scene %d: %w", i, err)
 		}

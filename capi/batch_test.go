@@ -79,6 +79,10 @@ func takeViews(views *_Ctype_da3go_view, n int) []model.Result {
 			for j, e := range v.extrinsics {
 				r.Camera.Extrinsics[j/4][j%4] = float64(e)
 			}
+			for j := range 9 {
+				r.Camera.Intrinsics[j/3][j%3] = float64(v.intrinsics[j])
+				r.Camera.IntrinsicsOriginal[j/3][j%3] = float64(v.intrinsics_original[j])
+			}
 		}
 		out[i] = r
 	}

@@ -71,6 +71,19 @@ typedef struct {
 	// model is conditioned on them; the results are in their frame and scale.
 	const double *given_extrinsics;
 	const double *given_intrinsics;
+	// ABI 4. Images from a distorted or fisheye lens: camera_model is NULL (pinhole images) or a COLMAP
+	// camera model name as da3-go depth -camera-model takes it (opencv, full_opencv, fisheye =
+	// opencv_fisheye, simple_radial, radial, ..., any case), camera_params its parameters in COLMAP's
+	// order, in pixels of the input images, as many as the model takes (opencv and fisheye 8, full_opencv
+	// 12, ...). Each image is undistorted to a pinhole view for the model, and the maps (NaN where a
+	// pixel's ray leaves the view), the cameras (the lens's pinhole part as intrinsics) and the exports
+	// (points along the lens's rays, COLMAP cameras with the lens's model) are mapped back to the input
+	// image's pixels, unless keep_undistorted is non-zero. Not with given cameras.
+	const char *camera_model;
+	const double *camera_params;
+	int keep_undistorted;
+	double undistort_balance; // 0: the pinhole view filled with the image (its rim cut off), 1: all of it shown, or between
+	double undistort_fov;     // the pinhole view's largest field of view, degrees; 0: 150
 } da3go_options;
 
 // One view's outputs. The array da3go_run returns, with every map in it, is
@@ -100,7 +113,6 @@ import "C"
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,12 +127,14 @@ import (
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/internal/lensopt"
+	"github.com/da3-go/da3-go/lens"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/gs"
 )
 
 // abiVersion changes whenever a declaration of the header does.
-const abiVersion = 3
+const abiVersion = 4
 
 func main() {} // required by -buildmode=c-shared
 
@@ -167,6 +181,24 @@ func fail(err **C.char, e error) C.int {
 
 //export da3go_abi_version
 func da3go_abi_version() C.int { return abiVersion }
+
+// da3go_camera_model_params stores in *n the number of parameters camera_model takes (the length
+// of da3go_options.camera_params; ABI 4), or fails for a model the library does not know.
+//
+//export da3go_camera_model_params
+func da3go_camera_model_params(cameraModel *C.da3go_cchar, n *C.int, err **C.char) C.int {
+	return guard(err, func() error {
+		if cameraModel == nil || n == nil {
+			return errors.New("da3go_camera_model_params: camera_model and n must not be NULL")
+		}
+		m, e := lens.ParseModel(goString(cameraModel))
+		if e != nil {
+			return fmt.Errorf("camera_model: %w", e)
+		}
+		*n = C.int(m.NumParams())
+		return nil
+	})
+}
 
 //export da3go_load
 func da3go_load(path, metricPath, device *C.da3go_cchar, threads C.int, out *C.da3go_model, err **C.char) C.int {
@@ -308,7 +340,10 @@ func depthOf(h C.da3go_model, img image.Image, opt *C.da3go_options, outDepth **
 	if e != nil {
 		return e
 	}
-	res, e := s.run([]image.Image{img}, o)
+	res, back, e := s.run([]image.Image{img}, o)
+	if e == nil {
+		e = mapBack(res, back)
+	}
 	if e != nil {
 		return e
 	}
@@ -332,7 +367,10 @@ func da3go_run(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.da3g
 		if e != nil {
 			return e
 		}
-		res, e := s.run(imgs, o)
+		res, back, e := s.run(imgs, o)
+		if e == nil {
+			e = mapBack(res, back)
+		}
 		if e != nil {
 			return e
 		}
@@ -370,7 +408,10 @@ func da3go_depth_batch(h C.da3go_model, rgb *C.uchar, n, w, ht C.int, opt *C.da3
 		if e != nil {
 			return e
 		}
-		res, e := s.Independent(context.Background(), imgs, o.opt)
+		res, back, e := s.batch(imgs, o)
+		if e == nil {
+			e = mapBack(res, back)
+		}
 		if e != nil {
 			return e
 		}
@@ -495,11 +536,11 @@ func da3go_points(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.d
 		if outN == nil || outXYZ == nil || outRGB == nil {
 			return errors.New("da3go_points: out_n, out_xyz and out_rgb must not be NULL")
 		}
-		res, e := sceneResults(h, imagePaths, n, opt, false)
+		res, back, e := sceneResults(h, imagePaths, n, opt, "")
 		if e != nil {
 			return e
 		}
-		views, e := model.Views(res, nil)
+		views, e := sceneViews(res, back)
 		if e != nil {
 			return e
 		}
@@ -536,11 +577,11 @@ func da3go_export(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.d
 		if e := checkExport(f, out, inputs); e != nil {
 			return e
 		}
-		res, e := sceneResults(h, imagePaths, n, opt, f == "gs_ply")
+		res, back, e := sceneResults(h, imagePaths, n, opt, f)
 		if e != nil {
 			return e
 		}
-		return writeExport(f, out, res)
+		return writeExport(f, out, res, back)
 	})
 }
 
@@ -602,7 +643,19 @@ func options(o *C.da3go_options, n int) (runOptions, error) {
 			r.opt.ViewIntrinsics = append(r.opt.ViewIntrinsics, model.Intrinsics{Fx: k[0], Fy: k[1], Cx: k[2], Cy: k[3]})
 		}
 	}
-	return r, nil
+	lo := lensopt.Options{Keep: o.keep_undistorted != 0, Balance: float64(o.undistort_balance), FOV: float64(o.undistort_fov)}
+	if o.camera_model != nil {
+		lo.Model = C.GoString(o.camera_model)
+	}
+	if o.camera_params != nil {
+		// As many as the model takes; an unknown model reads none and is refused by setLens.
+		n := 0
+		if m, err := lens.ParseModel(lo.Model); err == nil {
+			n = m.NumParams()
+		}
+		lo.Params = slices.Clone(unsafe.Slice((*float64)(unsafe.Pointer(o.camera_params)), n))
+	}
+	return r, r.setLens(lo)
 }
 
 // decodeAll decodes n image files named by a C array of strings.
@@ -623,17 +676,21 @@ func decodeAll(paths **C.da3go_cchar, n C.int) ([]image.Image, error) {
 	return imgs, nil
 }
 
-// sceneResults runs the images at the processed size.
-func sceneResults(h C.da3go_model, paths **C.da3go_cchar, n C.int, opt *C.da3go_options, gaussians bool) ([]model.Result, error) {
+// sceneResults runs the images at the processed size for the export format
+// ("" for a point cloud); back as scene.run's.
+func sceneResults(h C.da3go_model, paths **C.da3go_cchar, n C.int, opt *C.da3go_options, format string) ([]model.Result, []*lens.Undistorter, error) {
 	imgs, err := decodeAll(paths, n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s, o, err := prepare(h, opt, len(imgs))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	o.opt.ProcessedSize, o.opt.Gaussians = true, gaussians
+	if err := o.lensOpt.CheckExport(format); err != nil {
+		return nil, nil, err
+	}
+	o.opt.ProcessedSize, o.opt.Gaussians = true, format == "gs_ply"
 	return s.run(imgs, o)
 }
 
@@ -675,8 +732,9 @@ func checkExport(format, out string, inputs []string) error {
 }
 
 // writeExport writes one scene file (glb, ply, npz, mini_npz, gs_ply, mesh_ply, mesh_glb) or a
-// COLMAP model (colmap: out is a directory, created if needed).
-func writeExport(format, out string, res []model.Result) error {
+// COLMAP model (colmap: out is a directory, created if needed); the views are mapped back to the
+// input images' pixels where back has an undistorter.
+func writeExport(format, out string, res []model.Result, back []*lens.Undistorter) error {
 	if format == "gs_ply" {
 		parts := make([]*gs.Gaussians, len(res))
 		for i := range res {
@@ -688,7 +746,7 @@ func writeExport(format, out string, res []model.Result) error {
 		}
 		return imgio.WriteFileAtomic(out, buf.Bytes())
 	}
-	views, err := model.Views(res, nil)
+	views, err := sceneViews(res, back)
 	if err != nil {
 		return err
 	}

@@ -13,10 +13,15 @@ class Options(C.Structure):  # da3go_options
     _fields_ = [("process_res", C.c_int), ("processed_size", C.c_int),
                 ("method", C.c_char_p), ("ref_view", C.c_char_p), ("independent", C.c_int),
                 ("ray_pose", C.c_int), ("ray_seed", C.c_uint64),
-                ("given_extrinsics", C.POINTER(C.c_double)), ("given_intrinsics", C.POINTER(C.c_double))]
+                ("given_extrinsics", C.POINTER(C.c_double)), ("given_intrinsics", C.POINTER(C.c_double)),
+                # ABI 4: the lens of distorted and fisheye images
+                ("camera_model", C.c_char_p), ("camera_params", C.POINTER(C.c_double)), ("keep_undistorted", C.c_int),
+                ("undistort_balance", C.c_double), ("undistort_fov", C.c_double)]
 
 
 lib = C.CDLL(sys.argv[1])
+if lib.da3go_abi_version() != 4:  # Options above is version 4's da3go_options
+    raise RuntimeError(f"libda3go has C ABI version {lib.da3go_abi_version()}, this example needs 4")
 lib.da3go_load.argtypes = [C.c_char_p, C.c_char_p, C.c_char_p, C.c_int, C.POINTER(C.c_size_t), C.POINTER(C.c_void_p)]
 lib.da3go_depth.argtypes = [C.c_size_t, C.c_char_p, C.POINTER(Options), C.POINTER(C.POINTER(C.c_float)),
                             C.POINTER(C.c_int), C.POINTER(C.c_int), C.POINTER(C.c_void_p)]

@@ -13,7 +13,9 @@ import (
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/imgproc"
+	"github.com/da3-go/da3-go/internal/lensopt"
 	"github.com/da3-go/da3-go/internal/progenv"
+	"github.com/da3-go/da3-go/lens"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -21,6 +23,9 @@ import (
 type runOptions struct {
 	opt         model.RunOptions
 	independent bool
+	// lens undistorts the images (camera_model), nil for pinhole images.
+	lens    *lens.Undistorters
+	lensOpt lensopt.Options
 }
 
 // scene is a loaded model or nested pair, run as the C calls ask.
@@ -100,20 +105,51 @@ func resolve(nameOrPath string, o loadOptions) (string, error) {
 	return fetch.Resolve(context.Background(), nameOrPath, fo)
 }
 
-// run runs the images as views of one scene, or each alone.
-func (s scene) run(imgs []image.Image, o runOptions) ([]model.Result, error) {
+// run runs the images as views of one scene, or each alone. With a lens
+// the images are undistorted first, and back holds, per image, the
+// undistorter its outputs are to be mapped back with (mapBack, sceneViews;
+// nil without a lens or with keep_undistorted).
+func (s scene) run(imgs []image.Image, o runOptions) (res []model.Result, back []*lens.Undistorter, err error) {
+	imgs, ks, back, err := s.undistort(imgs, o)
+	if err != nil {
+		return nil, nil, err
+	}
 	if !o.independent {
-		return s.MultiView(context.Background(), imgs, o.opt)
+		opt := o.opt
+		if ks != nil {
+			opt.Intrinsics = ks[0] // as the command: the first image's pinhole view
+		}
+		res, err := s.MultiView(context.Background(), imgs, opt)
+		return res, back, err
 	}
 	out := make([]model.Result, 0, len(imgs))
-	for _, im := range imgs {
-		r, err := s.Depth(context.Background(), im, o.opt)
+	for i, im := range imgs {
+		opt := o.opt
+		if ks != nil {
+			opt.Intrinsics = ks[i]
+		}
+		r, err := s.Depth(context.Background(), im, opt)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, *r)
 	}
-	return out, nil
+	return out, back, nil
+}
+
+// batch runs same-size images alone in the model's batched graph
+// (da3go_depth_batch), undistorted first with a lens.
+func (s scene) batch(imgs []image.Image, o runOptions) ([]model.Result, []*lens.Undistorter, error) {
+	imgs, ks, back, err := s.undistort(imgs, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	opt := o.opt
+	if ks != nil {
+		opt.Intrinsics = ks[0] // one size: one pinhole view
+	}
+	res, err := s.Independent(context.Background(), imgs, opt)
+	return res, back, err
 }
 
 // modelInfo is da3go_info_json's document.

@@ -100,6 +100,9 @@ func fuse(src ViewSource, po *Options, thr float32, vo tsdf.Options) (*tsdf.Volu
 		if err != nil {
 			return nil, err
 		}
+		if v.Camera.Lens != nil {
+			return nil, fmt.Errorf("view %d (%s): mesh fusion needs pinhole views, and this one has a lens model (keep the undistorted views)", i, v.Name)
+		}
 		f := tsdf.Frame{Width: v.Width, Height: v.Height, Depth: v.Depth, Weight: po.weights(&v, thr), RGB: v.RGB,
 			K: v.Camera.Intrinsics, WorldToCam: v.Camera.Extrinsics}
 		if err := vol.Integrate(&f); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/export/tsdf"
+	"github.com/da3-go/da3-go/lens"
 )
 
 // planeViews returns three 48×36 views of the plane z = 2 from cameras at x = −0.1, 0, 0.1 looking down
@@ -82,6 +83,16 @@ func TestNewMeshSelectsAndWeights(t *testing.T) {
 	pc := export.MeshCloud(m)
 	assert.Equal(t, m.Len(), pc.Len())
 	assert.Equal(t, m.Vertices, pc.Points)
+}
+
+// Views mapped back to a distorted lens are refused: the fusion projects voxels with a pinhole matrix.
+func TestNewMeshRefusesLens(t *testing.T) {
+	views := planeViews()
+	l, err := lens.New(lens.OpenCVFisheye, 48, 36, []float64{30, 30, 24, 18, 0.05, -0.01, 0.002, -0.0003})
+	require.NoError(t, err)
+	views[1].Camera.Lens = l
+	_, _, err = export.NewMesh(export.ViewSlice(views), export.MeshOptions{Points: export.DefaultOptions()})
+	assert.ErrorContains(t, err, "view 1 (v1): mesh fusion needs pinhole views")
 }
 
 func TestNewMeshBlockLimit(t *testing.T) {

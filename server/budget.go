@@ -26,11 +26,12 @@ var formatBytes = map[string]float64{
 // budget is a request's memory estimate, by part.
 type budget struct {
 	decode, model, maps, extra int64
+	lens                       int64       // undistortion (camera_model)
 	out                        image.Point // the maps' size (largest view)
 	views, nmaps               int
 }
 
-func (b budget) total() int64 { return b.decode + b.model + b.maps + b.extra }
+func (b budget) total() int64 { return b.decode + b.model + b.maps + b.extra + b.lens }
 
 // estimate estimates the memory of request p on instance in: the decoded
 // images (4 bytes a pixel), the model's compute buffers, host buffers and
@@ -106,7 +107,38 @@ func (s *Server) estimate(in *instance, p *parsed, m ModelInfo) (budget, error) 
 	if slices.Contains(p.req.Exports, "mesh_ply") || slices.Contains(p.req.Exports, "mesh_glb") {
 		b.extra += 2 * meshBlocks * tsdf.BlockBytes
 	}
+	if p.lens != nil {
+		b.lens = lensBytes(p, b, proc)
+	}
 	return b, nil
+}
+
+// lensBytes estimates the undistortion's memory: per image its RGB pixels,
+// their undistorted copy and the undistorted image (10 bytes a pixel); per
+// image size the undistortion table (8 bytes a pixel); and, mapped back,
+// the table back at the maps' and the processed size (8 bytes a pixel) and
+// a new copy of every map (the maps' cost again, without their encodings)
+// and of each export view (depth, confidence, sky, colours: 15 bytes a
+// processed pixel).
+func lensBytes(p *parsed, b budget, proc image.Point) int64 {
+	var n int64
+	sizes := map[image.Point]bool{}
+	for _, sz := range p.sizes {
+		px := int64(sz.X) * int64(sz.Y)
+		n += 10 * px
+		if !sizes[sz] {
+			sizes[sz] = true
+			n += 8 * px
+		}
+	}
+	if p.req.KeepUndistorted {
+		return n
+	}
+	out := int64(b.out.X) * int64(b.out.Y)
+	ppx := int64(proc.X) * int64(proc.Y)
+	n += 8*out + 8*ppx
+	n += int64(b.views) * (int64(b.nmaps)*4*out + 15*ppx)
+	return n
 }
 
 // checkBudget refuses (413) a request whose estimate exceeds
@@ -136,8 +168,12 @@ func (s *Server) checkBudget(in *instance, p *parsed, m ModelInfo) (int64, *apiE
 		lower = append(lower, "send fewer images")
 	}
 	lower = append(lower, "send smaller images")
-	return 0, tooLarge("the request needs about %s of memory (decoded images %s, model %s, %d map(s) of %dx%d for %d view(s) in %s: %s, points and exports %s), more than the server's budget of %s per request (-max-request-memory): %s",
-		by(b.total()), by(b.decode), by(b.model), b.nmaps, b.out.X, b.out.Y, b.views, formatsOf(p.req.MapFormats), by(b.maps), by(b.extra), by(limit), strings.Join(lower, ", or "))
+	undist := ""
+	if b.lens > 0 {
+		undist = ", undistortion " + by(b.lens)
+	}
+	return 0, tooLarge("the request needs about %s of memory (decoded images %s, model %s, %d map(s) of %dx%d for %d view(s) in %s: %s, points and exports %s%s), more than the server's budget of %s per request (-max-request-memory): %s",
+		by(b.total()), by(b.decode), by(b.model), b.nmaps, b.out.X, b.out.Y, b.views, formatsOf(p.req.MapFormats), by(b.maps), by(b.extra), undist, by(limit), strings.Join(lower, ", or "))
 }
 
 func formatsOf(f []string) string {

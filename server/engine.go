@@ -17,6 +17,7 @@ import (
 	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/licence"
+	"github.com/da3-go/da3-go/lens"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/gs"
 	"github.com/da3-go/da3-go/model/tile"
@@ -89,6 +90,11 @@ type runOptions struct {
 	align         []align.Samples // metric measurements, one set per image, or nil
 	tile          string          // on, auto, off or ""
 	tileSize      int
+	// lens undistorts the images (camera_model), nil for pinhole images;
+	// keepUndistorted leaves the outputs in the undistorted pinhole view
+	// instead of mapping them back to the images' pixels.
+	lens            *lens.Undistorters
+	keepUndistorted bool
 }
 
 // camera is one view's camera: world-to-camera extrinsics (3×4, OpenCV axes)
@@ -108,6 +114,10 @@ type view struct {
 	Camera                 *camera
 	AlignScale             float64 // with given cameras: the depth was divided by it
 	Alignment              *align.Alignment
+	// Undistorter undistorted the image (camera_model), else nil; MappedBack:
+	// the maps and camera were mapped back to the image's pixels.
+	Undistorter *lens.Undistorter
+	MappedBack  bool
 }
 
 // output is one run's result.
@@ -199,11 +209,18 @@ func (o runOptions) modelOptions() (model.RunOptions, error) {
 // models), or one by one when independent is set or the model takes one
 // view at a time. The views' maps are at the image size unless
 // processedSize; the export views, named by names, at the processed size.
+// With a lens the images are undistorted first and the outputs mapped back
+// to their pixels unless keepUndistorted.
 func (in *instance) run(ctx context.Context, imgs []image.Image, names []string, o runOptions, independent bool) (*output, error) {
 	opt, err := o.modelOptions()
 	if err != nil {
 		return nil, err
 	}
+	imgs, us, err := undistort(ctx, imgs, o.lens)
+	if err != nil {
+		return nil, err
+	}
+	ks := in.lensIntrinsics(us, o)
 	var res []model.Result
 	if independent {
 		for i, im := range imgs {
@@ -211,22 +228,37 @@ func (in *instance) run(ctx context.Context, imgs []image.Image, names []string,
 			if opt.Extrinsics != nil {
 				one.Extrinsics, one.ViewIntrinsics = opt.Extrinsics[i:i+1], opt.ViewIntrinsics[i:i+1]
 			}
+			if ks != nil {
+				one.Intrinsics = ks[i]
+			}
 			r, err := in.depthOne(ctx, im, one, o)
 			if err != nil {
 				return nil, err
 			}
 			res = append(res, *r)
 		}
-	} else if res, err = in.r.MultiView(ctx, imgs, opt); err != nil {
-		return nil, err
+	} else {
+		if ks != nil {
+			opt.Intrinsics = ks[0] // as the command: the first image's pinhole view
+		}
+		if res, err = in.r.MultiView(ctx, imgs, opt); err != nil {
+			return nil, err
+		}
 	}
 	fits, err := alignResults(res, o.align, independent)
 	if err != nil {
 		return nil, err
 	}
+	back := us
+	if o.keepUndistorted {
+		back = nil
+	}
 	out := &output{views: make([]view, len(res))}
 	if out.scene, err = model.Views(res, names); err != nil {
 		return nil, err
+	}
+	if err := model.DistortViews(out.scene, res, back); err != nil {
+		return nil, lensError(err)
 	}
 	if o.gaussians {
 		parts := make([]*gs.Gaussians, len(res))
@@ -246,9 +278,16 @@ func (in *instance) run(ctx context.Context, imgs []image.Image, names []string,
 		if !o.processedSize {
 			r.ToOriginalSize() // new slices: the export views keep the processed maps
 		}
-		v := view{Depth: r.Depth, Conf: r.Conf, Sky: r.Sky, Width: r.Width, Height: r.Height,
+		v := view{Width: r.Width, Height: r.Height,
 			ProcessedW: r.ProcessedWidth, ProcessedH: r.ProcessedHeight, Unit: r.Unit.String(), AlignScale: r.AlignScale,
-			Alignment: fits[i]}
+			Alignment: fits[i], Undistorter: us[i]}
+		if i < len(back) && back[i] != nil {
+			if err := r.MapBack(back[i]); err != nil {
+				return nil, lensError(err)
+			}
+			v.MappedBack = true
+		}
+		v.Depth, v.Conf, v.Sky = r.Depth, r.Conf, r.Sky
 		if c := r.Camera; c != nil {
 			v.Camera = &camera{Extrinsics: c.Extrinsics, Intrinsics: c.Intrinsics, IntrinsicsOriginal: c.IntrinsicsOriginal}
 		}
@@ -276,6 +315,64 @@ func (o runOptions) tiles(w, h, defaultRes int) bool {
 		return tile.Worth(w, h, cmp.Or(o.processRes, defaultRes))
 	}
 	return false
+}
+
+// undistort undistorts each image whose size the lens has an undistorter for
+// (all but pinhole lenses); us holds the undistorter of each image (nil: left
+// as it is). Without a lens the images are returned as they are.
+func undistort(ctx context.Context, imgs []image.Image, ls *lens.Undistorters) (out []image.Image, us []*lens.Undistorter, err error) {
+	us = make([]*lens.Undistorter, len(imgs))
+	if ls == nil {
+		return imgs, us, nil
+	}
+	out = make([]image.Image, len(imgs))
+	for i, img := range imgs {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		b := img.Bounds()
+		u, err := ls.For(b.Dx(), b.Dy())
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: image %d: camera_model: %w", model.ErrInvalidInput, i, err)
+		}
+		out[i] = img
+		if u == nil {
+			continue
+		}
+		if out[i], err = u.Image(img); err != nil {
+			return nil, nil, fmt.Errorf("image %d: %w", i, err)
+		}
+		us[i] = u
+	}
+	return out, us, nil
+}
+
+// lensIntrinsics are, for a model that needs intrinsics (DA3 metric-large)
+// run with a lens and without given intrinsics, the intrinsics of each
+// image's view as the model sees it: the undistorted pinhole view's, or the
+// lens's own pinhole camera; nil otherwise.
+func (in *instance) lensIntrinsics(us []*lens.Undistorter, o runOptions) []*model.Intrinsics {
+	caps := in.r.Capabilities()
+	if o.lens == nil || o.intrinsics != nil || !caps.NeedsIntrinsics || caps.Nested {
+		return nil
+	}
+	ks := make([]*model.Intrinsics, len(us))
+	for i, u := range us {
+		k := o.lens.Camera().K()
+		if u != nil {
+			k = u.Pinhole.K()
+		}
+		ks[i] = &model.Intrinsics{Fx: k[0][0], Fy: k[1][1], Cx: k[0][2], Cy: k[1][2]}
+	}
+	return ks
+}
+
+// lensError names what to change when undistorted views cannot be mapped back.
+func lensError(err error) error {
+	if errors.Is(err, model.ErrCroppedLens) {
+		return fmt.Errorf("%w: use upper_bound_resize or lower_bound_resize, images of one size, or keep_undistorted", err)
+	}
+	return err
 }
 
 // isInputError reports errors caused by the request's images or options

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/lens"
 )
 
 // DepthRequest is the body of POST /v1/depth: JSON with base64 images, or a
@@ -109,6 +110,27 @@ type DepthRequest struct {
 	// any-view model is conditioned on them and the results are in their
 	// frame and scale. In a multipart form, a JSON array.
 	Cameras []GivenCamera `json:"cameras,omitempty"`
+
+	// CameraModel is the COLMAP camera model of the input images' lens, as
+	// da3-go's -camera-model takes it (opencv, full_opencv, opencv_fisheye or
+	// fisheye, radial, …, any case), and CameraParams its parameters in
+	// COLMAP's order, in pixels of the input images (opencv: fx, fy, cx, cy,
+	// k1, k2, p1, p2; fisheye: fx, fy, cx, cy, k1…k4). Each image is
+	// undistorted to a pinhole view for the model and the maps, cameras and
+	// exports mapped back to the input images' pixels (NaN where the pinhole
+	// view does not reach) unless KeepUndistorted. Not with cameras or
+	// intrinsics (the parameters hold the intrinsics).
+	CameraModel  string    `json:"camera_model,omitempty"`
+	CameraParams []float64 `json:"camera_params,omitempty"`
+	// KeepUndistorted leaves the outputs in the undistorted pinhole view
+	// (each view's undistorted.intrinsics).
+	KeepUndistorted bool `json:"keep_undistorted,omitempty"`
+	// UndistortBalance chooses the pinhole view: 0 (default) fills it with
+	// the image (its distorted rim is cut off), 1 keeps the whole image
+	// (black corners), or between. UndistortFOV caps its field of view in
+	// degrees (0: 150; at most 179).
+	UndistortBalance float64 `json:"undistort_balance,omitempty"`
+	UndistortFOV     float64 `json:"undistort_fov,omitempty"`
 }
 
 // GivenCamera is one image's known camera.
@@ -126,8 +148,9 @@ var mapFormats = []string{"f32", "npy", "png", "png16"}
 type parsed struct {
 	req    DepthRequest
 	images [][]byte
-	names  []string      // per image, for error messages
-	sizes  []image.Point // per image, from its header (validate)
+	names  []string           // per image, for error messages
+	sizes  []image.Point      // per image, from its header (validate)
+	lens   *lens.Undistorters // camera_model's (validate), nil without
 }
 
 // readRequest reads and validates a request body (JSON or multipart) of at
@@ -327,8 +350,8 @@ func setField(f reflect.Value, name string, vals []string) *apiError {
 			return badRequest("field %q: %q is not an unsigned integer", name, last)
 		}
 		f.SetUint(n)
-	case reflect.Float32:
-		x, err := strconv.ParseFloat(last, 32)
+	case reflect.Float32, reflect.Float64:
+		x, err := strconv.ParseFloat(last, f.Type().Bits())
 		if err != nil {
 			return badRequest("field %q: %q is not a number", name, last)
 		}
@@ -393,6 +416,9 @@ func (p *parsed) validate(lim limits, m ModelInfo, canExport func(string) bool) 
 		return err
 	}
 	if err := p.validateOutputs(m, canExport); err != nil {
+		return err
+	}
+	if err := p.validateLens(); err != nil {
 		return err
 	}
 	if err := p.validateIntrinsics(m); err != nil {
@@ -533,7 +559,8 @@ func (p *parsed) runOptions() runOptions {
 	q := p.req
 	return runOptions{processRes: q.ProcessRes, method: q.ProcessResMethod, refView: q.RefView, processedSize: q.ProcessedSize,
 		intrinsics: q.Intrinsics, rayPose: q.RayPose, raySeed: q.RaySeed, cameras: q.Cameras, gaussians: slices.Contains(q.Exports, "gs_ply"),
-		align: alignSamples(q.AlignPoints, len(p.images)), tile: q.Tile, tileSize: q.TileSize}
+		align: alignSamples(q.AlignPoints, len(p.images)), lens: p.lens, keepUndistorted: q.KeepUndistorted,
+		tile: q.Tile, tileSize: q.TileSize}
 }
 
 // wants reports which maps and cameras the response carries.

@@ -61,6 +61,22 @@ type View struct {
 	AlignScale float64 `json:"align_scale,omitempty"`
 	// Alignment is the fit of align_points that brought this view to metres.
 	Alignment *Alignment `json:"alignment,omitempty"`
+	// Undistorted is the pinhole view the image was undistorted to for the
+	// model (camera_model with distortion).
+	Undistorted *Undistorted `json:"undistorted,omitempty"`
+}
+
+// Undistorted is the pinhole view an image taken through a lens was
+// undistorted to: same centre and axes as the lens, the input image's size.
+type Undistorted struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
+	// Intrinsics of the view, 3×3, in its pixels.
+	Intrinsics [3][3]float64 `json:"intrinsics"`
+	// MappedBack: the maps, the cameras and the exports were mapped back to
+	// the input image's pixels (the cameras' intrinsics are the lens's
+	// pinhole part); false: they stay in this view (keep_undistorted).
+	MappedBack bool `json:"mapped_back"`
 }
 
 // Alignment is a fit of metric measurements: metres = scale · depth, or for

@@ -104,7 +104,7 @@ func TestOpenAPIMatchesTypes(t *testing.T) {
 	}
 	for name, typ := range map[string]any{"DepthRequest": DepthRequest{}, "DepthResponse": DepthResponse{}, "View": View{},
 		"Map": Map{}, "Export": Export{}, "Timing": Timing{}, "ModelList": ModelList{}, "ModelInfo": ModelInfo{},
-		"ErrorBody": ErrorBody{}, "ErrorDetail": ErrorDetail{}, "GivenCamera": GivenCamera{}} {
+		"ErrorBody": ErrorBody{}, "ErrorDetail": ErrorDetail{}, "GivenCamera": GivenCamera{}, "Undistorted": Undistorted{}} {
 		schema, ok := spec.Components.Schemas[name]
 		require.True(t, ok, "schema %s", name)
 		var props []string

@@ -480,6 +480,9 @@ func (s *Server) encode(p *parsed, m ModelInfo, views []view, sc *scene) (*Depth
 			out.Alignment = &Alignment{Disparity: a.Disparity, Scale: a.Scale, Shift: a.Shift, Residual: a.Residual,
 				InlierShare: a.InlierShare, Samples: a.Samples}
 		}
+		if u := v.Undistorter; u != nil {
+			out.Undistorted = &Undistorted{Width: u.Pinhole.Width, Height: u.Pinhole.Height, Intrinsics: u.Pinhole.K(), MappedBack: v.MappedBack}
+		}
 		var err error
 		if want.depth && v.Depth != nil {
 			// Colour maps show near as warm: disparity is already larger when nearer.

@@ -29,6 +29,8 @@ func (p *parsed) validateTile(m ModelInfo) *apiError {
 		return badRequest("tile gives maps only: drop include_points and exports (point clouds and scene files come from runs without tiles)")
 	case len(q.Cameras) > 0:
 		return badRequest("tile with cameras: known cameras condition one scene, tiles run each crop alone")
+	case q.CameraModel != "":
+		return badRequest("tile with camera_model: tiles of the undistorted view are not supported; undistort the image first, or drop tile")
 	}
 	return nil
 }

@@ -66,6 +66,7 @@ func TestTile(t *testing.T) {
 		{DepthRequest{Images: two, Tile: "on"}, "set independent"},
 		{DepthRequest{Model: "da2-tiny", Image: enc64(readFile(t, img)), Tile: "on", ProcessedSize: true}, "drop processed_size"},
 		{DepthRequest{Images: two, Independent: true, Tile: "on", Exports: []string{"glb"}}, "drop include_points and exports"},
+		{DepthRequest{Model: "da2-tiny", Image: enc64(readFile(t, img)), Tile: "on", CameraModel: "fisheye", CameraParams: []float64{100, 100, 80, 60, 0, 0, 0, 0}}, "tile with camera_model"},
 	} {
 		resp, body := postJSON(t, ts.URL, tc.req)
 		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, truncate(body))

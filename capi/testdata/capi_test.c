@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
 	const char *out_dir = argv[10];
 	char *err = NULL;
 
-	CHECK(da3go_abi_version() == 3, "abi version %d", da3go_abi_version());
+	CHECK(da3go_abi_version() == 4, "abi version %d", da3go_abi_version());
 
 	/* Errors are values: a message the caller frees, no handle. */
 	da3go_model bad = 42;

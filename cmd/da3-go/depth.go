@@ -675,7 +675,7 @@ func (w *mapWriter) write(i int, r *model.Result) error {
 	var kind string
 	var data []float32
 	var mw, mh int
-	var back *lens.Remap // the map back to the original pixels of an undistorted input, made once
+	var back *lens.BackMapper // maps back to the original pixels of an undistorted input, made once
 	for _, o := range w.plan[i] {
 		if o.kind != kind || data == nil {
 			kind, data, mw, mh = o.kind, r.Depth, r.Width, r.Height

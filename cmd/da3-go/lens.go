@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"image"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 
@@ -28,8 +27,8 @@ type lensFlags struct {
 	base *lens.Camera
 	// given are the lenses of -cameras' COLMAP cameras, per input (nil: a pinhole camera).
 	given []*lens.Camera
-	// bySize are base's undistorters, per image size.
-	bySize map[image.Point]*lens.Undistorter
+	// bases are base's undistorters, per image size (nil without -camera-model).
+	bases *lens.Undistorters
 	// used is the undistorter applied to each input (nil: none), filled as the images are decoded.
 	used map[int]*lens.Undistorter
 	// told are the undistorters already described on stderr.
@@ -52,10 +51,10 @@ func (l *lensFlags) parse(cameras, intrinsics string) error {
 	if !l.on {
 		return nil
 	}
-	if !(l.balance >= 0 && l.balance <= 1) {
-		return fmt.Errorf("-undistort-balance %g: want a number from 0 to 1", l.balance)
+	if err := (lens.PinholeOptions{Balance: l.balance}).Check(); err != nil {
+		return fmt.Errorf("-undistort-%w", err)
 	}
-	if !(l.maxFOV > 0 && l.maxFOV <= 179) {
+	if err := (lens.PinholeOptions{MaxFOV: l.maxFOV}).Check(); err != nil || l.maxFOV == 0 {
 		return fmt.Errorf("-undistort-fov %g: want degrees above 0, at most 179", l.maxFOV)
 	}
 	switch {
@@ -85,7 +84,8 @@ func (l *lensFlags) parse(cameras, intrinsics string) error {
 	if l.base, err = lens.New(m, 0, 0, p); err != nil {
 		return fmt.Errorf("-camera-params: %w", err)
 	}
-	return nil
+	l.bases, err = lens.NewUndistorters(l.base, l.options())
+	return err
 }
 
 // active reports whether any image may be undistorted.
@@ -118,25 +118,13 @@ func (l *lensFlags) undistorter(i int, size image.Point) (*lens.Undistorter, err
 		}
 		return lens.NewUndistorter(l.given[i], p)
 	}
-	if l.base == nil || l.base.IsPinhole() {
+	if l.bases == nil {
 		return nil, nil
 	}
-	if u, ok := l.bySize[size]; ok {
-		return u, nil
-	}
-	c := l.base.WithSize(size.X, size.Y)
-	p, err := lens.PinholeFor(c, l.options())
+	u, err := l.bases.For(size.X, size.Y)
 	if err != nil {
 		return nil, fmt.Errorf("-camera-model: %w", err)
 	}
-	u, err := lens.NewUndistorter(c, p)
-	if err != nil {
-		return nil, err
-	}
-	if l.bySize == nil {
-		l.bySize = map[image.Point]*lens.Undistorter{}
-	}
-	l.bySize[size] = u
 	return u, nil
 }
 
@@ -202,39 +190,35 @@ func (l *lensFlags) backFor(i int) *lens.Undistorter {
 }
 
 // mapBack maps a map of input i's result (data, mw × mh, covering the undistorted view) back to the
-// original pixels at the same size; data is returned unchanged when input i was not undistorted.
-func (l *lensFlags) mapBack(i int, r *model.Result, data []float32, mw, mh int, rm **lens.Remap) ([]float32, error) {
+// original pixels at the same size (model.Result.MapBackMap); data is returned unchanged when input i
+// was not undistorted. *bm holds the table of input i's maps (nil before the first).
+func (l *lensFlags) mapBack(i int, r *model.Result, data []float32, mw, mh int, bm **lens.BackMapper) ([]float32, error) {
 	u := l.backFor(i)
 	if u == nil || data == nil {
 		return data, nil
 	}
-	if r.Cropped {
-		return nil, errors.New("undistorted views cannot be mapped back from centre-cropped maps (crop resize methods, or views of different sizes): use upper_bound_resize, or -keep-undistorted")
+	if *bm == nil {
+		*bm = u.BackMapper()
 	}
-	if *rm == nil || (*rm).Width != mw || (*rm).Height != mh {
-		*rm = u.Backward(mw, mh, mw, mh)
+	out, err := r.MapBackMap(*bm, data, mw, mh)
+	if errors.Is(err, model.ErrCroppedLens) {
+		return nil, fmt.Errorf("%w: use upper_bound_resize, or -keep-undistorted", err)
 	}
-	return (*rm).Floats(data, float32(math.NaN()))
+	return out, err
 }
 
-// mapBackViews maps the views of results first, first+1, … back to the original pixels (see
-// export.DistortView).
+// mapBackViews maps the views of results first, first+1, … back to the original pixels
+// (model.DistortViews).
 func (l *lensFlags) mapBackViews(views []export.View, res []model.Result, first int) error {
-	for i := range views {
-		u := l.backFor(first + i)
-		if u == nil {
-			continue
-		}
-		if res[i].Cropped {
-			return fmt.Errorf("%s: undistorted views cannot be mapped back from centre-cropped maps (crop resize methods, or views of different sizes): use upper_bound_resize, or -keep-undistorted", views[i].Name)
-		}
-		v, err := export.DistortView(views[i], u)
-		if err != nil {
-			return err
-		}
-		views[i] = v
+	us := make([]*lens.Undistorter, len(views))
+	for i := range us {
+		us[i] = l.backFor(first + i)
 	}
-	return nil
+	err := model.DistortViews(views, res, us)
+	if errors.Is(err, model.ErrCroppedLens) {
+		return fmt.Errorf("%w: use upper_bound_resize, or -keep-undistorted", err)
+	}
+	return err
 }
 
 // noStream refuses a streamed run of undistorted images.

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 #: The C ABI version this package is written for (da3go_abi_version).
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 
 class Error(RuntimeError):
@@ -49,6 +49,12 @@ class Options(C.Structure):
         ("ray_seed", C.c_uint64),
         ("given_extrinsics", C.POINTER(C.c_double)),
         ("given_intrinsics", C.POINTER(C.c_double)),
+        # ABI 4: the lens of distorted and fisheye images.
+        ("camera_model", C.c_char_p),
+        ("camera_params", C.POINTER(C.c_double)),
+        ("keep_undistorted", C.c_int),
+        ("undistort_balance", C.c_double),
+        ("undistort_fov", C.c_double),
     ]
 
 
@@ -80,6 +86,7 @@ _u8_p = C.POINTER(C.c_uint8)
 
 _SIGNATURES = {
     "da3go_abi_version": ([], C.c_int),
+    "da3go_camera_model_params": ([C.c_char_p, _int_p, _err_p], C.c_int),
     "da3go_load": ([C.c_char_p, C.c_char_p, C.c_char_p, C.c_int, C.POINTER(Handle), _err_p], C.c_int),
     "da3go_load_with": ([C.POINTER(LoadOptions), C.POINTER(Handle), _err_p], C.c_int),
     "da3go_free": ([Handle, _err_p], C.c_int),

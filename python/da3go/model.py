@@ -38,7 +38,9 @@ class Result:
     has no such output; unit: "relative", "disparity", "focal_normalised" or
     "metres"; camera: None, or a dict with "extrinsics" (3x4 world-to-camera
     [R|t], OpenCV axes), "intrinsics" (3x3, pixels of the processed image) and
-    "intrinsics_original" (3x3, pixels of the input image), float64 arrays;
+    "intrinsics_original" (3x3, pixels of the input image), float64 arrays
+    (with camera_model, mapped back: the lens's pinhole part; depth, conf and
+    sky are NaN where the pinhole view does not reach);
     processed_size: the network input's (width, height).
     """
 
@@ -79,11 +81,29 @@ class _Options:
     def __init__(self, n: int, *, process_res: int = 0, processed_size: bool = False,
                  method: Optional[str] = None, ref_view: Optional[str] = None, independent: bool = False,
                  ray_pose: bool = False, ray_seed: int = 0,
-                 extrinsics: Optional[np.ndarray] = None, intrinsics: Optional[np.ndarray] = None) -> None:
+                 extrinsics: Optional[np.ndarray] = None, intrinsics: Optional[np.ndarray] = None,
+                 camera_model: Optional[str] = None, camera_params: Optional[Sequence[float]] = None,
+                 keep_undistorted: bool = False, undistort_balance: float = 0.0,
+                 undistort_fov: float = 0.0) -> None:
         self.struct = _lib.Options(
             process_res=int(process_res), processed_size=int(bool(processed_size)),
             method=method.encode() if method else None, ref_view=ref_view.encode() if ref_view else None,
-            independent=int(bool(independent)), ray_pose=int(bool(ray_pose)), ray_seed=int(ray_seed))
+            independent=int(bool(independent)), ray_pose=int(bool(ray_pose)), ray_seed=int(ray_seed),
+            camera_model=camera_model.encode() if camera_model else None,
+            keep_undistorted=int(bool(keep_undistorted)), undistort_balance=float(undistort_balance),
+            undistort_fov=float(undistort_fov))
+        if camera_params is not None:
+            self.params = np.ascontiguousarray(camera_params, dtype=np.float64).ravel()
+            if camera_model:
+                # The library reads as many parameters as the model takes: check the count here.
+                want, err = C.c_int(), C.c_void_p()
+                _lib.check(_lib.lib().da3go_camera_model_params(camera_model.encode(), C.byref(want), C.byref(err)), err)
+                if self.params.size != want.value:
+                    raise Error(f"camera_params: camera model {camera_model} takes {want.value} parameters, "
+                                f"got {self.params.size}")
+            if not self.params.size:  # never NULL: the library refuses parameters without a model
+                self.params = np.zeros(1)
+            self.struct.camera_params = self.params.ctypes.data_as(C.POINTER(C.c_double))
         if (extrinsics is None) != (intrinsics is None):
             raise Error("given cameras need both extrinsics (Nx3x4) and intrinsics (Nx4: fx, fy, cx, cy)")
         if extrinsics is not None:
@@ -143,6 +163,18 @@ class Model:
     method), ref_view (saddle_balanced, first, middle), ray_pose, ray_seed,
     and given cameras: extrinsics (Nx3x4 world-to-camera) with intrinsics
     (Nx4: fx, fy, cx, cy in pixels of the original images).
+
+    Images from a distorted or fisheye lens: camera_model (COLMAP's name as
+    ``da3-go depth -camera-model`` takes it: "opencv", "full_opencv",
+    "fisheye" = "opencv_fisheye", ...) and camera_params (its parameters in
+    COLMAP's order, pixels of the input images). Each image is undistorted to
+    a pinhole view for the model and the outputs are mapped back to the input
+    image's pixels: maps at its size with NaN where a pixel's ray leaves the
+    pinhole view, cameras with the lens's pinhole part, points and exports
+    along the lens's rays, COLMAP with the lens's model; keep_undistorted=True
+    keeps everything in the pinhole views. undistort_balance (0: the view
+    filled, 1: all of the image) and undistort_fov (degrees, 0: 150) choose
+    the view.
     """
 
     def __init__(self, path_or_name: Union[str, os.PathLike], *,

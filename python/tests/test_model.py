@@ -148,6 +148,65 @@ def test_errors(model: da3go.Model, tmp_path: Path) -> None:
     assert issubclass(da3go.Error, RuntimeError)
 
 
+#: The OPENCV_FISHEYE lens of goref's fisheye.png (64x48), COLMAP's order.
+FISHEYE = [30, 30, 32.2, 23.7, 0.05, -0.01, 0.002, -0.0003]
+
+
+def _colmap_cameras(path: Path) -> list:
+    """(model id, width, height, params) of a COLMAP cameras.bin."""
+    data = path.read_bytes()
+    n, off, out = int(np.frombuffer(data, "<u8", 1, 0)[0]), 8, []
+    counts = {0: 3, 1: 4, 5: 8}  # SIMPLE_PINHOLE, PINHOLE, OPENCV_FISHEYE
+    for _ in range(n):
+        _, model_id = np.frombuffer(data, "<i4", 2, off)
+        w, h = np.frombuffer(data, "<u8", 2, off + 8)
+        k = counts[int(model_id)]
+        out.append((int(model_id), int(w), int(h), list(np.frombuffer(data, "<f8", k, off + 24))))
+        off += 24 + 8 * k
+    return out
+
+
+def test_camera_model_equals_go(model: da3go.Model, ref: Ref, tmp_path: Path) -> None:
+    """camera_model: the maps at the input size are the Go library's (undistort, run, map back) bit
+    for bit, NaN only on the fisheye's rim; the camera has the lens's pinhole part; keep_undistorted
+    gives the pinhole view's maps; the COLMAP export holds the OPENCV_FISHEYE camera."""
+    img = ref.folder / "fisheye.png"
+    lens = dict(process_res=RES, camera_model="fisheye", camera_params=FISHEYE)
+    r = model.depth(img, **lens)
+    assert r.depth.shape == (48, 64)
+    np.testing.assert_array_equal(r.depth, ref["fisheye_depth"])  # NaN where Go has NaN
+    np.testing.assert_array_equal(r.conf, ref["fisheye_conf"])
+    nan = np.isnan(r.depth)
+    assert 0 < nan.sum() < nan.size // 2
+    assert not nan[12:36, 16:48].any(), "NaN only on the rim"
+    assert np.array_equal(r.camera["intrinsics_original"], [[30, 0, 32.2], [0, 30, 23.7], [0, 0, 1]])
+    # The same from a numpy array (da3go_run_scenes).
+    arr = np.asarray(Image.open(img).convert("RGB"))
+    np.testing.assert_array_equal(model.depth(arr, **lens).depth, ref["fisheye_depth"])
+
+    kept = model.depth(img, keep_undistorted=True, **lens)
+    assert np.array_equal(kept.depth, ref["fisheye_pinhole_depth"])
+    assert not np.isnan(kept.depth).any()
+
+    model.export([img, img], "colmap", tmp_path / "sparse", **lens)
+    cams = _colmap_cameras(tmp_path / "sparse" / "cameras.bin")
+    assert [c[:3] for c in cams] == [(5, 64, 48), (5, 64, 48)]
+    assert np.array_equal(cams[0][3], FISHEYE)
+    model.export([img], "colmap", tmp_path / "kept", keep_undistorted=True, **lens)
+    assert _colmap_cameras(tmp_path / "kept" / "cameras.bin")[0][0] in (0, 1)
+
+    with pytest.raises(da3go.Error, match="takes 8 parameters, got 3"):
+        model.depth(img, process_res=RES, camera_model="opencv", camera_params=[1, 2, 3])
+    with pytest.raises(da3go.Error, match="unknown or unsupported camera model"):
+        model.depth(img, process_res=RES, camera_model="fov", camera_params=[1, 2, 3, 4, 5])
+    with pytest.raises(da3go.Error, match="camera_model needs camera_params"):
+        model.depth(img, process_res=RES, camera_model="fisheye")
+    with pytest.raises(da3go.Error, match="camera_params needs camera_model"):
+        model.depth(img, process_res=RES, camera_params=FISHEYE)
+    with pytest.raises(da3go.Error, match="export colmap_tracks with camera_model"):
+        model.export([img], "colmap_tracks", tmp_path / "tracks", **lens)
+
+
 def test_context_manager(ref: Ref) -> None:
     with da3go.Model(ref.gguf, device="cpu", threads=1) as m:
         assert not m.closed

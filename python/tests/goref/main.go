@@ -11,7 +11,12 @@
 //   - batch{0,1,2}_depth.npy: Independent of that image, its negative
 //     (255-v) and its left-right mirror;
 //   - scene{0,1}_{depth,conf,extrinsics}.npy: MultiView of two/images
-//     view0.png and view1.png.
+//     view0.png and view1.png;
+//   - fisheye.png, a textured plane rendered through the OPENCV_FISHEYE lens
+//     fisheyeParams (64×48), and the lens package's path on it: undistorted
+//     to the pinhole view (balance 0), Depth on the view
+//     (fisheye_pinhole_{depth,conf}.npy), the maps mapped back to the
+//     fisheye's pixels (fisheye_{depth,conf}.npy, NaN beyond the view).
 package main
 
 import (
@@ -20,6 +25,10 @@ import (
 	"flag"
 	"fmt"
 	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -27,6 +36,7 @@ import (
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/fetch"
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/lens"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -94,7 +104,63 @@ func run(out, fixtures string) error {
 			return err
 		}
 	}
-	return nil
+	return fisheyeRef(ctx, m, out, opt)
+}
+
+// fisheyeParams is the fisheye lens of fisheye.png, COLMAP's order (the
+// Python tests pass the same).
+var fisheyeParams = []float64{30, 30, 32.2, 23.7, 0.05, -0.01, 0.002, -0.0003}
+
+// fisheyeRef writes fisheye.png and the lens package's path on it.
+func fisheyeRef(ctx context.Context, m *model.Model, out string, opt model.RunOptions) error {
+	c, err := lens.New(lens.OpenCVFisheye, 64, 48, fisheyeParams)
+	if err != nil {
+		return err
+	}
+	img := image.NewNRGBA(image.Rect(0, 0, 64, 48))
+	for y := range 48 {
+		for x := range 64 {
+			r, ok := c.Unproject(float64(x)+0.5, float64(y)+0.5)
+			if !ok {
+				return fmt.Errorf("fisheye pixel (%d, %d) has no ray", x, y)
+			}
+			s := 2 / r[2]
+			v := 0.5 + 0.5*math.Sin(3*r[0]*s)*math.Cos(2*r[1]*s)
+			img.SetNRGBA(x, y, color.NRGBA{uint8(40 + 200*v), uint8(200 - 150*v), uint8(100 + 50*v), 255})
+		}
+	}
+	if err := imgio.WriteAtomic(filepath.Join(out, "fisheye.png"), func(w io.Writer) error { return png.Encode(w, img) }); err != nil {
+		return err
+	}
+	pin, err := lens.PinholeFor(c, lens.PinholeOptions{})
+	if err != nil {
+		return err
+	}
+	u, err := lens.NewUndistorter(c, pin)
+	if err != nil {
+		return err
+	}
+	view, err := u.Image(img)
+	if err != nil {
+		return err
+	}
+	r, err := m.Depth(ctx, view, opt)
+	if err != nil {
+		return err
+	}
+	if err := save(out, "fisheye_pinhole", r); err != nil {
+		return err
+	}
+	back := u.Backward(r.Width, r.Height, r.Width, r.Height)
+	nan := float32(math.NaN())
+	if r.Depth, err = back.Floats(r.Depth, nan); err != nil {
+		return err
+	}
+	if r.Conf, err = back.Floats(r.Conf, nan); err != nil {
+		return err
+	}
+	r.Camera = nil
+	return save(out, "fisheye", r)
 }
 
 // variants returns img, its negative and its left-right mirror as 8-bit RGB
