@@ -69,7 +69,7 @@ func (r *Renderer) tile(f *Frame, b *tileBuf, tx, ty int, keys []uint64) {
 				if sigma < 0 || sigma > s.lnop {
 					continue
 				}
-				alpha := min(MaxAlpha, s.op*float32(math.Exp(float64(-sigma))))
+				alpha := min(MaxAlpha, s.op*expNeg(sigma))
 				if alpha < AlphaThreshold {
 					continue
 				}
@@ -103,4 +103,22 @@ func (r *Renderer) tile(f *Frame, b *tileBuf, tx, ty int, keys []uint64) {
 			f.Depth[o] = a[3] / max(1-t, 1e-10)
 		}
 	}
+}
+
+// expNeg is e^−x for x in [0, 6] (the Mahalanobis half-distances that can
+// reach AlphaThreshold: ln 255 < 5.55) in float32, Cephes' expf: e^−x =
+// 2ⁿ·e^r, |r| ≤ ln2/2, e^r by a degree-6 polynomial; relative error below
+// 2e-7, a third of math.Exp's time here.
+func expNeg(x float32) float32 {
+	x = -x
+	v := x*1.44269504088896341 + 0.5
+	k := int32(v) // ⌊v⌋ (truncation, one less for negative non-integers)
+	if float32(k) > v {
+		k--
+	}
+	n := float32(k)
+	r := x - n*0.693359375 - n*-2.12194440e-4
+	p := ((((1.9875691500e-4*r+1.3981999507e-3)*r+8.3334519073e-3)*r+4.1665795894e-2)*r+1.6666665459e-1)*r + 5.0000001201e-1
+	y := p*r*r + r + 1
+	return y * math.Float32frombits(uint32(k+127)<<23)
 }

@@ -421,3 +421,12 @@ func TestRGB8(t *testing.T) {
 	f := &Frame{RGB: []float32{-0.5, 0, 0.5, 0.999, 1, 7}}
 	assert.Equal(t, []byte{0, 0, 127, 254, 255, 255}, f.RGB8(nil))
 }
+
+// expNeg is e^−x to 2e-7 relative over the range it is used on.
+func TestExpNeg(t *testing.T) {
+	for i := 0; i <= 60000; i++ {
+		x := float32(i) / 10000
+		want := math.Exp(-float64(x))
+		require.InEpsilon(t, want, float64(expNeg(x)), 2e-7, "e^-%g", x)
+	}
+}
