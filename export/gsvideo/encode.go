@@ -88,7 +88,19 @@ func EncodeMP4(ctx context.Context, path string, w, h int, opt EncodeOptions, fr
 			args = append(args, "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2")
 		}
 		args = append(args, "-f", "mp4", tmp)
-		return runFFmpeg(ctx, ffmpeg, args, frames)
+		return runFFmpeg(ctx, ffmpeg, args, func(stdin io.Writer) error {
+			cw := &countWriter{w: stdin}
+			if err := frames(cw); err != nil {
+				return err
+			}
+			switch size := int64(3 * w * h); {
+			case cw.n == 0:
+				return errors.New("no frames")
+			case cw.n%size != 0:
+				return fmt.Errorf("%d bytes of RGB: not a whole number of %dx%d frames", cw.n, w, h)
+			}
+			return nil
+		})
 	})
 }
 
@@ -148,4 +160,16 @@ func (t *tailBuffer) lastLine(err error) string {
 		return err.Error()
 	}
 	return msg
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
