@@ -105,6 +105,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -113,6 +114,7 @@ import (
 	"unsafe"
 
 	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/export/gsvideo"
 	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
@@ -521,8 +523,16 @@ func da3go_export(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.d
 			return errors.New("da3go_export: format and out_path must not be NULL")
 		}
 		f := goString(format)
-		if !slices.Contains([]string{"glb", "ply", "npz", "mini_npz", "colmap", "colmap_tracks", "gs_ply", "mesh_ply", "mesh_glb"}, f) {
-			return fmt.Errorf("unknown export format %q (glb, ply, npz, mini_npz, colmap, colmap_tracks, gs_ply, mesh_ply, mesh_glb)", f)
+		if !slices.Contains([]string{"glb", "ply", "npz", "mini_npz", "colmap", "colmap_tracks", "gs_ply", "gs_video", "mesh_ply", "mesh_glb"}, f) {
+			return fmt.Errorf("unknown export format %q (glb, ply, npz, mini_npz, colmap, colmap_tracks, gs_ply, gs_video, mesh_ply, mesh_glb)", f)
+		}
+		if f == "gs_video" {
+			if opt != nil && opt.given_extrinsics != nil {
+				return errors.New("the gs_video export with given cameras: the 3D Gaussians are in the network's frame, not the given cameras'")
+			}
+			if _, e := gsvideo.FindFFmpeg(""); e != nil {
+				return e
+			}
 		}
 		out := goString(outPath)
 		var inputs []string
@@ -536,7 +546,7 @@ func da3go_export(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.d
 		if e := checkExport(f, out, inputs); e != nil {
 			return e
 		}
-		res, e := sceneResults(h, imagePaths, n, opt, f == "gs_ply")
+		res, e := sceneResults(h, imagePaths, n, opt, f == "gs_ply" || f == "gs_video")
 		if e != nil {
 			return e
 		}
@@ -674,9 +684,12 @@ func checkExport(format, out string, inputs []string) error {
 	return nil
 }
 
-// writeExport writes one scene file (glb, ply, npz, mini_npz, gs_ply, mesh_ply, mesh_glb) or a
-// COLMAP model (colmap: out is a directory, created if needed).
+// writeExport writes one scene file (glb, ply, npz, mini_npz, gs_ply, gs_video, mesh_ply, mesh_glb)
+// or a COLMAP model (colmap: out is a directory, created if needed).
 func writeExport(format, out string, res []model.Result) error {
+	if format == "gs_video" {
+		return writeGaussianVideo(out, res)
+	}
 	if format == "gs_ply" {
 		parts := make([]*gs.Gaussians, len(res))
 		for i := range res {
@@ -748,4 +761,26 @@ func pointOptions(thresh float64) export.Options {
 		o.ConfThreshold, o.ConfPercentile, o.EnsurePercentile = thresh, 0, 100
 	}
 	return o
+}
+
+// writeGaussianVideo writes the gs_video export with upstream's defaults
+// (package gsvideo) as an MP4 file at out.
+func writeGaussianVideo(out string, res []model.Result) error {
+	parts := make([]*gs.Gaussians, len(res))
+	cams := make([]gsvideo.Camera, len(res))
+	for i := range res {
+		if res[i].Gaussians == nil || res[i].Camera == nil {
+			return fmt.Errorf("gs_video: view %d has no Gaussians or no camera", i)
+		}
+		parts[i] = res[i].Gaussians
+		cams[i] = gsvideo.Camera{Extrinsics: res[i].Camera.Extrinsics, Intrinsics: res[i].Camera.Intrinsics}
+	}
+	v, err := gsvideo.New(gs.Concat(parts...), cams, gsvideo.Options{})
+	if err != nil {
+		return err
+	}
+	w, h := v.Size()
+	return gsvideo.EncodeMP4(context.Background(), out, w, h, gsvideo.EncodeOptions{}, func(pipe io.Writer) error {
+		return v.WriteRaw(context.Background(), pipe, nil)
+	})
 }
