@@ -241,3 +241,63 @@ func TestEncodeMP4(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "no temporary file left")
 }
+
+// Gaussians made by the adapter from a view (package gs: depth 3,
+// red on the left, blue on the right, about a pixel each) and rendered
+// from that view's camera through the path's conventions (poseOf,
+// RenderCamera) give the view back: its colours where they were, its
+// depth; a camera moved to the right sees the wall shifted left.
+func TestAdaptedViewRendersBack(t *testing.T) {
+	const w, h = 40, 30
+	k := [3][3]float64{{36, 0, 20}, {0, 36, 15}, {0, 0, 1}}
+	cfg := gs.GiantConfig
+	n := w * h
+	raw := make([]float32, cfg.Channels()*n)
+	plane := func(c int) []float32 { return raw[c*n : (c+1)*n] }
+	depth := make([]float32, n)
+	for i := range n {
+		depth[i] = 3
+		plane(2)[i], plane(3)[i], plane(4)[i] = -1.609, -1.609, -1.609 // scale 5: about a pixel
+		plane(8)[i] = 1                                               // the quaternion
+		red := i%w < w/2
+		for c, v := range map[bool][3]float32{true: {1.7, -1.7, -1.7}, false: {-1.7, -1.7, 1.7}}[red] {
+			plane(9 + 9*c)[i] = v // the DC coefficient of colour c
+		}
+		plane(cfg.Channels() - 1)[i] = 10 // opaque
+	}
+	e := [3][4]float64{{1, 0, 0, 0.2}, {0, 1, 0, -0.1}, {0, 0, 1, 0.5}}
+	g, err := gs.Adapt(cfg, []gs.View{{Raw: raw, Depth: depth, Extrinsics: e, Intrinsics: k}}, w, h, nil)
+	require.NoError(t, err)
+	r, err := render.New(g, render.Options{})
+	require.NoError(t, err)
+	cam := RenderCamera(poseOf(Camera{Extrinsics: e, Intrinsics: k}, w, h), w, h)
+	f, err := r.Render(cam)
+	require.NoError(t, err)
+	at := func(f *render.Frame, x, y int) []float32 { o := 3 * (y*w + x); return f.RGB[o : o+3] }
+	for y := 2; y < h-2; y++ {
+		for x := 2; x < w-2; x++ {
+			if x >= w/2-2 && x < w/2+2 {
+				continue
+			}
+			c := at(f, x, y)
+			if x < w/2 {
+				assert.True(t, c[0] > 0.9 && c[2] < 0.1, "(%d, %d) red: %v", x, y, c)
+			} else {
+				assert.True(t, c[2] > 0.9 && c[0] < 0.1, "(%d, %d) blue: %v", x, y, c)
+			}
+			// The adapter places a Gaussian 3 along its pixel's unit ray: camera
+			// z 3·cos θ (near the centre, where the slant puts the neighbours
+			// composited first at about the same depth).
+			if u, v := (float64(x)+0.5-20)/36, (float64(y)+0.5-15)/36; math.Abs(u) < 0.2 && math.Abs(v) < 0.2 {
+				assert.InDelta(t, 3/math.Sqrt(1+u*u+v*v), f.Depth[y*w+x], 0.02, "(%d, %d) depth", x, y)
+			}
+		}
+	}
+	// 0.5 to the right at depth 3 with f = 36: the edge moves 6 pixels left.
+	moved := cam
+	moved.Extrinsics[0][3] -= 0.5
+	f, err = r.Render(moved)
+	require.NoError(t, err)
+	assert.Greater(t, at(f, w/2-8, h/2)[0], float32(0.9), "still red left of the moved edge")
+	assert.Greater(t, at(f, w/2-4, h/2)[2], float32(0.9), "blue where red was")
+}
