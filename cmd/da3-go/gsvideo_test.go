@@ -75,6 +75,13 @@ func TestGaussianVideoCLI(t *testing.T) {
 		assert.Equal(t, "122", info["nb_read_frames"])
 		assert.Equal(t, [2]string{"32", "24"}, [2]string{info["width"], info["height"]})
 	}
+
+	// Not in windows: the Gaussians are not merged across them.
+	out = t.TempDir()
+	code, _, stderr = runCLI(append([]string{"reconstruct", "-model", m, "-process-res", "42", "-format", "gs_video", "-stream", "-o", out}, imgs...)...)
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, stderr, "-format gs_video: the 3D Gaussians are not merged across windows")
+	assert.NoDirExists(t, filepath.Join(out, "gs_video"))
 }
 
 // gs_video is refused before anything runs: without ffmpeg, with bad

@@ -543,7 +543,11 @@ func (f *reconstructFlags) reconstructStreamed(ctx context.Context, m da3.Runner
 func (f *reconstructFlags) streamUnsupported(formats []string) string {
 	switch {
 	case slices.Contains(formats, "gs_ply"), slices.Contains(formats, "gs_video"):
-		return "-format gs_ply and gs_video: the 3D Gaussians are not merged across windows; drop them or -stream"
+		fm := "gs_ply"
+		if !slices.Contains(formats, fm) {
+			fm = "gs_video"
+		}
+		return "-format " + fm + ": the 3D Gaussians are not merged across windows; drop " + fm + " or -stream"
 	case f.cameras != "":
 		return "-cameras: streaming with known cameras is not supported; run the frames as one scene (-no-stream)"
 	}
