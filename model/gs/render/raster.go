@@ -18,7 +18,7 @@ func (r *Renderer) rasterise(f *Frame, tw, th int) {
 	for len(r.bufs) < r.workers {
 		r.bufs = append(r.bufs, new(tileBuf))
 	}
-	var slot chan *tileBuf = make(chan *tileBuf, r.workers)
+	slot := make(chan *tileBuf, r.workers)
 	for _, b := range r.bufs[:r.workers] {
 		slot <- b
 	}

@@ -122,7 +122,7 @@ type splat struct {
 	x, y               float32 // the mean in pixels
 	a, b, c            float32 // the conic: the inverse 2D covariance [[a, b], [b, c]]
 	op                 float32 // opacity
-	lnop               float32 // ln(255·op): beyond this Mahalanobis half-distance alpha < 1/255
+	lnop               float32 // ln(255·op): for σ (half the squared Mahalanobis distance) beyond it alpha < 1/255
 	rgb                [3]float32
 	z                  float32 // camera depth of the mean
 	rx, ry             float32 // the bounding box's half sides (pixels)
