@@ -113,10 +113,12 @@ import "C"
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -125,6 +127,7 @@ import (
 	"unsafe"
 
 	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/export/gsvideo"
 	"github.com/da3-go/da3-go/internal/atomicfile"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/internal/lensopt"
@@ -562,8 +565,16 @@ func da3go_export(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.d
 			return errors.New("da3go_export: format and out_path must not be NULL")
 		}
 		f := goString(format)
-		if !slices.Contains([]string{"glb", "ply", "npz", "mini_npz", "colmap", "colmap_tracks", "gs_ply", "mesh_ply", "mesh_glb"}, f) {
-			return fmt.Errorf("unknown export format %q (glb, ply, npz, mini_npz, colmap, colmap_tracks, gs_ply, mesh_ply, mesh_glb)", f)
+		if !slices.Contains([]string{"glb", "ply", "npz", "mini_npz", "colmap", "colmap_tracks", "gs_ply", "gs_video", "mesh_ply", "mesh_glb"}, f) {
+			return fmt.Errorf("unknown export format %q (glb, ply, npz, mini_npz, colmap, colmap_tracks, gs_ply, gs_video, mesh_ply, mesh_glb)", f)
+		}
+		if f == "gs_video" {
+			if opt != nil && opt.given_extrinsics != nil {
+				return errors.New("the gs_video export with given cameras: the 3D Gaussians are in the network's frame, not the given cameras'")
+			}
+			if _, e := gsvideo.FindFFmpeg(""); e != nil {
+				return e
+			}
 		}
 		out := goString(outPath)
 		var inputs []string
@@ -690,7 +701,7 @@ func sceneResults(h C.da3go_model, paths **C.da3go_cchar, n C.int, opt *C.da3go_
 	if err := o.lensOpt.CheckExport(format); err != nil {
 		return nil, nil, err
 	}
-	o.opt.ProcessedSize, o.opt.Gaussians = true, format == "gs_ply"
+	o.opt.ProcessedSize, o.opt.Gaussians = true, format == "gs_ply" || format == "gs_video"
 	return s.run(imgs, o)
 }
 
@@ -731,10 +742,13 @@ func checkExport(format, out string, inputs []string) error {
 	return nil
 }
 
-// writeExport writes one scene file (glb, ply, npz, mini_npz, gs_ply, mesh_ply, mesh_glb) or a
-// COLMAP model (colmap: out is a directory, created if needed); the views are mapped back to the
+// writeExport writes one scene file (glb, ply, npz, mini_npz, gs_ply, gs_video, mesh_ply, mesh_glb)
+// or a COLMAP model (colmap: out is a directory, created if needed); the views are mapped back to the
 // input images' pixels where back has an undistorter.
 func writeExport(format, out string, res []model.Result, back []*lens.Undistorter) error {
+	if format == "gs_video" {
+		return writeGaussianVideo(out, res)
+	}
 	if format == "gs_ply" {
 		parts := make([]*gs.Gaussians, len(res))
 		for i := range res {
@@ -806,4 +820,26 @@ func pointOptions(thresh float64) export.Options {
 		o.ConfThreshold, o.ConfPercentile, o.EnsurePercentile = thresh, 0, 100
 	}
 	return o
+}
+
+// writeGaussianVideo writes the gs_video export with upstream's defaults
+// (package gsvideo) as an MP4 file at out.
+func writeGaussianVideo(out string, res []model.Result) error {
+	parts := make([]*gs.Gaussians, len(res))
+	cams := make([]gsvideo.Camera, len(res))
+	for i := range res {
+		if res[i].Gaussians == nil || res[i].Camera == nil {
+			return fmt.Errorf("gs_video: view %d has no Gaussians or no camera", i)
+		}
+		parts[i] = res[i].Gaussians
+		cams[i] = gsvideo.Camera{Extrinsics: res[i].Camera.Extrinsics, Intrinsics: res[i].Camera.Intrinsics}
+	}
+	v, err := gsvideo.New(gs.Concat(parts...), cams, gsvideo.Options{})
+	if err != nil {
+		return err
+	}
+	w, h := v.Size()
+	return gsvideo.EncodeMP4(context.Background(), out, w, h, gsvideo.EncodeOptions{}, func(pipe io.Writer) error {
+		return v.WriteRaw(context.Background(), pipe, nil)
+	})
 }

@@ -73,13 +73,24 @@ func visualizeDepth(depth []float32) [][3]uint8 {
 		if math.IsNaN(float64(d)) {
 			continue // matplotlib's "bad" colour: transparent black
 		}
-		x := t * 256
-		if x == 256 {
-			x = 255
-		}
-		out[i] = spectralLUT[min(int(x), 255)]
+		out[i] = Spectral(t)
 	}
 	return out
+}
+
+// Spectral is matplotlib's "Spectral" colormap at t as 8-bit RGB (each
+// channel truncated from value·255): t clipped to [0, 1], 0 dark red, 1
+// violet blue, the 256 colours at ⌊256·t⌋ (255 for t = 1); NaN is black
+// (matplotlib's "bad" colour).
+func Spectral(t float32) [3]uint8 {
+	if t != t {
+		return [3]uint8{}
+	}
+	x := min(max(t, 0), 1) * 256
+	if x == 256 {
+		x = 255
+	}
+	return spectralLUT[min(int(x), 255)]
 }
 
 // WriteDepthVis writes DepthVis(v) as JPEG quality 95 (the official export's format) or, when path ends in

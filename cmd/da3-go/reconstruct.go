@@ -26,7 +26,7 @@ func init() {
 	register(command{
 		name:    "reconstruct",
 		usage:   "da3-go reconstruct -model M.gguf [flags] IMAGE|DIR... [-list FILE] [-video FILE -fps N]",
-		summary: "3D scene outputs of images taken as views of one scene: point cloud (PLY), GLB, fused mesh, COLMAP, NPZ, depth visualisation",
+		summary: "3D scene outputs of images taken as views of one scene: point cloud (PLY), GLB, fused mesh, COLMAP, NPZ, depth visualisation, 3D Gaussians (PLY, video)",
 		run:     runReconstruct,
 	})
 }
@@ -42,6 +42,7 @@ var reconstructFormats = []struct{ name, path string }{
 	{"mini_npz", "exports/mini_npz/results.npz"},
 	{"depth_vis", "depth_vis/0000.jpg, …"},
 	{"gs_ply", "gs_ply/0000.ply: 3D Gaussians, DA3-GIANT"},
+	{"gs_video", "gs_video/0000_<path>.mp4: a video flying through the 3D Gaussians (DA3-GIANT; ffmpeg)"},
 	{"mesh_ply", "mesh.ply: the views' depth fused into one triangle mesh (TSDF)"},
 	{"mesh_glb", "mesh.glb: the fused mesh as GLB"},
 }
@@ -76,6 +77,7 @@ type reconstructFlags struct {
 	alignDepth                   string
 	voxel, maxDepth              float64
 	maxBlocks                    int
+	gsVideo                      gsVideoFlags
 }
 
 func (f *reconstructFlags) register(fs *flag.FlagSet) {
@@ -83,6 +85,7 @@ func (f *reconstructFlags) register(fs *flag.FlagSet) {
 	f.modelFlags.lens.register(fs)
 	f.inputFlags.register(fs)
 	f.streamFlags.register(fs)
+	f.gsVideo.register(fs)
 	names := make([]string, len(reconstructFormats))
 	for i, x := range reconstructFormats {
 		names[i] = x.name + " (" + x.path + ")"
@@ -123,7 +126,7 @@ func (f *reconstructFlags) parse() ([]string, error) {
 			known = known || x.name == fm
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown -format %q (glb, ply, colmap, colmap_tracks, npz, mini_npz, depth_vis, gs_ply, mesh_ply, mesh_glb)", fm)
+			return nil, fmt.Errorf("unknown -format %q (glb, ply, colmap, colmap_tracks, npz, mini_npz, depth_vis, gs_ply, gs_video, mesh_ply, mesh_glb)", fm)
 		}
 	}
 	if slices.Contains(formats, "colmap") && slices.Contains(formats, "colmap_tracks") {
@@ -165,10 +168,18 @@ func (f *reconstructFlags) parse() ([]string, error) {
 	}
 	if f.alignDepth != "" {
 		switch {
-		case slices.Contains(formats, "gs_ply"):
-			return nil, errors.New("-align-depth does not rescale the 3D Gaussians: it does not go with -format gs_ply")
+		case slices.Contains(formats, "gs_ply"), slices.Contains(formats, "gs_video"):
+			return nil, errors.New("-align-depth does not rescale the 3D Gaussians: it does not go with -format gs_ply or gs_video")
 		case f.cameras != "":
 			return nil, errors.New("-align-depth and -cameras both set the scene's scale: give one")
+		}
+	}
+	if slices.Contains(formats, "gs_video") {
+		if f.cameras != "" {
+			return nil, errGSVideoCameras
+		}
+		if err := f.gsVideo.check(); err != nil {
+			return nil, err
 		}
 	}
 	return formats, nil
@@ -347,11 +358,11 @@ func (r *reconstructRun) checkModel(m da3.Runner) error {
 // one scene, or one scene per image.
 func (r *reconstructRun) run(ctx context.Context, m da3.Runner) error {
 	f := &r.f
-	r.opt.Gaussians = slices.Contains(r.formats, "gs_ply")
+	r.opt.Gaussians = slices.Contains(r.formats, "gs_ply") || slices.Contains(r.formats, "gs_video")
 	if err := r.checkModel(m); err != nil {
 		return err
 	}
-	w := &sceneWriter{f: f, set: r.out.set, formats: r.formats, stdout: r.stdout, stderr: r.stderr, intrinsics: r.k, lens: &f.lens}
+	w := &sceneWriter{ctx: ctx, f: f, set: r.out.set, formats: r.formats, stdout: r.stdout, stderr: r.stderr, intrinsics: r.k, lens: &f.lens}
 	asScene := !f.independent && m.Capabilities().MultiView
 	lay, err := f.streamFlags.layoutFor(r.fs, m, len(r.in.paths), asScene, r.size, &r.opt)
 	if err != nil {
@@ -467,6 +478,8 @@ func (f *reconstructFlags) scenePaths(formats, names []string) []string {
 				paths = append(paths, filepath.Join(dir, "exports", fm, "results.npz"))
 			case "gs_ply":
 				paths = append(paths, filepath.Join(dir, "gs_ply", "0000.ply"))
+			case "gs_video":
+				paths = append(paths, filepath.Join(dir, "gs_video", f.gsVideo.file(views)))
 			case "depth_vis":
 				for i := range views {
 					paths = append(paths, filepath.Join(dir, "depth_vis", fmt.Sprintf("%04d.jpg", i)))
@@ -478,6 +491,7 @@ func (f *reconstructFlags) scenePaths(formats, names []string) []string {
 }
 
 type sceneWriter struct {
+	ctx        context.Context // cancels the long outputs (gs_video)
 	f          *reconstructFlags
 	set        *outputSet
 	formats    []string
@@ -528,8 +542,12 @@ func (f *reconstructFlags) reconstructStreamed(ctx context.Context, m da3.Runner
 // streamUnsupported names the reason a streamed run cannot write the outputs asked for, "" when it can.
 func (f *reconstructFlags) streamUnsupported(formats []string) string {
 	switch {
-	case slices.Contains(formats, "gs_ply"):
-		return "-format gs_ply: the 3D Gaussians are not merged across windows; drop gs_ply or -stream"
+	case slices.Contains(formats, "gs_ply"), slices.Contains(formats, "gs_video"):
+		fm := "gs_ply"
+		if !slices.Contains(formats, fm) {
+			fm = "gs_video"
+		}
+		return "-format " + fm + ": the 3D Gaussians are not merged across windows; drop " + fm + " or -stream"
 	case f.cameras != "":
 		return "-cameras: streaming with known cameras is not supported; run the frames as one scene (-no-stream)"
 	}
@@ -579,7 +597,7 @@ func (w *sceneWriter) write(dir string, s sceneSource) error {
 	// once it is gone, so that the two never share a line of the terminal.
 	bar := newItemBar(len(w.formats), "writing", w.f.quiet, w.stderr)
 	var wrote []string
-	sw := &sceneWrite{sceneWriter: w, dir: dir, s: s}
+	sw := &sceneWrite{sceneWriter: w, dir: dir, s: s, bar: bar}
 	defer func() {
 		bar.finish()
 		if !w.f.quiet {
@@ -609,6 +627,7 @@ type sceneWrite struct {
 	s     sceneSource
 	pc    *export.PointCloud // GLB and PLY share it
 	mesh  *tsdf.Mesh         // mesh_ply and mesh_glb share it
+	bar   *runBar            // over the formats; gs_video moves it through its frames
 	notes []string           // printed once the scene is written
 }
 
@@ -635,10 +654,32 @@ func (sw *sceneWrite) format(fm string) ([]string, error) {
 			return nil, err
 		}
 		return []string{path}, writeGaussians(path, sw.s.res)
+	case "gs_video":
+		return sw.gaussianVideo()
 	case "depth_vis":
 		return sw.depthVis()
 	}
 	return nil, nil
+}
+
+// gaussianVideo writes gs_video/0000_<path>.mp4.
+func (sw *sceneWrite) gaussianVideo() ([]string, error) {
+	path := filepath.Join(sw.dir, "gs_video", sw.f.gsVideo.file(len(sw.s.res)))
+	if err := mkdirFor(path); err != nil {
+		return nil, err
+	}
+	ctx := sw.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	note, err := writeGaussianVideo(ctx, path, sw.s.res, &sw.f.gsVideo, func(done, total int) {
+		sw.bar.tell(model.Progress{Stage: "gs_video", Part: 1, Parts: 1, Done: done, Total: total})
+	})
+	if err != nil {
+		return nil, err
+	}
+	sw.notes = append(sw.notes, note)
+	return []string{path}, nil
 }
 
 // mkdirFor makes the directory of path.

@@ -154,6 +154,38 @@ func WriteFile(path string, data []byte, inputs ...string) error {
 	}, inputs...)
 }
 
+// WriteVia writes path through a temporary file in the same directory
+// that produce fills by its name (an external program writing the file),
+// renamed into place once produce succeeded; on error path is untouched and
+// the temporary file removed. Check's rules apply (with the inputs given).
+func WriteVia(path string, produce func(tmp string) error, inputs ...string) (err error) {
+	if err := Check(path, inputs...); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), TempPrefix+strconv.Itoa(os.Getpid())+"-*")
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	tmp := f.Name()
+	pending.Store(tmp, struct{}{})
+	p := &Pending{path: path, tmp: tmp, inputs: inputs}
+	defer func() {
+		if err != nil {
+			p.Abort()
+		}
+	}()
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = produce(tmp); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = os.Chmod(tmp, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return p.Commit()
+}
+
 // Pending is an output whose content is complete in a temporary file next
 // to its destination but not yet visible there. Outputs made of several
 // files (a COLMAP model) write every file as a Pending first and commit them

@@ -144,6 +144,38 @@ func TestFailedWriteLeavesNothing(t *testing.T) {
 	assert.Len(t, entries, 1)
 }
 
+// TestWriteVia: a file another writer fills by name replaces the
+// destination when it succeeds; when it fails the destination keeps its
+// content and no temporary file is left; a directory is not replaced.
+func TestWriteVia(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "v.mp4")
+	require.NoError(t, os.WriteFile(p, []byte("old"), 0o644))
+	boom := errors.New("encoder failed")
+	err := atomicfile.WriteVia(p, func(tmp string) error {
+		require.NoError(t, os.WriteFile(tmp, []byte("half"), 0o600))
+		return boom
+	})
+	assert.ErrorIs(t, err, boom)
+	b, _ := os.ReadFile(p)
+	assert.Equal(t, "old", string(b))
+	entries, _ := os.ReadDir(dir)
+	assert.Len(t, entries, 1)
+
+	require.NoError(t, atomicfile.WriteVia(p, func(tmp string) error {
+		assert.True(t, strings.HasPrefix(filepath.Base(tmp), atomicfile.TempPrefix))
+		return os.WriteFile(tmp, []byte("new"), 0o600)
+	}))
+	b, _ = os.ReadFile(p)
+	assert.Equal(t, "new", string(b))
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
+
+	err = atomicfile.WriteVia(dir, func(string) error { return nil })
+	assert.ErrorIs(t, err, atomicfile.ErrNotRegular)
+}
+
 // TestProbe: a writable directory passes and keeps nothing of the probe; a
 // directory nothing can be created in fails, whoever runs the test (/proc
 // refuses root too, a path under a regular file is never a directory), and
