@@ -51,8 +51,8 @@ type windowMeta struct {
 	// Align describes the alignment to the previous window (none for window 0).
 	Align *alignMeta `json:"align,omitempty"`
 	// MetricScale is the scale the window's metric branch gave its run (MetricScene), 0 when unknown.
-	MetricScale float64 `json:"metric_scale,omitempty"`
-	Views []viewMeta `json:"views"`
+	MetricScale float64    `json:"metric_scale,omitempty"`
+	Views       []viewMeta `json:"views"`
 	// Width, Height of every view's maps.
 	Width  int  `json:"width"`
 	Height int  `json:"height"`
