@@ -100,8 +100,8 @@ type Options struct {
 	Restart bool
 	// OnWindow, when set, is called in order with every window and its views in the run's world frame as
 	// chained so far (frames [Start, End); the merged outputs take [OwnStart, OwnEnd) from it), also for
-	// windows a resumed run read back from Dir. Loop closure, after the last window, moves the windows
-	// again: read the final views from the Reconstruction.
+	// windows a resumed run read back from Dir. Loop closure and, for windows in metres, the run's scale,
+	// after the last window, move the windows again: read the final views from the Reconstruction.
 	OnWindow func(w Window, views []model.Result) error
 	// Progress, when set, is called with the frames finished so far and the total.
 	Progress func(done, total int)
