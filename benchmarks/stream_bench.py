@@ -11,7 +11,10 @@ timing does not depend on the content). Prints a Markdown table and writes bench
         [--threads 2] [--window 0] [--overlap 0] [--rounds 1] [--bin bin/da3-go]
 
 The model is DA3-SMALL with the oracle's random weights (tests/oracle: da3_oracle.py --config small, then
-`da3-go convert`); --window 0 lets da3-go choose the window from the memory available.
+`da3-go convert`; or, without the oracle's Python environment, drawn again from its spec:
+`DA3_SPEC_GGUF=/tmp/da3-small.gguf go test ./cmd/da3-go -run TestWriteSpecModel`), or the tiny fixture
+(`da3-go convert tests/fixtures/da3-tiny da3-tiny.gguf`); --window 0 lets da3-go choose the window from
+the memory available. --whole-max 0 runs only the streamed runs.
 """
 import argparse
 import json
@@ -68,9 +71,11 @@ def load():
 def cpu_name():
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
+        fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        name = fields.get("Model name", "").strip()
+        fam, mod = fields.get("CPU family", "").strip(), fields.get("Model", "").strip()
+        if name:
+            return f"{name} (family {fam} model {mod})" if fam else name
     except OSError:
         pass
     return platform.processor()
@@ -121,13 +126,14 @@ def main():
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1)
     print(f"CPU: {doc['cpu']}, {doc['cores']} cores, -threads {a.threads}")
-    print("| frames | mode | fps | wall s | peak RSS MiB | load (1 min) |")
-    print("|---:|---|---:|---:|---:|---:|")
+    print("| frames | mode | fps | s/frame | wall s | peak RSS MiB | load (1 min) |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
     for r in rows:
         if r["wall_s"] is None:
-            print(f"| {r['frames']} | {r['mode']} | — | > {a.timeout:.0f} | — | {r['load_before']:.0f} |")
+            print(f"| {r['frames']} | {r['mode']} | — | — | > {a.timeout:.0f} | — | {r['load_before']:.0f} |")
             continue
-        print(f"| {r['frames']} | {r['mode']} | {r['fps']:.3f} | {r['wall_s']:.0f} | {r['peak_rss_mib']:.0f} | {r['load_before']:.0f}–{r['load_after']:.0f} |")
+        print(f"| {r['frames']} | {r['mode']} | {r['fps']:.3f} | {r['wall_s'] / r['frames']:.3f} | {r['wall_s']:.0f} | {r['peak_rss_mib']:.0f} | "
+              f"{r['load_before']:.1f}–{r['load_after']:.1f} |")
 
 
 if __name__ == "__main__":

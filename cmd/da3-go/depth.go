@@ -541,10 +541,10 @@ func (f *depthFlags) depthStreamed(ctx context.Context, m da3.Runner, in *inputs
 		out = filepath.Dir(in.names[0])
 	}
 	cfg := m.Config()
-	// Each frame's maps as its window finishes; with loop closure, which moves the windows once they are
-	// all done, from the merged run at the end.
+	// Each frame's maps as its window finishes; with loop closure, or a run in metres, which move the
+	// windows once they are all done, from the merged run at the end.
 	var onWindow func(win stream.Window, views []model.Result) error
-	if !f.streamFlags.loop {
+	if !f.streamFlags.windowsMove(m.Capabilities()) {
 		onWindow = func(win stream.Window, views []model.Result) error {
 			for i := win.OwnStart; i < win.OwnEnd; i++ {
 				r := views[i-win.Start]

@@ -27,6 +27,7 @@ type streamFlags struct {
 	dir              string
 	keep, restart    bool
 	icp, loop        bool
+	rigid            bool
 }
 
 // maxAutoWindow caps the window chosen from the memory available: past it a window costs more per frame
@@ -47,6 +48,8 @@ func (f *streamFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.keep, "keep-windows", false, "keep the windows' results when the run is done (removed by default once the outputs are written)")
 	fs.BoolVar(&f.restart, "restart", false, "discard the windows of an earlier run in the stream directory instead of resuming it")
 	fs.BoolVar(&f.icp, "icp", false, "refine each seam's Sim(3) by point-to-plane ICP between the shared frames (off: on the synthetic tests the same-pixel fit is the more accurate; loops are refined by ICP regardless)")
+	fs.BoolVar(&f.rigid, "rigid-windows", false, "with the nested pair (-metric-model), align the windows rigidly, each keeping the scale its own metric branch gave it; "+
+		"by default the seams are similarities and the run's scale comes from all the windows' metric scales (each a measurement in the pose graph, then the median window's metre is one metre)")
 	fs.BoolVar(&f.loop, "loop-closure", true, "when the camera comes back to a place seen windows before, align those windows directly and spread the drift over the chain (Sim(3) pose graph); -loop-closure=false keeps the chained windows")
 }
 
@@ -287,7 +290,7 @@ func runStreamed(ctx context.Context, m da3.Runner, frames []stream.Frame, lay l
 	defer finish()
 	r, st, err := stream.Run(ctx, m, frames, stream.Options{Window: lay.window, Overlap: lay.overlap, Run: opt, Dir: dir,
 		Fingerprint: fingerprint, Restart: sf.restart, OnWindow: onWindow, Logger: slog.Default(),
-		ICP: stream.ICPOptions{Seams: sf.icp}, Loop: stream.LoopOptions{Off: !sf.loop},
+		ICP: stream.ICPOptions{Seams: sf.icp}, Loop: stream.LoopOptions{Off: !sf.loop}, Metric: stream.MetricOptions{Rigid: sf.rigid},
 		Progress: func(done, total int) {
 			collect() // between windows: the finished window's buffers are garbage (see collect)
 			update(int64(done), int64(total))
@@ -301,7 +304,21 @@ func runStreamed(ctx context.Context, m da3.Runner, frames []stream.Frame, lay l
 	if !quiet && st.Resumed > 0 {
 		fmt.Fprintf(stderr, "da3-go: resumed %d of %d windows from %s\n", st.Resumed, st.Windows, dir)
 	}
+	if rep := r.Metric(); rep != nil && !quiet {
+		where := "-keep-windows keeps each window's in stream.json"
+		if sf.keep {
+			where = "each window's in " + filepath.Join(dir, "stream.json")
+		}
+		fmt.Fprintf(stderr, "da3-go: streamed run in metres: the chain scaled by %.4g from %d windows' metric scales (their spread %.1f %% as chained, %.1f %% final; %s)\n",
+			rep.Scale, len(rep.Windows), 100*rep.ChainedSpread, 100*rep.Spread, where)
+	}
 	return r, nil
+}
+
+// windowsMove says whether a streamed run moves its windows after the last one (loop closure, or the
+// scale of a run in metres taken from all its windows), so that each frame's maps are final only then.
+func (f *streamFlags) windowsMove(caps model.Capabilities) bool {
+	return f.loop || caps.Unit == model.Metres && !f.rigid
 }
 
 // finishStream removes the windows' results unless -keep-windows.

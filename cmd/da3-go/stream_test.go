@@ -22,8 +22,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/backend"
+	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/model"
+	"github.com/da3-go/da3-go/model/stream"
 )
 
 // TestMain lets a test run the CLI in a child process (runChild): its peak RSS is then the command's own.
@@ -379,4 +381,69 @@ func TestStreamChosenFromMemory(t *testing.T) {
 	code, stderr = cli("-max-memory", strconv.FormatInt(whole, 10))
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stderr, "running 40 images as views of one scene (fits in memory: about")
+}
+
+// TestStreamNestedMetres: the nested pair streamed in small windows: every window's metric scale is
+// recorded, the run is scaled from them (said on stderr, kept in stream.json), the depth maps are metric
+// (16-bit PNGs in millimetres, unit metres); with
+// -rigid-windows every window keeps its own scale (no report).
+func TestStreamNestedMetres(t *testing.T) {
+	pair := convertFixture(t, "da3-tiny-nested", convert.Options{})
+	in := filepath.Join(t.TempDir(), "frames")
+	writeFrames(t, in, 9, 64, 48)
+	out := t.TempDir()
+	code, stdout, stderr := runCLI("depth", "-model", pair[0], "-metric-model", pair[1], "-threads", "1", "-process-res", "42",
+		"-stream", "-window", "4", "-overlap", "2", "-keep-windows", "-format", "png16", "-o", out, in)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "streaming 9 frames in 4 windows of 4 (overlap 2)")
+	assert.Contains(t, stderr, "streamed run in metres: the chain scaled by")
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, "in metres") {
+			t.Log(l)
+		}
+	}
+	for i := range 9 {
+		p := filepath.Join(out, fmt.Sprintf("%05d_depth_16.png", i))
+		require.Contains(t, stdout, p)
+		dm, err := export.ReadDepthPNG16(p)
+		require.NoError(t, err)
+		assert.Equal(t, export.UnitMetres, dm.Unit, "frame %d", i)
+	}
+	var man struct {
+		Metric *stream.MetricReport `json:"metric"`
+		Graph  *struct {
+			ToWorld []struct {
+				Scale float64 `json:"scale"`
+			} `json:"to_world"`
+		} `json:"graph"`
+	}
+	b, err := os.ReadFile(filepath.Join(out, "stream", "stream.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &man))
+	require.NotNil(t, man.Metric)
+	require.NotNil(t, man.Graph)
+	require.Len(t, man.Metric.Windows, 4)
+	for k, w := range man.Metric.Windows {
+		assert.Positive(t, w.MetricScale, "window %d's metric scale, from the nested alignment", k)
+		assert.Positive(t, w.Chained)
+		assert.Equal(t, man.Graph.ToWorld[k].Scale, w.Final, "window %d: the final scale is its transform's", k)
+	}
+	assert.Equal(t, 1.0, man.Metric.Windows[0].Chained, "window 0 is the chain's frame")
+	assert.Positive(t, man.Metric.Scale)
+
+	// Rigid windows: each keeps its metric branch's scale, nothing to report.
+	out2 := t.TempDir()
+	code, _, stderr = runCLI("depth", "-model", pair[0], "-metric-model", pair[1], "-threads", "1", "-process-res", "42",
+		"-stream", "-window", "4", "-overlap", "2", "-rigid-windows", "-loop-closure=false", "-keep-windows", "-format", "png16", "-o", out2, in)
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stderr, "streamed run in metres")
+	r, err := stream.Open(filepath.Join(out2, "stream"))
+	require.NoError(t, err)
+	assert.Nil(t, r.Metric())
+	for w := range r.Windows() {
+		assert.Equal(t, 1.0, r.ToWorld(w).S)
+	}
+	dm, err := export.ReadDepthPNG16(filepath.Join(out2, "00008_depth_16.png"))
+	require.NoError(t, err)
+	assert.Equal(t, export.UnitMetres, dm.Unit)
 }

@@ -135,14 +135,22 @@ func (s Scene) Config() model.Config { return s.anyView.Config() }
 // MultiView runs the views as one scene (Model.MultiView) and returns the
 // per-view results.
 func (s Scene) MultiView(ctx context.Context, imgs []model.Image, opt model.RunOptions) ([]model.Result, error) {
+	views, _, err := s.MetricMultiView(ctx, imgs, opt)
+	return views, err
+}
+
+// MetricMultiView is MultiView with the scale that brought the views to
+// metres (Alignment.Scale: metres per unit of the any-view depth), which a
+// streamed run records for each window (model/stream.MetricScene).
+func (s Scene) MetricMultiView(ctx context.Context, imgs []model.Image, opt model.RunOptions) ([]model.Result, float64, error) {
 	out, err := s.Model.MultiView(ctx, imgs, opt)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if s.Aligned != nil {
 		s.Aligned(out.Alignment)
 	}
-	return out.Views, nil
+	return out.Views, float64(out.Scale), nil
 }
 
 // Depth runs one image.

@@ -385,16 +385,18 @@ func (lc *loopCloser) inliers(pairs []viewPair, z Sim3, tol float64) (float64, i
 }
 
 // closeLoops finds, verifies and closes the loops of a run whose windows have the chained transforms
-// toWorld and the cameras cams: the optimised transforms and the loops tried. With no loop accepted the
-// chained transforms are returned.
-func closeLoops(dir string, toWorld []Sim3, cams []frameCam, fixed bool, icpOpt ICPOptions, opt LoopOptions, log *slog.Logger) ([]Sim3, []loopStats, error) {
+// toWorld and the cameras cams (unless opt.Off), and optimises the windows' transforms over the seams, the
+// loops accepted and the scale priors (a run in metres: the windows' metric scales): the optimised
+// transforms, the loops tried and the priors' final robust weights. With neither a loop accepted nor a
+// prior, the chained transforms are returned.
+func closeLoops(dir string, toWorld []Sim3, cams []frameCam, fixed bool, icpOpt ICPOptions, opt LoopOptions, priors []ScalePrior, log *slog.Logger) ([]Sim3, []loopStats, []float64, error) {
 	opt = opt.withDefaults()
-	if len(toWorld) <= opt.MinGap {
-		return toWorld, nil, nil
+	if len(toWorld) < 2 || opt.Off && len(priors) == 0 {
+		return toWorld, nil, nil, nil
 	}
 	if len(toWorld) > maxGraphWindows {
-		log.Warn("stream: loop closure skipped", "windows", len(toWorld), "max", maxGraphWindows)
-		return toWorld, nil, nil
+		log.Warn("stream: loop closure and the windows' metric scales skipped (too many windows for the pose graph)", "windows", len(toWorld), "max", maxGraphWindows)
+		return toWorld, nil, nil, nil
 	}
 	var depths []float64
 	for _, c := range cams {
@@ -403,17 +405,54 @@ func closeLoops(dir string, toWorld []Sim3, cams []frameCam, fixed bool, icpOpt 
 		}
 	}
 	if len(depths) == 0 {
-		return toWorld, nil, nil
+		return toWorld, nil, nil, nil
 	}
 	slices.Sort(depths)
 	scale := depths[len(depths)/2]
-	cands := findCandidates(cams, scale, opt)
-	lc := &loopCloser{dir: dir, opt: opt, icp: icpOpt, fixed: fixed, toWorld: toWorld, cache: map[int]*storedWindow{}}
 	var loops []loopStats
-	edges := make([]GraphEdge, 0, len(toWorld)-1+len(cands))
+	edges := make([]GraphEdge, 0, len(toWorld)-1)
 	for k := 1; k < len(toWorld); k++ {
 		edges = append(edges, GraphEdge{I: k - 1, J: k, Z: toWorld[k-1].Inverse().Compose(toWorld[k])})
 	}
+	if !opt.Off && len(toWorld) > opt.MinGap {
+		var err error
+		if edges, loops, err = verifyLoops(dir, toWorld, cams, scale, fixed, icpOpt, opt, edges, log); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if len(edges) == len(toWorld)-1 && len(priors) == 0 {
+		return toWorld, loops, nil, nil
+	}
+	gopt := opt.Graph
+	if !(gopt.Length > 0) {
+		gopt.Length = scale
+	}
+	gopt.Scales = priors
+	nodes, gst, err := OptimizeGraph(toWorld, edges, gopt)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("stream: pose graph: %w", err)
+	}
+	k := 0
+	for i := range loops {
+		if loops[i].Accepted {
+			loops[i].Weight = gst.LoopWeights[k]
+			k++
+		}
+	}
+	log.Info("stream: pose graph optimised", "loops", k, "scale_priors", len(priors), "cost_before", gst.InitialCost, "cost_after", gst.FinalCost, "steps", gst.Iterations)
+	if k > 0 {
+		log.Info("stream: loops closed", "loops", k)
+	}
+	return nodes, loops, gst.ScaleWeights, nil
+}
+
+// verifyLoops finds the loop candidates among the windows, verifies them and adds the accepted ones to
+// edges: the edges and the loops tried.
+func verifyLoops(dir string, toWorld []Sim3, cams []frameCam, scale float64, fixed bool, icpOpt ICPOptions, opt LoopOptions,
+	edges []GraphEdge, log *slog.Logger) ([]GraphEdge, []loopStats, error) {
+	cands := findCandidates(cams, scale, opt)
+	lc := &loopCloser{dir: dir, opt: opt, icp: icpOpt, fixed: fixed, toWorld: toWorld, cache: map[int]*storedWindow{}}
+	var loops []loopStats
 	for _, c := range cands {
 		st, err := lc.verify(c)
 		if err != nil {
@@ -426,24 +465,5 @@ func closeLoops(dir string, toWorld []Sim3, cams []frameCam, fixed bool, icpOpt 
 		}
 		loops = append(loops, st)
 	}
-	if len(edges) == len(toWorld)-1 {
-		return toWorld, loops, nil
-	}
-	gopt := opt.Graph
-	if !(gopt.Length > 0) {
-		gopt.Length = scale
-	}
-	nodes, gst, err := OptimizeGraph(toWorld, edges, gopt)
-	if err != nil {
-		return nil, nil, fmt.Errorf("stream: loop closure: %w", err)
-	}
-	k := 0
-	for i := range loops {
-		if loops[i].Accepted {
-			loops[i].Weight = gst.LoopWeights[k]
-			k++
-		}
-	}
-	log.Info("stream: loops closed", "loops", k, "cost_before", gst.InitialCost, "cost_after", gst.FinalCost, "steps", gst.Iterations)
-	return nodes, loops, nil
+	return edges, loops, nil
 }

@@ -30,6 +30,17 @@ type GraphOptions struct {
 	// edge whose residual norm is r is weighted by 1/(1 + r²/c²) (default 0.1: 6°, 10 % of Length or of
 	// the scale).
 	Cauchy float64
+	// Scales are measurements of single windows' scales (the windows' own metric scales, for a run in
+	// metres): least squares like the seams, then re-weighted by the Cauchy kernel like the loops.
+	Scales []ScalePrior
+}
+
+// ScalePrior is a measurement of one window's scale: the residual of node Node is
+// log(S(G_Node)) − log(Scale), weighted by Weight (0 means 1). A prior on node 0 frees node 0's scale
+// (its rotation and translation stay fixed): the priors then set the scale of the whole graph.
+type ScalePrior struct {
+	Node          int
+	Scale, Weight float64
 }
 
 func (o GraphOptions) withDefaults() GraphOptions {
@@ -55,10 +66,14 @@ type GraphStats struct {
 	// LoopWeights are the loop edges' final robust weights (1: fully trusted; near 0: rejected), in the
 	// order the loop edges were given.
 	LoopWeights []float64
+	// ScaleWeights are the scale priors' final robust weights, in the order they were given.
+	ScaleWeights []float64
 }
 
-// OptimizeGraph is a Sim(3) pose-graph optimisation: it returns the windows' transforms G (node 0 fixed)
-// that minimise Σₑ wₑ·|D·Log(Zₑ⁻¹·G_I⁻¹·G_J)|², D dividing the translation part by Length. Each node is
+// OptimizeGraph is a Sim(3) pose-graph optimisation: it returns the windows' transforms G (node 0 fixed,
+// but for its scale when a scale prior is on it)
+// that minimise Σₑ wₑ·|D·Log(Zₑ⁻¹·G_I⁻¹·G_J)|² + Σₚ wₚ·(log S(G_p) − log Sₚ)², D dividing the
+// translation part by Length (the second sum: opt.Scales, none by default). Each node is
 // updated on the Lie algebra, G ← Exp(δ)·G (7 parameters), by Levenberg–Marquardt on the analytic
 // Jacobians ∂e/∂δ_J = D·J_r⁻¹(e)·Adjoint(G_J⁻¹) = −∂e/∂δ_I. It runs in two phases: least squares on every
 // edge, then with the loop edges re-weighted by the Cauchy kernel at every step (iteratively re-weighted
@@ -76,16 +91,27 @@ func OptimizeGraph(nodes []Sim3, edges []GraphEdge, opt GraphOptions) ([]Sim3, G
 			return nil, st, fmt.Errorf("pose graph: edge %d–%d has weight %g", e.I, e.J, e.Weight)
 		}
 	}
+	for _, p := range opt.Scales {
+		if p.Node < 0 || p.Node >= n || !(p.Scale > 0) || math.IsInf(p.Scale, 0) || !(p.Weight >= 0) {
+			return nil, st, fmt.Errorf("pose graph: scale prior %g (weight %g) on node %d of %d", p.Scale, p.Weight, p.Node, n)
+		}
+	}
 	if err := connected(n, edges); err != nil {
 		return nil, st, err
 	}
-	g := &graph{nodes: append([]Sim3(nil), nodes...), edges: edges, opt: opt, robust: make([]float64, len(edges))}
+	g := &graph{nodes: append([]Sim3(nil), nodes...), edges: edges, opt: opt, robust: make([]float64, len(edges)),
+		scaleRobust: make([]float64, len(opt.Scales))}
 	for i := range g.robust {
 		g.robust[i] = 1
+	}
+	for i, p := range opt.Scales {
+		g.scaleRobust[i] = 1
+		g.free0 = g.free0 || p.Node == 0
 	}
 	st.InitialCost = g.cost(g.nodes)
 	if n < 2 || len(edges) == 0 {
 		st.FinalCost = st.InitialCost
+		st.ScaleWeights = g.scaleRobust
 		return g.nodes, st, nil
 	}
 	for phase := range 2 {
@@ -112,6 +138,7 @@ func OptimizeGraph(nodes []Sim3, edges []GraphEdge, opt GraphOptions) ([]Sim3, G
 			st.LoopWeights = append(st.LoopWeights, g.robust[i])
 		}
 	}
+	st.ScaleWeights = g.scaleRobust
 	return g.nodes, st, nil
 }
 
@@ -145,12 +172,27 @@ func connected(n int, edges []GraphEdge) error {
 
 var errDisconnected = errors.New("a window no edge joins to the others")
 
-// graph is OptimizeGraph's state: the current nodes and the edges' robust weights.
+// graph is OptimizeGraph's state: the current nodes and the edges' and scale priors' robust weights.
 type graph struct {
-	nodes  []Sim3
-	edges  []GraphEdge
-	opt    GraphOptions
-	robust []float64
+	nodes       []Sim3
+	edges       []GraphEdge
+	opt         GraphOptions
+	robust      []float64
+	scaleRobust []float64
+	free0       bool // node 0's scale is a parameter (a prior measures it)
+}
+
+// scaleResidual is scale prior p's residual log S(G_p) − log Sₚ at nodes.
+func scaleResidual(nodes []Sim3, p ScalePrior) float64 {
+	return math.Log(nodes[p.Node].S) - math.Log(p.Scale)
+}
+
+func (g *graph) scaleWeight(i int) float64 {
+	w := g.opt.Scales[i].Weight
+	if w == 0 {
+		w = 1
+	}
+	return w * g.scaleRobust[i]
 }
 
 // residual is edge e's normalised residual D·Log(Z⁻¹·G_I⁻¹·G_J) at the nodes, and the raw Log.
@@ -178,6 +220,10 @@ func (g *graph) cost(nodes []Sim3) float64 {
 		r, _ := g.residual(nodes, e)
 		c += g.weight(i) * dot7(r, r)
 	}
+	for i, p := range g.opt.Scales {
+		r := scaleResidual(nodes, p)
+		c += g.scaleWeight(i) * r * r
+	}
 	return c
 }
 
@@ -189,6 +235,10 @@ func (g *graph) reweight() {
 			r, _ := g.residual(g.nodes, e)
 			g.robust[i] = 1 / (1 + dot7(r, r)/c2)
 		}
+	}
+	for i, p := range g.opt.Scales {
+		r := scaleResidual(g.nodes, p)
+		g.scaleRobust[i] = 1 / (1 + r*r/c2)
 	}
 }
 
@@ -216,6 +266,10 @@ func (g *graph) step(lambda *float64) (ok, done bool, err error) {
 		next := make([]Sim3, len(g.nodes))
 		next[0] = g.nodes[0]
 		big := 0.0
+		if k := g.index(0, 6); k >= 0 {
+			next[0] = Exp(Vec7{6: d[k]}).Compose(g.nodes[0])
+			big = math.Abs(d[k])
+		}
 		for k := 1; k < len(g.nodes); k++ {
 			var x Vec7
 			copy(x[:], d[7*(k-1):7*k])
@@ -235,48 +289,76 @@ func (g *graph) step(lambda *float64) (ok, done bool, err error) {
 	return false, true, nil
 }
 
-// normalEquations builds JᵀWJ and JᵀWr over the free nodes (1…n−1).
+// normalEquations builds JᵀWJ and JᵀWr over the free parameters: nodes 1…n−1, and node 0's scale when
+// it is free (g.free0, last).
 func (g *graph) normalEquations() *normalEq {
-	m := 7 * (len(g.nodes) - 1)
-	sys := newNormalEq(m)
+	sys := newNormalEq(g.params())
 	for i, e := range g.edges {
 		r, raw := g.residual(g.nodes, e)
 		w := g.weight(i)
 		j := g.jacobian(g.nodes, e, raw)
-		// Blocks: +j for J, −j for I; node 0 has none.
+		// Blocks: +j for J, −j for I.
 		blocks := [][2]int{{e.J, 1}, {e.I, -1}}
 		for _, a := range blocks {
-			if a[0] == 0 {
-				continue
-			}
-			ra := 7 * (a[0] - 1)
 			sa := float64(a[1])
 			for p := range 7 {
+				ip := g.index(a[0], p)
+				if ip < 0 {
+					continue
+				}
 				var gp float64
 				for k := range 7 {
 					gp += j[k][p] * r[k]
 				}
-				sys.g[ra+p] += w * sa * gp
-			}
-			for _, b := range blocks {
-				if b[0] == 0 {
-					continue
-				}
-				rb := 7 * (b[0] - 1)
-				s := w * sa * float64(b[1])
-				for p := range 7 {
+				sys.g[ip] += w * sa * gp
+				for _, b := range blocks {
+					s := w * sa * float64(b[1])
 					for q := range 7 {
+						iq := g.index(b[0], q)
+						if iq < 0 {
+							continue
+						}
 						var h float64
 						for k := range 7 {
 							h += j[k][p] * j[k][q]
 						}
-						sys.add(ra+p, rb+q, s*h)
+						sys.add(ip, iq, s*h)
 					}
 				}
 			}
 		}
 	}
+	// A scale prior's residual depends on its node's σ alone: log S(Exp(δ)·G) = δ_σ + log S(G).
+	for i, p := range g.opt.Scales {
+		k := g.index(p.Node, 6)
+		if k < 0 {
+			continue
+		}
+		w := g.scaleWeight(i)
+		sys.g[k] += w * scaleResidual(g.nodes, p)
+		sys.add(k, k, w)
+	}
 	return sys
+}
+
+// params is the number of free parameters: 7 per node but node 0, and node 0's scale when it is free.
+func (g *graph) params() int {
+	m := 7 * (len(g.nodes) - 1)
+	if g.free0 {
+		m++
+	}
+	return m
+}
+
+// index is the position of node's parameter p (0…6: ω, υ, σ) among the free ones, −1 when it is fixed.
+func (g *graph) index(node, p int) int {
+	switch {
+	case node > 0:
+		return 7*(node-1) + p
+	case g.free0 && p == 6:
+		return 7 * (len(g.nodes) - 1)
+	}
+	return -1
 }
 
 func dot7(a, b Vec7) float64 {

@@ -217,3 +217,48 @@ func TestGraphErrors(t *testing.T) {
 	_, _, err = OptimizeGraph([]Sim3{Identity(), Identity(), Identity()}, []GraphEdge{{I: 0, J: 1, Z: Exp(Vec7{0.1})}}, GraphOptions{})
 	assert.ErrorIs(t, err, errDisconnected)
 }
+
+// TestOptimizeGraphScalePriors: a chain whose seams agree with each other and whose every window is
+// measured at scale 2 ends with every window at scale 2, window 0's included (a prior on node 0 frees its
+// scale, not its rotation or translation), the seams kept; a prior that disagrees with the others by far
+// is down-weighted by the Cauchy kernel; a bad prior is refused.
+func TestOptimizeGraphScalePriors(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	nodes := []Sim3{Identity()}
+	for k := 1; k < 6; k++ {
+		nodes = append(nodes, nodes[k-1].Compose(smallSim3(r, 0.2, 0.05, 1)))
+	}
+	var edges []GraphEdge
+	for k := 1; k < len(nodes); k++ {
+		edges = append(edges, GraphEdge{I: k - 1, J: k, Z: nodes[k-1].Inverse().Compose(nodes[k])})
+	}
+	// Priors: every window's scale times 2 (the seams' scales agree with them), one outlier at ×3.
+	var priors []ScalePrior
+	for k, g := range nodes {
+		f := 2.0
+		if k == 3 {
+			f = 6
+		}
+		priors = append(priors, ScalePrior{Node: k, Scale: f * g.S, Weight: 0.3})
+	}
+	got, st, err := OptimizeGraph(nodes, edges, GraphOptions{Scales: priors})
+	require.NoError(t, err)
+	require.Len(t, st.ScaleWeights, len(nodes))
+	assert.Less(t, st.ScaleWeights[3], 0.1, "the outlier prior is down-weighted")
+	for k := range nodes {
+		assert.InDelta(t, 2, got[k].S/nodes[k].S, 0.02, "node %d's scale doubled", k)
+		if k != 3 {
+			assert.Greater(t, st.ScaleWeights[k], 0.9)
+		}
+	}
+	assert.Equal(t, nodes[0].R, got[0].R, "node 0's rotation stays")
+	assert.Equal(t, nodes[0].T, got[0].T, "node 0's translation stays")
+	for _, e := range edges {
+		rel := got[e.I].Inverse().Compose(got[e.J])
+		sim3Close(t, e.Z, rel, 0.02, "seam %d–%d kept", e.I, e.J)
+	}
+	_, _, err = OptimizeGraph(nodes, edges, GraphOptions{Scales: []ScalePrior{{Node: 9, Scale: 1}}})
+	assert.ErrorContains(t, err, "scale prior")
+	_, _, err = OptimizeGraph(nodes, edges, GraphOptions{Scales: []ScalePrior{{Node: 1, Scale: 0}}})
+	assert.ErrorContains(t, err, "scale prior")
+}

@@ -93,6 +93,17 @@ func (g *graphRecord) optimised(chained []Sim3) ([]Sim3, bool) {
 	return out, true
 }
 
+// Metric says how a run whose windows are in metres got its scale: each window's metric scale, chained
+// and final scale, their spreads (nil for a run of relative depth, or of windows aligned rigidly).
+func (r *Reconstruction) Metric() *MetricReport {
+	if r.man.Metric == nil {
+		return nil
+	}
+	rep := *r.man.Metric
+	rep.Windows = slices.Clone(rep.Windows)
+	return &rep
+}
+
 // Dir is the run's directory.
 func (r *Reconstruction) Dir() string { return r.dir }
 

@@ -50,7 +50,9 @@ type windowMeta struct {
 	ToWorld sim3JSON          `json:"to_world"`
 	// Align describes the alignment to the previous window (none for window 0).
 	Align *alignMeta `json:"align,omitempty"`
-	Views []viewMeta `json:"views"`
+	// MetricScale is the scale the window's metric branch gave its run (MetricScene), 0 when unknown.
+	MetricScale float64    `json:"metric_scale,omitempty"`
+	Views       []viewMeta `json:"views"`
 	// Width, Height of every view's maps.
 	Width  int  `json:"width"`
 	Height int  `json:"height"`
@@ -121,6 +123,7 @@ type windowRecord struct {
 	Fingerprint string
 	ToWorld     Sim3
 	Align       *AlignStats
+	MetricScale float64
 }
 
 // writeWindow writes a window's raw results (all at the processed size, one size, with cameras).
@@ -145,7 +148,7 @@ func newWindowMeta(rec windowRecord, res []model.Result) (windowMeta, error) {
 	W, H := res[0].Width, res[0].Height
 	toWorld := rec.ToWorld
 	meta := windowMeta{Version: storeVersion, Window: w, Frames: names, Keys: rec.Keys, Fingerprint: rec.Fingerprint, Arrays: map[string]string{}, ToWorld: sim3JSON{toWorld.S, toWorld.R, toWorld.T}, Width: W, Height: H,
-		Conf: res[0].Conf != nil, Sky: res[0].Sky != nil, RGB: res[0].RGB != nil}
+		Conf: res[0].Conf != nil, Sky: res[0].Sky != nil, RGB: res[0].RGB != nil, MetricScale: finite(rec.MetricScale)}
 	if st := rec.Align; st != nil {
 		meta.Align = &alignMeta{Points: st.Points, Valid: st.Valid, Iterations: st.Iterations, RMS: st.RMS}
 		if ic := st.ICP; ic != nil {

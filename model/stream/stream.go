@@ -85,6 +85,9 @@ type Options struct {
 	// transforms optimised over the seams and the loops found; OnWindow, called as the windows finish,
 	// sees them chained.
 	Loop LoopOptions
+	// Metric tunes runs whose windows are in metres (the nested model): by default the seams are
+	// similarities and the run's scale comes from all the windows' metric scales (see MetricOptions).
+	Metric MetricOptions
 	// Dir receives the windows' results (window-NNNNN.npz) and the run's manifest (stream.json).
 	Dir string
 	// Fingerprint identifies the model and settings (the model file's identity, process resolution,
@@ -97,8 +100,8 @@ type Options struct {
 	Restart bool
 	// OnWindow, when set, is called in order with every window and its views in the run's world frame as
 	// chained so far (frames [Start, End); the merged outputs take [OwnStart, OwnEnd) from it), also for
-	// windows a resumed run read back from Dir. Loop closure, after the last window, moves the windows
-	// again: read the final views from the Reconstruction.
+	// windows a resumed run read back from Dir. Loop closure and, for windows in metres, the run's scale,
+	// after the last window, move the windows again: read the final views from the Reconstruction.
 	OnWindow func(w Window, views []model.Result) error
 	// Progress, when set, is called with the frames finished so far and the total.
 	Progress func(done, total int)
@@ -122,8 +125,12 @@ type manifest struct {
 	Keys        []string `json:"keys"`
 	Windows     []Window `json:"windows"`
 	Files       []string `json:"files"`
-	// Graph holds the windows' transforms after loop closure (none without loops).
+	// Graph holds the windows' transforms after loop closure and, for a run in metres, the windows'
+	// metric scales (none without loops or metres).
 	Graph *graphRecord `json:"graph,omitempty"`
+	// Metric says how a run whose windows are in metres got its scale (none for other runs, and with
+	// Metric.Rigid).
+	Metric *MetricReport `json:"metric,omitempty"`
 }
 
 // graphRecord is the outcome of loop closure: the windows' transforms it was computed from (chained, as
@@ -165,7 +172,8 @@ func Run(ctx context.Context, scene Scene, frames []Frame, opt Options) (*Recons
 		return nil, st, errors.New("stream: no directory for the windows' results")
 	}
 	// The seams' transforms depend on the ICP settings: a run with others aligns every window again.
-	opt.Fingerprint += fmt.Sprintf(" icp=%+v", opt.ICP)
+	// So do the seams of windows in metres: similarities, or rigid.
+	opt.Fingerprint += fmt.Sprintf(" icp=%+v metric-rigid=%v", opt.ICP, opt.Metric.Rigid)
 	man, err := newManifest(frames, plan, opt)
 	if err != nil {
 		return nil, st, err
@@ -232,29 +240,41 @@ type runner struct {
 	toWorld  []Sim3         // the windows' chained transforms so far
 	cams     []frameCam     // their frames' cameras, chained
 	fixed    bool           // windows aligned rigidly
+	metres   bool           // windows in metres
+	mscales  []float64      // the windows' metric scales (MetricScene; 0 when unknown)
 }
 
-// closeLoops runs loop closure over the finished windows (unless it is off) and records its outcome in
-// the manifest, where Open finds it.
+// closeLoops runs loop closure over the finished windows (unless it is off), brings a run whose windows
+// are in metres to metres (unless they were aligned rigidly) and records the outcome in the manifest,
+// where Open finds it.
 func (r *runner) closeLoops() error {
-	r.man.Graph = nil
-	if !r.opt.Loop.Off {
-		nodes, loops, err := closeLoops(r.opt.Dir, r.toWorld, r.cams, r.fixed, r.opt.ICP, r.opt.Loop, r.log)
-		if err != nil {
-			return err
+	r.man.Graph, r.man.Metric = nil, nil
+	metric := r.metres && !r.fixed
+	var priors []ScalePrior
+	if metric {
+		priors = metricPriors(r.toWorld, r.opt.Metric)
+	}
+	nodes, loops, weights, err := closeLoops(r.opt.Dir, r.toWorld, r.cams, r.fixed, r.opt.ICP, r.opt.Loop, priors, r.log)
+	if err != nil {
+		return err
+	}
+	if metric {
+		var rep MetricReport
+		nodes, rep = toMetres(r.toWorld, nodes, r.mscales, weights)
+		r.man.Metric = &rep
+		logMetric(r.log, rep)
+	}
+	if len(loops) > 0 || metric {
+		g := &graphRecord{}
+		for i := range nodes {
+			a, b := r.toWorld[i], nodes[i]
+			g.Chained = append(g.Chained, sim3JSON{a.S, a.R, a.T})
+			g.ToWorld = append(g.ToWorld, sim3JSON{b.S, b.R, b.T})
 		}
-		if len(loops) > 0 {
-			g := &graphRecord{}
-			for i := range nodes {
-				a, b := r.toWorld[i], nodes[i]
-				g.Chained = append(g.Chained, sim3JSON{a.S, a.R, a.T})
-				g.ToWorld = append(g.ToWorld, sim3JSON{b.S, b.R, b.T})
-			}
-			for _, l := range loops {
-				g.Loops = append(g.Loops, loopRecord{Windows: [2]int{l.I, l.J}, Frames: l.Frames, Inliers: l.Inliers, Points: l.Points, Accepted: l.Accepted, Weight: l.Weight})
-			}
-			r.man.Graph = g
+		for _, l := range loops {
+			g.Loops = append(g.Loops, loopRecord{Windows: [2]int{l.I, l.J}, Frames: l.Frames, Inliers: l.Inliers, Points: l.Points, Accepted: l.Accepted, Weight: l.Weight})
 		}
+		r.man.Graph = g
 	}
 	return writeManifest(r.opt.Dir, r.man)
 }
@@ -276,20 +296,24 @@ func (r *runner) window(ctx context.Context, w Window) error {
 	}
 	var raw []model.Result
 	var g Sim3
+	var mscale float64
 	if err == nil {
+		mscale = sw.meta.MetricScale
 		raw, g, err = r.resume(w, sw)
 	} else {
-		raw, g, err = r.rerun(ctx, w, err)
+		raw, g, mscale, err = r.rerun(ctx, w, err)
 	}
 	if err != nil {
 		return err
 	}
+	r.mscales = append(r.mscales, mscale)
 	return r.finish(w, raw, g)
 }
 
-// record is window w's record in the run, with its transform to the run's frame.
-func (r *runner) record(w Window, g Sim3, as *AlignStats) windowRecord {
-	return windowRecord{Window: w, Names: r.man.Frames[w.Start:w.End], Keys: r.man.Keys[w.Start:w.End], Fingerprint: r.opt.Fingerprint, ToWorld: g, Align: as}
+// record is window w's record in the run, with its transform to the run's frame and its metric scale.
+func (r *runner) record(w Window, g Sim3, as *AlignStats, mscale float64) windowRecord {
+	return windowRecord{Window: w, Names: r.man.Frames[w.Start:w.End], Keys: r.man.Keys[w.Start:w.End], Fingerprint: r.opt.Fingerprint, ToWorld: g, Align: as,
+		MetricScale: mscale}
 }
 
 // resume takes window w's results from its file; after a window that ran again it is aligned again.
@@ -305,7 +329,7 @@ func (r *runner) resume(w Window, sw *storedWindow) ([]model.Result, Sim3, error
 		return nil, g, err
 	}
 	g = r.prevG.Compose(s)
-	if err := writeWindow(r.opt.Dir, r.record(w, g, &as), raw); err != nil {
+	if err := writeWindow(r.opt.Dir, r.record(w, g, &as, sw.meta.MetricScale), raw); err != nil {
 		return nil, g, err
 	}
 	r.log.Info("stream: resumed window aligned again (a window before it ran again)", "window", w.Index, "scale", s.S, "rms", as.RMS)
@@ -313,51 +337,59 @@ func (r *runner) resume(w Window, sw *storedWindow) ([]model.Result, Sim3, error
 }
 
 // rerun runs window w (why: the reason its file, if any, was not used), aligns it to the window before
-// and writes its file.
-func (r *runner) rerun(ctx context.Context, w Window, why error) ([]model.Result, Sim3, error) {
+// and writes its file: its results, transform and metric scale (0 when the scene gives none).
+func (r *runner) rerun(ctx context.Context, w Window, why error) ([]model.Result, Sim3, float64, error) {
 	g := Identity()
 	if !errors.Is(why, os.ErrNotExist) {
 		r.log.Warn("stream: window file unusable, running the window again", "window", w.Index, "err", why)
 	}
 	r.realign = true
 	if err := ctx.Err(); err != nil {
-		return nil, g, err
+		return nil, g, 0, err
 	}
-	raw, err := r.runScene(ctx, w)
+	raw, mscale, err := r.runScene(ctx, w)
 	if err != nil {
-		return nil, g, err
+		return nil, g, 0, err
 	}
 	var ast *AlignStats
 	if w.Index > 0 {
 		if g, ast, err = r.alignRan(w, raw); err != nil {
-			return nil, g, err
+			return nil, g, 0, err
 		}
 	}
-	if err := writeWindow(r.opt.Dir, r.record(w, g, ast), raw); err != nil {
-		return nil, g, err
+	if err := writeWindow(r.opt.Dir, r.record(w, g, ast, mscale), raw); err != nil {
+		return nil, g, 0, err
 	}
 	r.st.Ran++
-	return raw, g, nil
+	return raw, g, mscale, nil
 }
 
-// runScene decodes window w's frames and runs them as one scene.
-func (r *runner) runScene(ctx context.Context, w Window) ([]model.Result, error) {
+// runScene decodes window w's frames and runs them as one scene: the results, and the scale that brought
+// them to metres when the scene is a MetricScene (else 0).
+func (r *runner) runScene(ctx context.Context, w Window) ([]model.Result, float64, error) {
 	imgs := make([]model.Image, 0, w.Len())
 	for _, f := range r.frames[w.Start:w.End] {
 		im, err := f.Open()
 		if err != nil {
-			return nil, fmt.Errorf("frame %s: %w", f.Name, err)
+			return nil, 0, fmt.Errorf("frame %s: %w", f.Name, err)
 		}
 		imgs = append(imgs, im)
 	}
-	raw, err := r.scene.MultiView(ctx, imgs, r.ropt)
+	var raw []model.Result
+	var mscale float64
+	var err error
+	if ms, ok := r.scene.(MetricScene); ok {
+		raw, mscale, err = ms.MetricMultiView(ctx, imgs, r.ropt)
+	} else {
+		raw, err = r.scene.MultiView(ctx, imgs, r.ropt)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("window %d (frames %d–%d): %w", w.Index, w.Start, w.End-1, err)
+		return nil, 0, fmt.Errorf("window %d (frames %d–%d): %w", w.Index, w.Start, w.End-1, err)
 	}
 	if len(raw) != w.Len() {
-		return nil, fmt.Errorf("window %d: %d results for %d frames", w.Index, len(raw), w.Len())
+		return nil, 0, fmt.Errorf("window %d: %d results for %d frames", w.Index, len(raw), w.Len())
 	}
-	return raw, nil
+	return raw, mscale, nil
 }
 
 // alignRan aligns the results of window w, which just ran, to the window before it (read back from its
@@ -387,7 +419,14 @@ func (r *runner) alignRan(w Window, raw []model.Result) (Sim3, *AlignStats, erro
 // the alignment's stats and the number of frames shared.
 func (r *runner) alignToPrev(w Window, raw []model.Result) (Sim3, AlignStats, int, error) {
 	shared := r.prev[w.Start-r.prevFrom:]
-	s, as, err := Align(shared, raw[:len(shared)], r.opt.Align)
+	aopt := r.opt.Align
+	if aopt.Scale == ScaleAuto { // Align's own rule makes windows in metres rigid
+		aopt.Scale = ScaleRMS
+		if r.fixedScale(raw) {
+			aopt.Scale = ScaleFixed
+		}
+	}
+	s, as, err := Align(shared, raw[:len(shared)], aopt)
 	if err != nil {
 		return s, as, 0, fmt.Errorf("window %d (frames %d–%d) to window %d: %w", w.Index, w.Start, w.End-1, w.Index-1, err)
 	}
@@ -408,10 +447,11 @@ func (r *runner) alignToPrev(w Window, raw []model.Result) (Sim3, AlignStats, in
 	return refined, as, len(shared), nil
 }
 
-// fixedScale says whether windows are aligned rigidly: ScaleFixed, or ScaleAuto for depth in metres.
+// fixedScale says whether windows are aligned rigidly: ScaleFixed, or ScaleAuto for depth in metres with
+// Metric.Rigid.
 func (r *runner) fixedScale(raw []model.Result) bool {
 	sc := r.opt.Align.Scale
-	return sc == ScaleFixed || sc == ScaleAuto && len(raw) > 0 && raw[0].Unit == model.Metres
+	return sc == ScaleFixed || sc == ScaleAuto && r.opt.Metric.Rigid && len(raw) > 0 && raw[0].Unit == model.Metres
 }
 
 // finish hands window w on (OnWindow, Progress) and keeps the frames the next window shares.
@@ -419,6 +459,7 @@ func (r *runner) finish(w Window, raw []model.Result, g Sim3) error {
 	if len(raw) > 0 && r.size == [2]int{} {
 		r.size = [2]int{raw[0].Width, raw[0].Height}
 		r.fixed = r.fixedScale(raw)
+		r.metres = raw[0].Unit == model.Metres
 	}
 	r.toWorld = append(r.toWorld, g)
 	r.cams = append(r.cams, camerasOf(w, raw, g)...)

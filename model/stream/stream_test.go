@@ -144,10 +144,10 @@ func TestRunNoisy(t *testing.T) {
 	assert.Nil(t, r.man.Graph, "no loop on this trajectory (70 % of an ellipse): loop closure changes nothing")
 }
 
-// TestRunMetricRigid: windows in metres are aligned rigidly: the scale stays 1.
+// TestRunMetricRigid: windows in metres with Metric.Rigid are aligned rigidly: the scale stays 1.
 func TestRunMetricRigid(t *testing.T) {
 	s := &windowScene{room: newRoom(24, 18), n: 30, unit: model.Metres, rigid: true, failAt: -1}
-	r, _, err := runSynth(t, s, t.TempDir(), 8, 2, nil)
+	r, _, err := runSynth(t, s, t.TempDir(), 8, 2, func(o *Options) { o.Metric.Rigid = true })
 	require.NoError(t, err)
 	for w := range r.Windows() {
 		assert.Equal(t, 1.0, r.ToWorld(w).S)
