@@ -572,45 +572,7 @@ func conditioning(h []float64, np int, sw float64) float64 {
 
 // symEigenvalues are the eigenvalues of a symmetric matrix by cyclic Jacobi rotations (a is overwritten).
 func symEigenvalues(a [][]float64) []float64 {
-	n := len(a)
-	for sweep := 0; sweep < 100; sweep++ {
-		off, diag := 0.0, 0.0
-		for i := range n {
-			diag += a[i][i] * a[i][i]
-			for j := i + 1; j < n; j++ {
-				off += a[i][j] * a[i][j]
-			}
-		}
-		if off <= 1e-30*diag || off == 0 {
-			break
-		}
-		for p := 0; p < n; p++ {
-			for q := p + 1; q < n; q++ {
-				if a[p][q] == 0 {
-					continue
-				}
-				theta := (a[q][q] - a[p][p]) / (2 * a[p][q])
-				t := 1 / (math.Abs(theta) + math.Sqrt(theta*theta+1))
-				if theta < 0 {
-					t = -t
-				}
-				c := 1 / math.Sqrt(t*t+1)
-				s := t * c
-				for k := range n {
-					akp, akq := a[k][p], a[k][q]
-					a[k][p], a[k][q] = c*akp-s*akq, s*akp+c*akq
-				}
-				for k := range n {
-					apk, aqk := a[p][k], a[q][k]
-					a[p][k], a[q][k] = c*apk-s*aqk, s*apk+c*aqk
-				}
-			}
-		}
-	}
-	ev := make([]float64, n)
-	for i := range n {
-		ev[i] = a[i][i]
-	}
+	ev, _ := jacobiRows(a, 100)
 	return ev
 }
 

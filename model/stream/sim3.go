@@ -315,14 +315,19 @@ func quatToRot(q [4]float64) [3][3]float64 {
 // jacobiEigen diagonalises a symmetric matrix (3×3 or 4×4, given as the leading block of a [4][4] or a
 // [3][3]) by cyclic Jacobi rotations: it returns the eigenvalues and the eigenvectors as columns.
 func jacobiEigen[M [3][3]float64 | [4][4]float64](m M) (vals []float64, vecs [][]float64) {
-	a := toRows(m)
+	return jacobiRows(toRows(m), 64)
+}
+
+// jacobiRows diagonalises the symmetric matrix a (rows, overwritten) by at most sweeps cyclic Jacobi
+// sweeps: it returns the eigenvalues and the eigenvectors as columns.
+func jacobiRows(a [][]float64, sweeps int) (vals []float64, vecs [][]float64) {
 	n := len(a)
 	v := make([][]float64, n)
 	for i := range v {
 		v[i] = make([]float64, n)
 		v[i][i] = 1
 	}
-	for sweep := 0; sweep < 64; sweep++ {
+	for range sweeps {
 		off, diag := 0.0, 0.0
 		for i := range n {
 			diag += a[i][i] * a[i][i]
