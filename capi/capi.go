@@ -565,8 +565,8 @@ func da3go_export(h C.da3go_model, imagePaths **C.da3go_cchar, n C.int, opt *C.d
 			return errors.New("da3go_export: format and out_path must not be NULL")
 		}
 		f := goString(format)
-		if !slices.Contains([]string{"glb", "ply", "npz", "mini_npz", "colmap", "colmap_tracks", "gs_ply", "gs_video", "mesh_ply", "mesh_glb"}, f) {
-			return fmt.Errorf("unknown export format %q (glb, ply, npz, mini_npz, colmap, colmap_tracks, gs_ply, gs_video, mesh_ply, mesh_glb)", f)
+		if !slices.Contains([]string{"glb", "ply", "npz", "mini_npz", "colmap", "colmap_tracks", "gs_ply", "gs_video", "mesh_ply", "mesh_glb", "mesh_points"}, f) {
+			return fmt.Errorf("unknown export format %q (glb, ply, npz, mini_npz, colmap, colmap_tracks, gs_ply, gs_video, mesh_ply, mesh_glb, mesh_points)", f)
 		}
 		if f == "gs_video" {
 			if opt != nil && opt.given_extrinsics != nil {
@@ -742,7 +742,7 @@ func checkExport(format, out string, inputs []string) error {
 	return nil
 }
 
-// writeExport writes one scene file (glb, ply, npz, mini_npz, gs_ply, gs_video, mesh_ply, mesh_glb)
+// writeExport writes one scene file (glb, ply, npz, mini_npz, gs_ply, gs_video, mesh_ply, mesh_glb, mesh_points)
 // or a COLMAP model (colmap: out is a directory, created if needed); the views are mapped back to the
 // input images' pixels where back has an undistorter.
 func writeExport(format, out string, res []model.Result, back []*lens.Undistorter) error {
@@ -776,13 +776,16 @@ func writeExport(format, out string, res []model.Result, back []*lens.Undistorte
 		return export.WritePLY(out, pc.Subsample(1_000_000, 0))
 	case "npz", "mini_npz":
 		return export.WriteNPZ(out, views, format == "mini_npz")
-	case "mesh_ply", "mesh_glb":
+	case "mesh_ply", "mesh_glb", "mesh_points":
 		m, _, err := export.NewMesh(export.ViewSlice(views), export.MeshOptions{Points: export.DefaultOptions()})
 		if err != nil {
 			return err
 		}
-		if format == "mesh_glb" {
+		switch format {
+		case "mesh_glb":
 			return export.WriteMeshGLB(out, m, views, export.DefaultGLBOptions())
+		case "mesh_points":
+			return export.WritePLY(out, export.MeshCloud(m))
 		}
 		return export.WriteMeshPLY(out, m)
 	case "colmap", "colmap_tracks":

@@ -104,7 +104,7 @@ func (s *Server) estimate(in *instance, p *parsed, m ModelInfo) (budget, error) 
 	}
 	// The mesh exports share one TSDF volume of at most meshBlocks blocks,
 	// and its mesh (counted as large again).
-	if slices.Contains(p.req.Exports, "mesh_ply") || slices.Contains(p.req.Exports, "mesh_glb") {
+	if slices.ContainsFunc(p.req.Exports, func(e string) bool { return strings.HasPrefix(e, "mesh_") }) {
 		b.extra += 2 * meshBlocks * tsdf.BlockBytes
 	}
 	if p.lens != nil {

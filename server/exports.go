@@ -109,6 +109,14 @@ var exporters = map[string]exporter{
 		}
 		return export.EncodeMeshPLY(w, m)
 	}},
+	// The fused mesh's vertices as a point cloud: one surface where the views' clouds double it.
+	"mesh_points": {"application/octet-stream", "mesh_points.ply", true, func(w io.Writer, sc *scene) error {
+		m, err := sc.fusedMesh()
+		if err != nil {
+			return err
+		}
+		return export.EncodePLY(w, export.MeshCloud(m))
+	}},
 	"mesh_glb": {"model/gltf-binary", "mesh.glb", true, func(w io.Writer, sc *scene) error {
 		m, err := sc.fusedMesh()
 		if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -39,20 +40,25 @@ func TestReconstructMesh(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, imgs, 4)
 	out := filepath.Join(t.TempDir(), "scene")
-	args := append([]string{"reconstruct", "-model", m, "-threads", "1", "-process-res", "56", "-format", "mesh_ply,mesh_glb", "-o", out}, imgs...)
+	args := append([]string{"reconstruct", "-model", m, "-threads", "1", "-process-res", "56", "-format", "mesh_ply,mesh_glb,mesh_points", "-o", out}, imgs...)
 	code, stdout, stderr := runCLI(args...)
 	require.Equal(t, 0, code, stderr)
-	for _, f := range []string{"mesh.ply", "mesh.glb"} {
+	for _, f := range []string{"mesh.ply", "mesh.glb", "mesh_points.ply"} {
 		assert.FileExists(t, filepath.Join(out, f))
 		assert.Contains(t, stdout, "wrote "+filepath.Join(out, f)+"\n")
 	}
 	assert.Regexp(t, `da3-go: mesh: 4 views fused at voxel \S+ \(the median depth \S+ / 200\), truncation \S+; \d+ blocks`, stderr)
 	manifest, err := os.ReadFile(filepath.Join(out, manifestName))
 	require.NoError(t, err)
-	assert.Contains(t, string(manifest), "\nmesh.glb\nmesh.ply\n")
+	assert.Contains(t, string(manifest), "\nmesh.glb\nmesh.ply\nmesh_points.ply\n")
 	v, f := meshCounts(t, filepath.Join(out, "mesh.ply"))
 	assert.Positive(t, v)
 	assert.Positive(t, f)
+	// The de-ghosted cloud is the mesh's vertices, and nothing else.
+	pts, err := os.ReadFile(filepath.Join(out, "mesh_points.ply"))
+	require.NoError(t, err)
+	assert.Contains(t, string(pts), fmt.Sprintf("element vertex %d\n", v))
+	assert.NotContains(t, string(pts), "element face")
 	glb, err := os.ReadFile(filepath.Join(out, "mesh.glb"))
 	require.NoError(t, err)
 	assert.Equal(t, "glTF", string(glb[:4]))

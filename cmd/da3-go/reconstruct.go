@@ -45,12 +45,13 @@ var reconstructFormats = []struct{ name, path string }{
 	{"gs_video", "gs_video/0000_<path>.mp4: a video flying through the 3D Gaussians (DA3-GIANT; ffmpeg)"},
 	{"mesh_ply", "mesh.ply: the views' depth fused into one triangle mesh (TSDF)"},
 	{"mesh_glb", "mesh.glb: the fused mesh as GLB"},
+	{"mesh_points", "mesh_points.ply: the fused mesh's vertices as a point cloud, one surface where the views' clouds double it"},
 }
 
 // needsCamera reports the formats that place points in 3D.
 func needsCamera(format string) bool {
 	switch format {
-	case "glb", "ply", "colmap", "colmap_tracks", "mesh_ply", "mesh_glb":
+	case "glb", "ply", "colmap", "colmap_tracks", "mesh_ply", "mesh_glb", "mesh_points":
 		return true
 	}
 	return false
@@ -126,7 +127,7 @@ func (f *reconstructFlags) parse() ([]string, error) {
 			known = known || x.name == fm
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown -format %q (glb, ply, colmap, colmap_tracks, npz, mini_npz, depth_vis, gs_ply, gs_video, mesh_ply, mesh_glb)", fm)
+			return nil, fmt.Errorf("unknown -format %q (glb, ply, colmap, colmap_tracks, npz, mini_npz, depth_vis, gs_ply, gs_video, mesh_ply, mesh_glb, mesh_points)", fm)
 		}
 	}
 	if slices.Contains(formats, "colmap") && slices.Contains(formats, "colmap_tracks") {
@@ -467,7 +468,7 @@ func (f *reconstructFlags) scenePaths(formats, names []string) []string {
 			switch fm {
 			case "glb", "ply":
 				paths = append(paths, filepath.Join(dir, "scene."+fm))
-			case "mesh_ply", "mesh_glb":
+			case "mesh_ply", "mesh_glb", "mesh_points":
 				paths = append(paths, filepath.Join(dir, meshFile(fm)))
 			case "colmap", "colmap_tracks":
 				ext := map[bool]string{false: ".bin", true: ".txt"}[f.colmapTxt]
@@ -637,7 +638,7 @@ func (sw *sceneWrite) format(fm string) ([]string, error) {
 	case "glb", "ply":
 		path, err := sw.points(fm)
 		return []string{path}, err
-	case "mesh_ply", "mesh_glb":
+	case "mesh_ply", "mesh_glb", "mesh_points":
 		path, err := sw.meshFormat(fm)
 		return []string{path}, err
 	case "colmap", "colmap_tracks":
@@ -718,7 +719,7 @@ func (sw *sceneWrite) points(fm string) (string, error) {
 
 // meshFile is the file a mesh format writes.
 func meshFile(fm string) string {
-	return map[string]string{"mesh_ply": "mesh.ply", "mesh_glb": "mesh.glb"}[fm]
+	return map[string]string{"mesh_ply": "mesh.ply", "mesh_glb": "mesh.glb", "mesh_points": "mesh_points.ply"}[fm]
 }
 
 // meshFormat writes mesh.ply or mesh.glb, fusing the views once for both.
@@ -733,8 +734,11 @@ func (sw *sceneWrite) meshFormat(fm string) (string, error) {
 		sw.notes = append(sw.notes, meshNote(st, m))
 	}
 	path := filepath.Join(sw.dir, meshFile(fm))
-	if fm == "mesh_glb" {
+	switch fm {
+	case "mesh_glb":
 		return path, export.WriteMeshGLB(path, sw.mesh, sw.s.cams, export.GLBOptions{ShowCameras: !f.noCameras, CameraSize: f.cameraSize})
+	case "mesh_points":
+		return path, export.WritePLY(path, export.MeshCloud(sw.mesh))
 	}
 	var inputs []string
 	for _, v := range sw.s.cams {

@@ -68,7 +68,7 @@ func (o Options) CheckMethod(method string) error {
 
 // PinholeOnlyExports are the exports that need pinhole views: with a camera model they are made only
 // when the outputs stay undistorted.
-var PinholeOnlyExports = []string{"colmap_tracks", "mesh_ply", "mesh_glb"}
+var PinholeOnlyExports = []string{"colmap_tracks", "mesh_ply", "mesh_glb", "mesh_points"}
 
 // CheckExport refuses an export of PinholeOnlyExports unless the outputs stay undistorted.
 func (o Options) CheckExport(name string) error {

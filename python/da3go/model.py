@@ -26,7 +26,7 @@ ImageLike = Union[str, os.PathLike, np.ndarray, Any]
 UNITS = ("relative", "disparity", "focal_normalised", "metres")
 
 #: Formats of Model.export.
-EXPORT_FORMATS = ("glb", "ply", "npz", "mini_npz", "colmap", "colmap_tracks", "gs_ply", "gs_video", "mesh_ply", "mesh_glb")
+EXPORT_FORMATS = ("glb", "ply", "npz", "mini_npz", "colmap", "colmap_tracks", "gs_ply", "gs_video", "mesh_ply", "mesh_glb", "mesh_points")
 
 
 @dataclass
@@ -324,9 +324,10 @@ class Model:
 
     def export(self, images: Sequence[ImageLike], format: str, path: Union[str, os.PathLike],
                **options: Any) -> Path:
-        """Writes the scene as da3-go reconstruct does: format glb, ply, npz, mini_npz, colmap
-        (path is a directory), gs_ply, gs_video (MP4, needs ffmpeg), mesh_ply or mesh_glb (the
-        views' depth fused into one mesh). Arrays and PIL images are written to temporary PNG
+        """Writes the scene as da3-go reconstruct does: format glb, ply, npz, mini_npz, colmap or
+        colmap_tracks (path is a directory), gs_ply, gs_video (MP4, needs ffmpeg), mesh_ply or
+        mesh_glb (the views' depth fused into one mesh), mesh_points (its vertices as a point
+        cloud). Arrays and PIL images are written to temporary PNG
         files first (lossless). Returns path."""
         images = list(images)
         with tempfile.TemporaryDirectory(prefix="da3go-") as tmp:
