@@ -41,8 +41,8 @@ func (p *parsed) validateAlign() *apiError {
 		return badRequest("align_points with cameras: the given cameras set the scene's frame and scale already")
 	}
 	for _, e := range q.Exports {
-		if e == "gs_ply" {
-			return badRequest("align_points with the gs_ply export: the Gaussians are not rescaled")
+		if gaussianExport(e) {
+			return badRequest("align_points with the %s export: the Gaussians are not rescaled", e)
 		}
 	}
 	return nil

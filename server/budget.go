@@ -92,6 +92,11 @@ func (s *Server) estimate(in *instance, p *parsed, m ModelInfo) (budget, error) 
 		b.extra += int64(ppx * 15 * (1 + 2*4/3.0))
 	}
 	b.extra += int64(ppx * 20 * (1 + 2*4/3.0) * float64(len(p.req.Exports)))
+	// gs_video holds every frame's image and depth (about 7 bytes a pixel of the processed size) until
+	// the depth's colours are known, then the encoded video and its base64.
+	if slices.Contains(p.req.Exports, "gs_video") {
+		b.extra += gsVideoFrames(b.views) * int64(proc.X) * int64(proc.Y) * 8
+	}
 	// Tiles merge into full-size buffers, one per map the model has.
 	if p.req.tiling() {
 		n := 1

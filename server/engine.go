@@ -16,6 +16,7 @@ import (
 	"github.com/da3-go/da3-go/align"
 	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/export/gsvideo"
 	"github.com/da3-go/da3-go/internal/licence"
 	"github.com/da3-go/da3-go/lens"
 	"github.com/da3-go/da3-go/model"
@@ -125,8 +126,11 @@ type output struct {
 	views []view
 	// scene is the views at the processed size for package export.
 	scene []export.View
-	// gaussians is the 3D Gaussians' PLY (gaussians asked for), else nil.
+	// gaussians is the 3D Gaussians' PLY (gaussians asked for), else nil;
+	// splats are those Gaussians and cams the views' cameras, for gs_video.
 	gaussians []byte
+	splats    *gs.Gaussians
+	cams      []gsvideo.Camera
 }
 
 // instance is one loaded copy of a model; a pool holds one per concurrent
@@ -267,11 +271,17 @@ func (in *instance) run(ctx context.Context, imgs []image.Image, names []string,
 				return nil, fmt.Errorf("view %d has no Gaussians", i)
 			}
 		}
+		out.splats = gs.Concat(parts...)
 		var buf bytes.Buffer
-		if err := gs.WritePLY(&buf, gs.Concat(parts...)); err != nil {
+		if err := gs.WritePLY(&buf, out.splats); err != nil {
 			return nil, err
 		}
 		out.gaussians = buf.Bytes()
+		for i := range res {
+			if c := res[i].Camera; c != nil {
+				out.cams = append(out.cams, gsvideo.Camera{Extrinsics: c.Extrinsics, Intrinsics: c.Intrinsics})
+			}
+		}
 	}
 	for i := range res {
 		r := &res[i]

@@ -8,7 +8,9 @@ import (
 	"slices"
 
 	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/export/gsvideo"
 	"github.com/da3-go/da3-go/export/tsdf"
+	"github.com/da3-go/da3-go/model/gs"
 )
 
 // scene is one request's processed-size views for package export, and the
@@ -16,6 +18,8 @@ import (
 type scene struct {
 	views      []export.View
 	gaussians  []byte // the gs_ply file, when asked for
+	splats     *gs.Gaussians
+	cams       []gsvideo.Camera // the views' cameras, with splats
 	confThresh float32
 	pc         *export.PointCloud
 	mesh       *tsdf.Mesh
@@ -124,6 +128,8 @@ var exporters = map[string]exporter{
 		}
 		return export.EncodeMeshGLB(w, m, sc.views, export.DefaultGLBOptions())
 	}},
+	// The official fly-through video of DA3-GIANT's Gaussians (MP4, ffmpeg).
+	"gs_video": {"video/mp4", "gs_video.mp4", true, writeGSVideo},
 	// DA3-GIANT's 3D Gaussians as the official gs_ply export writes them.
 	"gs_ply": {"application/octet-stream", "gaussians.ply", true, func(w io.Writer, sc *scene) error {
 		_, err := w.Write(sc.gaussians)
@@ -186,7 +192,7 @@ func allExports() []string {
 func exportsFor(m ModelInfo) []string {
 	var names []string
 	for _, n := range allExports() {
-		if (m.Camera || !exporters[n].camera) && (n != "gs_ply" || m.Gaussians) {
+		if (m.Camera || !exporters[n].camera) && (!gaussianExport(n) || m.Gaussians) && (n != "gs_video" || haveFFmpeg()) {
 			names = append(names, n)
 		}
 	}

@@ -95,6 +95,19 @@ func TestHeads(t *testing.T) {
 	require.NoError(t, gs.WritePLY(&ply, gs.Concat(parts...)))
 	assert.Equal(t, ply.Bytes(), got, "gs_ply is the library's Gaussians")
 
+	// The fly-through video of those Gaussians (skipped without ffmpeg).
+	if haveFFmpeg() {
+		assert.Contains(t, s.pools[1].info.Exports, "gs_video")
+		resp, body = postJSON(t, ts.URL, DepthRequest{Model: "giant", Images: b64s, ProcessRes: 56, Exports: []string{"gs_video"}})
+		require.Equal(t, http.StatusOK, resp.StatusCode, truncate(body))
+		e := decodeResponse(t, body).Exports["gs_video"]
+		assert.Equal(t, "video/mp4", e.MediaType)
+		mp4, err := base64.StdEncoding.DecodeString(e.Data)
+		require.NoError(t, err)
+		require.Greater(t, len(mp4), 1000)
+		assert.Equal(t, "ftyp", string(mp4[4:8]), "an MP4 file")
+	}
+
 	// What a model lacks is refused, naming it.
 	for _, tc := range []struct {
 		req    DepthRequest
@@ -103,6 +116,7 @@ func TestHeads(t *testing.T) {
 	}{
 		{DepthRequest{Model: "plain", Images: b64s, RayPose: true}, 422, "ray_pose needs"},
 		{DepthRequest{Model: "pose", Images: b64s, Exports: []string{"gs_ply"}}, 422, "gs_ply needs DA3-GIANT"},
+		{DepthRequest{Model: "pose", Images: b64s, Exports: []string{"gs_video"}}, 422, "gs_video needs DA3-GIANT"},
 		{DepthRequest{Model: "pose", Images: b64s, Cameras: cams[:1]}, 400, "1 cameras for 2 images"},
 		{DepthRequest{Model: "da2", Images: b64s[:1], Cameras: cams[:1]}, 422, "cannot take given cameras"},
 		{DepthRequest{Model: "da2", Images: b64s[:1], RayPose: true}, 422, "ray_pose needs"},

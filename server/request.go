@@ -473,8 +473,11 @@ func (p *parsed) validateOutputs(m ModelInfo, canExport func(string) bool) *apiE
 		if exporters[e].camera && !m.Camera {
 			return unprocessable("model %q (%s) has no camera head: the %s export needs a DA3 any-view model", m.Name, m.Arch, e)
 		}
-		if e == "gs_ply" && !m.Gaussians {
-			return unprocessable("model %q (%s) has no Gaussian head: gs_ply needs DA3-GIANT", m.Name, m.Arch)
+		if gaussianExport(e) && !m.Gaussians {
+			return unprocessable("model %q (%s) has no Gaussian head: %s needs DA3-GIANT", m.Name, m.Arch, e)
+		}
+		if e == "gs_video" && !haveFFmpeg() {
+			return unprocessable("the gs_video export needs ffmpeg, which this server does not have")
 		}
 	}
 	if q.PointsConfThresh < 0 || q.PointsConfThresh != q.PointsConfThresh {
@@ -558,7 +561,7 @@ func (p *parsed) readSizes(lim limits) *apiError {
 func (p *parsed) runOptions() runOptions {
 	q := p.req
 	return runOptions{processRes: q.ProcessRes, method: q.ProcessResMethod, refView: q.RefView, processedSize: q.ProcessedSize,
-		intrinsics: q.Intrinsics, rayPose: q.RayPose, raySeed: q.RaySeed, cameras: q.Cameras, gaussians: slices.Contains(q.Exports, "gs_ply"),
+		intrinsics: q.Intrinsics, rayPose: q.RayPose, raySeed: q.RaySeed, cameras: q.Cameras, gaussians: slices.ContainsFunc(q.Exports, gaussianExport),
 		align: alignSamples(q.AlignPoints, len(p.images)), lens: p.lens, keepUndistorted: q.KeepUndistorted,
 		tile: q.Tile, tileSize: q.TileSize}
 }

@@ -440,7 +440,7 @@ func (s *Server) run(ctx context.Context, in *instance, p *parsed, m ModelInfo) 
 	if err != nil {
 		return nil, nil, decoded, err
 	}
-	return out.views, &scene{views: out.scene, gaussians: out.gaussians, confThresh: q.PointsConfThresh}, decoded, nil
+	return out.views, &scene{views: out.scene, gaussians: out.gaussians, splats: out.splats, cams: out.cams, confThresh: q.PointsConfThresh}, decoded, nil
 }
 
 // runError maps an error of the queue or the run to the answer.
