@@ -28,8 +28,8 @@ func TestLicenceOfPublishedModels(t *testing.T) {
 		{"da3-base-q4_k", "Apache-2.0", "DA3-BASE"},
 		{"da3-large", "CC-BY-NC-4.0", "DA3-LARGE"},
 		{"da3-giant", "CC-BY-NC-4.0", "DA3-GIANT"},
-		{"da3-mono-large", "CC-BY-NC-4.0", "DA3MONO-LARGE"},
-		{"da3-metric-large", "CC-BY-NC-4.0", "DA3METRIC-LARGE"},
+		{"da3-mono-large", "Apache-2.0", "DA3MONO-LARGE"},
+		{"da3-metric-large", "Apache-2.0", "DA3METRIC-LARGE"},
 		{"da3-nested-anyview", "CC-BY-NC-4.0", "DA3NESTED-GIANT-LARGE"},
 		{"da3-nested-metric", "CC-BY-NC-4.0", "DA3NESTED-GIANT-LARGE"},
 		{"da2-small-q8_0", "Apache-2.0", "Depth-Anything-V2-Small"},
@@ -56,6 +56,8 @@ func TestUnpublishedNamesSayConvert(t *testing.T) {
 	for _, m := range un {
 		assert.Empty(t, m.File, m.Name)
 		assert.True(t, strings.HasSuffix(m.Source, "-1.1"), m.Source)
+		assert.Equal(t, "CC-BY-NC-4.0", m.Licence, "the official table: every -1.1 checkpoint is CC BY-NC 4.0")
+		assert.True(t, m.NonCommercial, m.Name)
 		_, published := fetch.Lookup(m.Name)
 		assert.False(t, published, m.Name)
 	}

@@ -17,10 +17,12 @@ var ErrNotPublished = errors.New("no published GGUF yet")
 // known SHA-256, so they cannot be downloaded; they are listed so that
 // their names give a clear answer instead of "unknown model".
 var unpublished = []Model{
-	{Name: "da3-large-1.1", Family: "da3", Source: licence.RepoURL("depth-anything/DA3-LARGE-1.1")},
-	{Name: "da3-giant-1.1", Family: "da3", Source: licence.RepoURL("depth-anything/DA3-GIANT-1.1")},
-	{Name: "da3-nested-1.1", Aliases: []string{"da3nested-giant-large-1.1"}, Family: "da3-nested",
-		Source: licence.RepoURL("depth-anything/DA3NESTED-GIANT-LARGE-1.1")},
+	{Name: "da3-large-1.1", Family: "da3", Licence: licence.CCBYNC4, NonCommercial: true,
+		Source: licence.RepoURL("depth-anything/DA3-LARGE-1.1")},
+	{Name: "da3-giant-1.1", Family: "da3", Licence: licence.CCBYNC4, NonCommercial: true,
+		Source: licence.RepoURL("depth-anything/DA3-GIANT-1.1")},
+	{Name: "da3-nested-1.1", Aliases: []string{"da3nested-giant-large-1.1"}, Family: "da3-nested", Licence: licence.CCBYNC4,
+		NonCommercial: true, Source: licence.RepoURL("depth-anything/DA3NESTED-GIANT-LARGE-1.1")},
 }
 
 // Unpublished lists the official checkpoints that have names but no

@@ -3,11 +3,12 @@
 // model table (package fetch), the converter (package convert) and the
 // command can say which licence a model's weights carry.
 //
-// The facts, from the official model cards:
+// The facts, from the official repositories' model tables (Depth Anything 3's
+// README, Depth Anything V2's README):
 //
-//	DA3-SMALL, DA3-BASE                                     Apache-2.0
-//	DA3-LARGE, DA3-GIANT, DA3NESTED-GIANT-LARGE,
-//	DA3MONO-LARGE, DA3METRIC-LARGE                          CC-BY-NC-4.0
+//	DA3-SMALL, DA3-BASE, DA3MONO-LARGE, DA3METRIC-LARGE     Apache-2.0
+//	DA3-LARGE, DA3-GIANT, DA3NESTED-GIANT-LARGE (and their
+//	retrained -1.1 checkpoints)                             CC-BY-NC-4.0
 //	Depth-Anything-V2-Small (relative, metric Hypersim/VKITTI)  Apache-2.0
 //	Depth-Anything-V2-Base/Large (relative and metric)      CC-BY-NC-4.0
 //
@@ -80,7 +81,7 @@ func Of(kind Kind, size string) (Checkpoint, bool) {
 		}
 	case DA3Mono, DA3Metric:
 		if size == "large" {
-			return Checkpoint{"depth-anything/DA3" + strings.ToUpper(strings.TrimPrefix(string(kind), "da3-")) + "-LARGE", CCBYNC4}, true
+			return Checkpoint{"depth-anything/DA3" + strings.ToUpper(strings.TrimPrefix(string(kind), "da3-")) + "-LARGE", Apache2}, true
 		}
 	case DA3Nested:
 		return Checkpoint{"depth-anything/DA3NESTED-GIANT-LARGE", CCBYNC4}, true

@@ -15,8 +15,8 @@ func TestOf(t *testing.T) {
 	}{
 		{DA3, "small", "depth-anything/DA3-SMALL", Apache2, true},
 		{DA3, "giant", "depth-anything/DA3-GIANT", CCBYNC4, true},
-		{DA3Mono, "large", "depth-anything/DA3MONO-LARGE", CCBYNC4, true},
-		{DA3Metric, "large", "depth-anything/DA3METRIC-LARGE", CCBYNC4, true},
+		{DA3Mono, "large", "depth-anything/DA3MONO-LARGE", Apache2, true},
+		{DA3Metric, "large", "depth-anything/DA3METRIC-LARGE", Apache2, true},
 		{DA3Nested, "", "depth-anything/DA3NESTED-GIANT-LARGE", CCBYNC4, true},
 		{DA2, "small", "depth-anything/Depth-Anything-V2-Small", Apache2, true},
 		{DA2MetricOutdoor, "base", "depth-anything/Depth-Anything-V2-Metric-VKITTI-Base", CCBYNC4, true},
