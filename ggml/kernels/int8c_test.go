@@ -184,3 +184,48 @@ func TestInt8ChannelPolicy(t *testing.T) {
 	assert.True(t, strings.Contains(kernels.Describe(kernels.Policy{GEMM: true, Variant: kernels.VariantAVX512,
 		Precision: kernels.PrecisionInt8Channel}), "int8c") || !kernels.PrecisionRuns(kernels.VariantAVX512, kernels.PrecisionInt8Channel))
 }
+
+// BenchmarkGEMMInt8Channel compares the products of weights packed at load
+// in f32, bf16, int8 (q8_0 blocks) and int8c (one scale per channel) on the
+// linear layers of a ViT-B block at 504×336 (865 tokens: 36·24 patches and
+// the class token). Run it under taskset -c 0 for one thread.
+func BenchmarkGEMMInt8Channel(b *testing.B) {
+	if !kernels.Available().GEMM {
+		b.Skip("the CPU kernels are off in this build")
+	}
+	for _, s := range [][3]int{{768, 2304, 865}, {768, 768, 865}, {768, 3072, 865}, {3072, 768, 865}} {
+		K, N, M := s[0], s[1], s[2]
+		for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8, kernels.PrecisionInt8Channel} {
+			if !kernels.PrecisionRuns(kernels.DefaultVariant(), p) {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s/K%d_N%d_M%d", p, K, N, M), func(b *testing.B) {
+				h := optest.NewHarness(b, 16)
+				rng := optest.RNG(1)
+				typ := ggml.TypeF32
+				if p == kernels.PrecisionInt8 {
+					typ = ggml.TypeQ8_0
+				}
+				wd := optest.Randn(rng, K*N, 1)
+				data := unsafe.Slice((*byte)(unsafe.Pointer(&wd[0])), 4*len(wd))
+				if typ == ggml.TypeQ8_0 {
+					var err error
+					data, err = ggml.QuantizeChunk(typ, wd, N, K, nil)
+					require.NoError(b, err)
+				}
+				w := h.Input(typ, wd, K, N)
+				x := h.Input(ggml.TypeF32, optest.Randn(rng, K*M, 1), K, M)
+				pol := kernels.Default(true)
+				pol.Precision = p
+				kernels.SetPolicy(h.G, pol)
+				set, err := kernels.PackWeights(pol, []*ggml.Tensor{w}, func(*ggml.Tensor) ([]byte, error) { return data, nil }, nil)
+				require.NoError(b, err)
+				b.Cleanup(func() { set.Close() })
+				pw := set.Weights()[w]
+				require.NotNil(b, pw)
+				require.Equal(b, p, pw.Precision)
+				h.Bench(b, kernels.GEMMPacked(h.G, pw, x, kernels.Epilogue{}), 2*float64(K*N*M))
+			})
+		}
+	}
+}
