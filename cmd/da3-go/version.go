@@ -40,7 +40,7 @@ func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) in
 func cpuKernels() string {
 	v := kernels.DefaultVariant()
 	var precs []string
-	for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8} {
+	for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8, kernels.PrecisionInt8Channel} {
 		if v != kernels.VariantOff && kernels.PrecisionRuns(v, p) {
 			precs = append(precs, p.String())
 		}

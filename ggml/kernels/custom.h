@@ -62,7 +62,7 @@ static inline const struct ggml_tensor * winograd_bias(const struct ggml_tensor 
     return ((u >> 18) & 1) && dst->src[3] == NULL ? NULL : dst->src[2];
 }
 
-enum { DA3_PREC_F32 = 0, DA3_PREC_BF16 = 1, DA3_PREC_INT8 = 2 };
+enum { DA3_PREC_F32 = 0, DA3_PREC_BF16 = 1, DA3_PREC_INT8 = 2, DA3_PREC_INT8C = 3, DA3_NPREC };
 enum { DA3_VAR_AUTO = 0, DA3_VAR_OFF = 1, DA3_VAR_PORTABLE = 2, DA3_VAR_AVX2 = 3, DA3_VAR_AVX512 = 4, DA3_NVAR };
 
 // CPU features the variants need (da3_cpu_features).

@@ -94,19 +94,20 @@ int da3_precision_ok(int v, int p) {
     switch (p) {
     case DA3_PREC_F32: return da3_variant_ok(v);
     case DA3_PREC_BF16: return v == DA3_VAR_AVX512 && da3_variant_ok(v) && (cpu_features() & DA3_CPU_AVX512BF16) != 0;
-    case DA3_PREC_INT8: return v == DA3_VAR_AVX512 && da3_variant_ok(v) && (cpu_features() & DA3_CPU_AVX512VNNI) != 0;
+    case DA3_PREC_INT8:
+    case DA3_PREC_INT8C: return v == DA3_VAR_AVX512 && da3_variant_ok(v) && (cpu_features() & DA3_CPU_AVX512VNNI) != 0;
     }
     return 0;
 }
 
 // calls counts the kernel calls (one per thread and node) run by each
 // variant and precision: what the tests check the dispatch with.
-static uint64_t calls[DA3_NVAR][3], wino_calls;
+static uint64_t calls[DA3_NVAR][DA3_NPREC], wino_calls;
 
 uint64_t da3_winograd_calls(void) { return __atomic_load_n(&wino_calls, __ATOMIC_RELAXED); }
 
 uint64_t da3_variant_calls(int v, int p) {
-    return v >= 0 && v < DA3_NVAR && p >= 0 && p < 3 ? __atomic_load_n(&calls[v][p], __ATOMIC_RELAXED) : 0;
+    return v >= 0 && v < DA3_NVAR && p >= 0 && p < DA3_NPREC ? __atomic_load_n(&calls[v][p], __ATOMIC_RELAXED) : 0;
 }
 
 // pick returns the variant's kernels for a node, or NULL (a fault) when the

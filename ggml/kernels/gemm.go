@@ -373,12 +373,13 @@ func Attention(g *ggml.Context, q, k, v *ggml.Tensor, scale float32) *ggml.Tenso
 }
 
 // PackedWeight is a weight w [K, N] (F32; F16 for bf16 products; Q8_0 for
-// int8 products)
+// int8 products; F32, F16, BF16 or Q8_0 quantized per channel for int8c)
 // packed once (PackWeights) into the panels the GEMM of one variant and
 // precision reads, so that its products skip packing the weight on every
 // call (ONNX Runtime's MLAS pre-packs its weights the same way). T holds the
-// packed words as an F32 tensor [W·NR, N/NR] (W = K, ⌈K/2⌉ bf16 pairs, or
-// 5K/16 words of q8 blocks, scales and sums); the kernel checks its shape.
+// packed words as an F32 tensor [W·NR, N/NR] (W = K, ⌈K/2⌉ bf16 pairs,
+// 5K/16 words of q8 blocks, scales and sums, or ⌈K/4⌉+2 words of int8c
+// quads, a scale and an excess); the kernel checks its shape.
 type PackedWeight struct {
 	T         *ggml.Tensor
 	K, N      int
@@ -401,13 +402,28 @@ func packedShape(v Variant, p Precision, K, N int) ([]int, bool) {
 	return []int{words / (N / nr), N / nr}, true
 }
 
+// weightPrecision is the precision of the products of a weight of type t
+// packed at load, for variant v under p: int8c for the types it quantizes
+// per channel (F32, F16, BF16, Q8_0) where v computes it, else
+// precisionFor's.
+func weightPrecision(p Policy, v Variant, t ggml.Type) Precision {
+	if p.Precision == PrecisionInt8Channel && PrecisionRuns(v, PrecisionInt8Channel) &&
+		(t == ggml.TypeF32 || t == ggml.TypeF16 || t == ggml.TypeBF16 || t == ggml.TypeQ8_0) {
+		return PrecisionInt8Channel
+	}
+	return precisionFor(p, v, t)
+}
+
 // packedPrecision is how a weight of type t is packed for products in
-// precision p: an F32 weight in bf16 pairs for bf16 and in f32 otherwise, an
+// precision p: int8c panels for int8c (weightPrecision gives it only to the
+// types it quantizes); an F32 weight in bf16 pairs for bf16 and in f32 otherwise, an
 // F16 weight in bf16 pairs for bf16 (f32 products of F16 weights dequantize
 // per call: their f32 panels would double their memory), a Q8_0 weight in
 // int8 panels for int8; false for the rest (not packed).
 func packedPrecision(p Precision, t ggml.Type) (Precision, bool) {
 	switch {
+	case p == PrecisionInt8Channel:
+		return PrecisionInt8Channel, true
 	case (t == ggml.TypeF32 || t == ggml.TypeF16) && p == PrecisionBF16:
 		return PrecisionBF16, true
 	case t == ggml.TypeF32:
@@ -458,7 +474,7 @@ func PackWeights(pol Policy, ws []*ggml.Tensor, read func(*ggml.Tensor) ([]byte,
 		if w == nil || w.Dim(2) != 1 || w.Dim(3) != 1 {
 			continue
 		}
-		p, ok := packedPrecision(precisionFor(pol, v, w.Type()), w.Type())
+		p, ok := packedPrecision(weightPrecision(pol, v, w.Type()), w.Type())
 		if !ok {
 			continue
 		}
@@ -603,7 +619,7 @@ func gemmPackedFits(g *ggml.Context, pw *PackedWeight, x *ggml.Tensor, ep Epilog
 		return false
 	}
 	p, v := nodeKernels(g)
-	pp, ok := packedPrecision(precisionFor(p, v, pw.Type), pw.Type)
+	pp, ok := packedPrecision(weightPrecision(p, v, pw.Type), pw.Type)
 	return p.GEMM && v == pw.Variant && ok && pp == pw.Precision
 }
 

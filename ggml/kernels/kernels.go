@@ -130,9 +130,18 @@ const (
 	// integer sums per block (AVX512_VNNI vpdpbusd); the other products as
 	// with PrecisionBF16 where the CPU has it, else float32.
 	PrecisionInt8 Precision = C.DA3_PREC_INT8
+	// PrecisionInt8Channel: the weight matrices packed at load (F32, F16,
+	// BF16 or Q8_0, the last dequantized first) quantized symmetrically to
+	// int8 with one scale per output channel over the whole depth, times
+	// activations quantized with one scale per row over the whole depth;
+	// integer sums over all of K (AVX512_VNNI vpdpbusd), scaled once per
+	// output. Weights not packed take PrecisionInt8's path (Q8_0: q8_0
+	// blocks; the others bf16 where the CPU has it, else float32), as do the
+	// attention and convolutions.
+	PrecisionInt8Channel Precision = C.DA3_PREC_INT8C
 )
 
-var precisionNames = []string{PrecisionF32: "f32", PrecisionBF16: "bf16", PrecisionInt8: "int8"}
+var precisionNames = []string{PrecisionF32: "f32", PrecisionBF16: "bf16", PrecisionInt8: "int8", PrecisionInt8Channel: "int8c"}
 
 func (p Precision) String() string {
 	if p >= 0 && int(p) < len(precisionNames) {
@@ -141,14 +150,14 @@ func (p Precision) String() string {
 	return fmt.Sprintf("Precision(%d)", int(p))
 }
 
-// ParsePrecision parses f32, bf16 or int8.
+// ParsePrecision parses f32, bf16, int8 or int8c.
 func ParsePrecision(s string) (Precision, error) {
 	for p, n := range precisionNames {
 		if strings.EqualFold(strings.TrimSpace(s), n) {
 			return Precision(p), nil
 		}
 	}
-	return 0, fmt.Errorf("precision %q: want f32, bf16 or int8", s)
+	return 0, fmt.Errorf("precision %q: want f32, bf16, int8 or int8c", s)
 }
 
 // ErrPrecision reports a precision the CPU or the kernel variant cannot
@@ -156,8 +165,8 @@ func ParsePrecision(s string) (Precision, error) {
 var ErrPrecision = errors.New("precision not supported")
 
 // PrecisionRuns reports whether variant v computes precision p on this CPU
-// (f32: every variant that runs; bf16: AVX-512 with AVX512_BF16; int8:
-// AVX-512 with AVX512_VNNI).
+// (f32: every variant that runs; bf16: AVX-512 with AVX512_BF16; int8
+// and int8c: AVX-512 with AVX512_VNNI).
 func PrecisionRuns(v Variant, p Precision) bool {
 	if v == VariantAuto {
 		v = DefaultVariant()
@@ -361,17 +370,19 @@ func (p Policy) Check() error {
 		return fmt.Errorf("kernel variant %s: not runnable on this CPU (features: %s)", v, strings.Join(CPUFeatures(), " "))
 	}
 	if p.Precision != PrecisionF32 && (v == VariantOff || !p.GEMM || !PrecisionRuns(v, p.Precision)) {
-		need := map[Precision]string{PrecisionBF16: "the avx512 kernels and AVX512_BF16", PrecisionInt8: "the avx512 kernels and AVX512_VNNI"}[p.Precision]
+		need := map[Precision]string{PrecisionBF16: "the avx512 kernels and AVX512_BF16", PrecisionInt8: "the avx512 kernels and AVX512_VNNI",
+			PrecisionInt8Channel: "the avx512 kernels and AVX512_VNNI"}[p.Precision]
 		return fmt.Errorf("%w: %s needs %s (kernels %s, CPU features: %s)", ErrPrecision, p.Precision, need, v, strings.Join(CPUFeatures(), " "))
 	}
 	return nil
 }
 
-// nodePrecision is the precision of a product with weight type w under p:
-// int8 only for q8_0 weights, the others bf16 where the CPU has it.
+// nodePrecision is the precision of a product with weight type w under p
+// (one not packed at load: see weightPrecision): int8 (and int8c) only for
+// q8_0 weights, the others bf16 where the CPU has it.
 func (p Policy) nodePrecision(w ggml.Type) Precision {
 	switch p.Precision {
-	case PrecisionInt8:
+	case PrecisionInt8, PrecisionInt8Channel:
 		if w == ggml.TypeQ8_0 {
 			return PrecisionInt8
 		}

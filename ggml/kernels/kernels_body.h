@@ -339,6 +339,7 @@ static tile_fn tile_for(int mr) { return mr == MR_BIG ? tile_big : tile_small; }
 #endif
 #if defined(ISA_INT8)
 #include "kernels_int8.h"
+#include "kernels_int8c.h"
 #endif
 
 // choose_mr picks the tile height for m rows: the small tile when the big
@@ -450,26 +451,51 @@ static const void * int8_pack_a(const float * a, int64_t lda, int64_t ic, int64_
 }
 
 static const struct gemm_mode gemm_int8 = { int8_depth, int8_tile, int8_pack_b, int8_pack_a };
+
+// int8c: per-channel int8 weights packed at load, the whole depth in one
+// block (its int32 sums are not split); A quantized per row into the
+// buffer da3_gemm sized for it (sc->pah).
+static int64_t int8c_depth(const struct bsrc * b) { (void) b; return (int64_t) 1 << 40; }
+
+static tile_fn int8c_tile(int mr) { (void) mr; return tile_i8c; }
+
+static struct b_panels int8c_pack_b(const struct bsrc * b, int64_t jc, int64_t nc, int64_t pc, int64_t kc,
+                                    const struct gemm_scratch * sc) {
+    (void) nc; (void) pc; (void) sc;
+    return (struct b_panels){ b->pre + jc * b->prew, i8c_quads(kc), i8c_a_words(kc), b->prew };
+}
+
+static const void * int8c_pack_a(const float * a, int64_t lda, int64_t ic, int64_t mc, int64_t pc, int64_t kc, int mr,
+                                 const struct gemm_scratch * sc) {
+    (void) mr; (void) pc;
+    pack_a_i8c(a, lda, ic, mc, kc, sc->pah);
+    return sc->pah;
+}
+
+static const struct gemm_mode gemm_int8c = { int8c_depth, int8c_tile, int8c_pack_b, int8c_pack_a };
 #endif
 
 // gemm_modes are the precisions this variant computes, by DA3_PREC_*
 // (NULL: not in this variant, which then computes f32).
-static const struct gemm_mode * const gemm_modes[3] = {
+static const struct gemm_mode * const gemm_modes[DA3_NPREC] = {
     [DA3_PREC_F32] = &gemm_f32,
 #if defined(ISA_BF16)
     [DA3_PREC_BF16] = &gemm_bf16,
 #endif
 #if defined(ISA_INT8)
     [DA3_PREC_INT8] = &gemm_int8,
+    [DA3_PREC_INT8C] = &gemm_int8c,
 #endif
 };
 
 // gemm_mode_for is the mode of a product of B in precision prec: int8 only
 // for q8_0 weights (per call, or packed at load: for int8 the packing is
-// always of q8_0 rows), f32 for a precision the variant lacks.
+// always of q8_0 rows), int8c only for weights packed at load, f32 for a
+// precision the variant lacks.
 static const struct gemm_mode * gemm_mode_for(const struct bsrc * b, int prec) {
     const int q8 = (b->q != NULL && b->type == GGML_TYPE_Q8_0) || b->pre != NULL;
-    if (prec < 0 || prec >= 3 || gemm_modes[prec] == NULL || (prec == DA3_PREC_INT8 && !q8)) {
+    if (prec < 0 || prec >= DA3_NPREC || gemm_modes[prec] == NULL || (prec == DA3_PREC_INT8 && !q8) ||
+        (prec == DA3_PREC_INT8C && b->pre == NULL)) {
         return &gemm_f32;
     }
     return gemm_modes[prec];
@@ -559,6 +585,13 @@ static int split(int64_t M, int64_t N, int mr, int ith, int nth, int by_rows, in
 // packed for this variant in precision prec (da3_pack_weight), 0 when N is
 // not a multiple of NR.
 static int64_t pack_weight_words(int64_t K, int64_t N, int prec) {
+    if (prec == DA3_PREC_INT8C) { // per channel: the quads of the whole depth, a scale and an excess
+#if defined(ISA_INT8)
+        return N % NR != 0 || K > I8C_MAX_K ? 0 : N * i8c_b_words(K);
+#else
+        return 0;
+#endif
+    }
     if (prec == DA3_PREC_INT8) { // q8_0 rows: per KCQ block of depth, the panels of pack_b_q8
 #if defined(ISA_INT8)
         return N % NR != 0 || K % QK != 0 ? 0 : N * (K / 16 * 5);
@@ -579,6 +612,35 @@ static int64_t pack_weight_words(int64_t K, int64_t N, int prec) {
 // variant's, or out of memory).
 int ISA_FN(da3_nr)(void) { return NR; }
 
+#if defined(ISA_INT8)
+// pack_weight_i8c quantizes the rows of w (F32, F16, BF16 or Q8_0; the
+// others widened to f32 first, exactly) per channel into the panels of
+// tile_i8c; 0 for another type or out of memory.
+static ISA_INT8 int pack_weight_i8c(int type, const void * wv, int64_t K, int64_t N, int32_t * out) {
+    if ((type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16 && type != GGML_TYPE_Q8_0) ||
+        K % ggml_blck_size((enum ggml_type) type) != 0) {
+        return 0;
+    }
+    float * row = type == GGML_TYPE_F32 ? NULL : malloc(sizeof(float) * K);
+    if (type != GGML_TYPE_F32 && row == NULL) {
+        return 0;
+    }
+    const size_t row_bytes = ggml_row_size((enum ggml_type) type, K);
+    const struct ggml_type_traits * tt = ggml_get_type_traits((enum ggml_type) type);
+    const int64_t words = i8c_b_words(K) * NR;
+    for (int64_t n = 0; n < N; n++) {
+        const float * x = (const float *) ((const char *) wv + n * row_bytes);
+        if (row != NULL) {
+            tt->to_float((const char *) wv + n * row_bytes, row, K);
+            x = row;
+        }
+        i8c_quantize_col(x, K, (int) (n % NR), out + n / NR * words);
+    }
+    free(row);
+    return 1;
+}
+#endif
+
 int64_t ISA_FN(da3_pack_weight_words)(int prec, int64_t K, int64_t N) {
     return pack_weight_words(K, N, prec);
 }
@@ -586,10 +648,13 @@ int64_t ISA_FN(da3_pack_weight_words)(int prec, int64_t K, int64_t N) {
 int64_t ISA_FN(da3_pack_weight)(int prec, int type, const void * wv, int64_t K, int64_t N, uint32_t * out) {
     const int64_t words = pack_weight_words(K, N, prec);
     if (words == 0 || K < 1 || (type != GGML_TYPE_F32 && !(type == GGML_TYPE_F16 && prec == DA3_PREC_BF16) &&
-                                !(type == GGML_TYPE_Q8_0 && prec == DA3_PREC_INT8))) {
+                                !(type == GGML_TYPE_Q8_0 && prec == DA3_PREC_INT8) && prec != DA3_PREC_INT8C)) {
         return 0;
     }
 #if defined(ISA_INT8)
+    if (prec == DA3_PREC_INT8C) {
+        return pack_weight_i8c(type, wv, K, N, (int32_t *) out) ? words : 0;
+    }
     if (prec == DA3_PREC_INT8) {
         const size_t row_bytes = (size_t) (K / QK) * sizeof(struct q8_block);
         for (int64_t j0 = 0; j0 < N; j0 += NR) {
@@ -662,7 +727,9 @@ void ISA_FN(da3_gemm)(struct ggml_tensor * dst, int ith, int nth, void * userdat
     const struct epi ep = { .bias = bias != NULL ? (const float *) bias->data : NULL, .act = act };
     const struct epi * e = ep.bias != NULL || ep.act != DA3_ACT_NONE ? &ep : NULL;
 #if defined(ISA_INT8)
-    const int mr = prec == DA3_PREC_INT8 && (w->type == GGML_TYPE_Q8_0 || packed) ? MR_INT8 : choose_mr(M);
+    const int mr = prec == DA3_PREC_INT8 && (w->type == GGML_TYPE_Q8_0 || packed) ? MR_INT8
+                   : prec == DA3_PREC_INT8C && packed                                ? MR_I8C
+                                                                                     : choose_mr(M);
 #else
     const int mr = choose_mr(M);
 #endif
@@ -682,6 +749,15 @@ void ISA_FN(da3_gemm)(struct ggml_tensor * dst, int ith, int nth, void * userdat
         return;
     }
     sc.abort = da3_abort_flag(dst);
+#if defined(ISA_INT8)
+    if (packed && prec == DA3_PREC_INT8C) { // A's panels hold a block of rows over the whole depth
+        sc.pah = da3_scratch(DA3_BUF_AH, (size_t) (MC / MR_I8C * MR_I8C) * i8c_a_words(K));
+        if (sc.pah == NULL) {
+            da3_fault(DA3_FAULT_NOMEM);
+            return;
+        }
+    }
+#endif
     if (packed) {
         const struct bsrc b = { .pre = (const uint32_t *) w->data, .prew = w->ne[0] / NR };
         gemm((const float *) x->data, K, &b, (float *) dst->data, N, K, m0, m1, n0, n1, mr, e, &sc, prec);
@@ -1534,7 +1610,7 @@ double ISA_FN(da3_peak)(int prec, int64_t rounds) {
     }
 #endif
 #if defined(ISA_INT8)
-    if (prec == DA3_PREC_INT8) {
+    if (prec == DA3_PREC_INT8 || prec == DA3_PREC_INT8C) {
         return peak_int8(rounds);
     }
 #endif

@@ -1,0 +1,231 @@
+package kernels_test
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/da3-go/da3-go/ggml"
+	"github.com/da3-go/da3-go/ggml/internal/optest"
+	"github.com/da3-go/da3-go/ggml/kernels"
+	"github.com/da3-go/da3-go/internal/kernelcount"
+)
+
+// TestGEMMInt8Channel checks the per-channel int8 product (int8c) of weights
+// packed at load (F32, F16, BF16 and Q8_0, the last dequantized and
+// quantized again) with a bias: bit for bit against the same quantization
+// computed here (one scale per weight row and per activation row over the
+// whole depth, exact integer sums, one f32 scaling per output), and within
+// int8's error of the float64 product; on depths that are not multiples of 4
+// or 16, row counts off the 14-row tile, one and several 32-column panels,
+// and a product whose rows the threads share.
+func TestGEMMInt8Channel(t *testing.T) {
+	v := kernels.VariantAVX512
+	if !kernels.Available().GEMM || !kernels.PrecisionRuns(v, kernels.PrecisionInt8Channel) {
+		t.Skip("needs the avx512 kernels and AVX512_VNNI")
+	}
+	for _, typ := range []ggml.Type{ggml.TypeF32, ggml.TypeF16, ggml.TypeBF16, ggml.TypeQ8_0} {
+		sizes := [][3]int{{70, 32, 15}, {768, 96, 29}, {3, 32, 1}, {300, 64, 300}, {1037, 32, 14}}
+		if typ == ggml.TypeQ8_0 { // whole q8_0 blocks
+			sizes = [][3]int{{64, 32, 15}, {768, 96, 29}, {32, 32, 1}, {288, 64, 300}}
+		}
+		for _, s := range sizes {
+			K, N, M := s[0], s[1], s[2]
+			t.Run(fmt.Sprintf("%s/K%d_N%d_M%d", typ, K, N, M), func(t *testing.T) {
+				testGEMMInt8Channel(t, v, typ, K, N, M)
+			})
+		}
+	}
+}
+
+func testGEMMInt8Channel(t *testing.T, v kernels.Variant, typ ggml.Type, K, N, M int) {
+	h := optest.NewHarness(t, 16)
+	pol := kernels.Policy{GEMM: true, Variant: v, Precision: kernels.PrecisionInt8Channel}
+	kernels.SetPolicy(h.G, pol)
+	rng := optest.RNG(uint64(K*1000 + M))
+	wv := optest.Randn(rng, K*N, 1)
+	for n := range N { // channels of very different ranges: one scale per channel must follow them
+		for k := range K {
+			wv[n*K+k] *= float32(math.Exp2(float64(n%7) - 3))
+		}
+	}
+	data := unsafe.Slice((*byte)(unsafe.Pointer(&wv[0])), 4*len(wv))
+	if typ != ggml.TypeF32 {
+		var err error
+		data, err = ggml.QuantizeChunk(typ, wv, N, K, nil)
+		require.NoError(t, err)
+	}
+	wd, err := ggml.ToFloat32(typ, data, K*N) // the weights' values as stored
+	require.NoError(t, err)
+	w := h.Input(typ, wv, K, N)
+	xv := optest.Randn(rng, K*M, 1)
+	for m := range M { // rows of different ranges, an outlier in every fourth
+		for k := range K {
+			xv[m*K+k] *= float32(1 + m%5)
+		}
+		if m%4 == 0 {
+			xv[m*K+(m*7)%K] = 20
+		}
+	}
+	x := h.Input(ggml.TypeF32, xv, K, M)
+	bv := optest.Randn(rng, N, 1)
+	b := h.Input(ggml.TypeF32, bv, N)
+
+	set, err := kernels.PackWeights(pol, []*ggml.Tensor{w}, func(*ggml.Tensor) ([]byte, error) { return data, nil }, nil)
+	require.NoError(t, err)
+	defer set.Close()
+	pw := set.Weights()[w]
+	require.NotNil(t, pw, "the weight is packed for int8c")
+	assert.Equal(t, kernels.PrecisionInt8Channel, pw.Precision)
+	ep := kernels.Epilogue{Bias: b}
+	require.True(t, kernels.GEMMPackedFits(h.G, pw, x, ep))
+	before := kernelcount.Calls(v, kernels.PrecisionInt8Channel)
+	got := h.Compute(kernels.GEMMPacked(h.G, pw, x, ep))[0]
+	assert.Greater(t, kernelcount.Calls(v, kernels.PrecisionInt8Channel), before, "the int8c kernels ran")
+
+	want := int8ChannelRef(wd, xv, bv, K, N, M)
+	require.Len(t, got, len(want))
+	mismatches := 0
+	for i := range want {
+		if got[i] != want[i] {
+			if mismatches < 5 {
+				t.Errorf("row %d column %d: got %g, want %g", i/N, i%N, got[i], want[i])
+			}
+			mismatches++
+		}
+	}
+	assert.Zero(t, mismatches, "outputs differing from the same quantization computed exactly")
+
+	// Against the float64 product of the unquantized operands: int8's error.
+	var num, den float64
+	for m := range M {
+		for n := range N {
+			s := float64(bv[n])
+			for k := range K {
+				s += float64(xv[m*K+k]) * float64(wd[n*K+k])
+			}
+			d := float64(got[m*N+n]) - s
+			num += d * d
+			den += s * s
+		}
+	}
+	// Each operand's rounding error is about (max|v|/127)/√12, 0.7 % of a
+	// Gaussian row's spread at K = 768, more with an outlier: 0.7–1.4 % for
+	// these products.
+	assert.Less(t, math.Sqrt(num/den), 2e-2, "relative Frobenius error against the f32 product")
+}
+
+// quantizeRow is the symmetric int8 quantization of x with one scale,
+// max|x|/127, rounded to nearest (ties to even) as the kernels do it in f32.
+func quantizeRow(x []float32) ([]int32, float32) {
+	var amax float32
+	for _, v := range x {
+		amax = max(amax, float32(math.Abs(float64(v))))
+	}
+	d := amax / 127
+	var id float32
+	if d != 0 {
+		id = 1 / d
+	}
+	q := make([]int32, len(x))
+	for i, v := range x {
+		q[i] = int32(max(-127, min(127, math.RoundToEven(float64(v*id)))))
+	}
+	return q, d
+}
+
+// int8ChannelRef is x·wᵀ + b with w quantized per row (channel) and x per
+// row, the integer sums exact and each output scaled once in f32
+// (f32(Σ)·(s_x·s_w), then the bias): what the int8c kernel computes.
+func int8ChannelRef(w, x, b []float32, K, N, M int) []float32 {
+	qw, sw := make([][]int32, N), make([]float32, N)
+	for n := range N {
+		qw[n], sw[n] = quantizeRow(w[n*K : (n+1)*K])
+	}
+	out := make([]float32, M*N)
+	for m := range M {
+		qx, sx := quantizeRow(x[m*K : (m+1)*K])
+		for n := range N {
+			var s int64
+			for k := range K {
+				s += int64(qx[k]) * int64(qw[n][k])
+			}
+			out[m*N+n] = float32(s)*(sx*sw[n]) + b[n]
+		}
+	}
+	return out
+}
+
+// TestInt8ChannelPolicy checks which products take int8c: weights packed
+// at load of the types it quantizes; not a weight packed for another
+// precision; and that the precision parses and is refused where the
+// variant cannot compute it.
+func TestInt8ChannelPolicy(t *testing.T) {
+	p, err := kernels.ParsePrecision("int8c")
+	require.NoError(t, err)
+	assert.Equal(t, kernels.PrecisionInt8Channel, p)
+	assert.Equal(t, "int8c", p.String())
+	assert.False(t, kernels.PrecisionRuns(kernels.VariantPortable, kernels.PrecisionInt8Channel))
+	assert.False(t, kernels.PrecisionRuns(kernels.VariantAVX2, kernels.PrecisionInt8Channel))
+	assert.Equal(t, kernels.PrecisionRuns(kernels.VariantAVX512, kernels.PrecisionInt8),
+		kernels.PrecisionRuns(kernels.VariantAVX512, kernels.PrecisionInt8Channel), "the same CPU features as int8")
+	err = kernels.Policy{GEMM: true, Variant: kernels.VariantPortable, Precision: kernels.PrecisionInt8Channel}.Check()
+	require.ErrorIs(t, err, kernels.ErrPrecision)
+	assert.Contains(t, err.Error(), "AVX512_VNNI")
+	_, ok := kernels.PackedShape(kernels.VariantAVX512, kernels.PrecisionInt8Channel, 768, 96)
+	assert.Equal(t, kernels.PrecisionRuns(kernels.VariantAVX512, kernels.PrecisionInt8Channel), ok)
+	_, ok = kernels.PackedShape(kernels.VariantAVX512, kernels.PrecisionInt8Channel, 1<<17, 96)
+	assert.False(t, ok, "a depth whose int32 sums could overflow")
+	assert.True(t, strings.Contains(kernels.Describe(kernels.Policy{GEMM: true, Variant: kernels.VariantAVX512,
+		Precision: kernels.PrecisionInt8Channel}), "int8c") || !kernels.PrecisionRuns(kernels.VariantAVX512, kernels.PrecisionInt8Channel))
+}
+
+// BenchmarkGEMMInt8Channel compares the products of weights packed at load
+// in f32, bf16, int8 (q8_0 blocks) and int8c (one scale per channel) on the
+// linear layers of a ViT-B block at 504×336 (865 tokens: 36·24 patches and
+// the class token). Run it under taskset -c 0 for one thread.
+func BenchmarkGEMMInt8Channel(b *testing.B) {
+	if !kernels.Available().GEMM {
+		b.Skip("the CPU kernels are off in this build")
+	}
+	for _, s := range [][3]int{{768, 2304, 865}, {768, 768, 865}, {768, 3072, 865}, {3072, 768, 865}} {
+		K, N, M := s[0], s[1], s[2]
+		for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8, kernels.PrecisionInt8Channel} {
+			if !kernels.PrecisionRuns(kernels.DefaultVariant(), p) {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s/K%d_N%d_M%d", p, K, N, M), func(b *testing.B) {
+				h := optest.NewHarness(b, 16)
+				rng := optest.RNG(1)
+				typ := ggml.TypeF32
+				if p == kernels.PrecisionInt8 {
+					typ = ggml.TypeQ8_0
+				}
+				wd := optest.Randn(rng, K*N, 1)
+				data := unsafe.Slice((*byte)(unsafe.Pointer(&wd[0])), 4*len(wd))
+				if typ == ggml.TypeQ8_0 {
+					var err error
+					data, err = ggml.QuantizeChunk(typ, wd, N, K, nil)
+					require.NoError(b, err)
+				}
+				w := h.Input(typ, wd, K, N)
+				x := h.Input(ggml.TypeF32, optest.Randn(rng, K*M, 1), K, M)
+				pol := kernels.Default(true)
+				pol.Precision = p
+				kernels.SetPolicy(h.G, pol)
+				set, err := kernels.PackWeights(pol, []*ggml.Tensor{w}, func(*ggml.Tensor) ([]byte, error) { return data, nil }, nil)
+				require.NoError(b, err)
+				b.Cleanup(func() { set.Close() })
+				pw := set.Weights()[w]
+				require.NotNil(b, pw)
+				require.Equal(b, p, pw.Precision)
+				h.Bench(b, kernels.GEMMPacked(h.G, pw, x, kernels.Epilogue{}), 2*float64(K*N*M))
+			})
+		}
+	}
+}
