@@ -108,7 +108,7 @@ func TestLoadWithPrecision(t *testing.T) {
 	}
 	gguf := tinyGGUF(t, t.TempDir(), "da3-tiny.gguf")
 	_, msg := loadWithOptions(t, loadOptions{model: gguf, device: "cpu", precision: "f16"})
-	assert.Contains(t, msg, `precision "f16": want f32, bf16 or int8`)
+	assert.Contains(t, msg, `precision "f16": want f32, bf16, int8 or int8c`)
 	_, msg = loadWithOptions(t, loadOptions{model: gguf, device: "cpu", narrowConvs: true})
 	assert.NotEmpty(t, msg, "narrow_convs needs bf16 or int8")
 	_, msg = loadWithOptions(t, loadOptions{model: gguf, device: "cpu", threads: -1})

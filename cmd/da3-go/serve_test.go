@@ -174,7 +174,7 @@ func TestServeModelFlagsUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-precision", "xyz"}, `-precision "xyz": want f32, bf16 or int8`},
+		{[]string{"-precision", "xyz"}, `-precision "xyz": want f32, bf16, int8 or int8c`},
 		{[]string{"-kernels", "fast"}, `-kernels "fast"`},
 		{[]string{"-narrow-convs"}, "-narrow-convs needs -precision bf16 or int8"},
 		{[]string{"-max-device-memory", "lots"}, "-max-device-memory"},

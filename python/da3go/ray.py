@@ -154,7 +154,7 @@ def depth_job(paths: Iterable[str], model: str, out_dir: str, *, concurrency: in
     recover from that), it runs again on what is left, up to attempts times, so the outputs are
     those of an undisturbed run. model is a GGUF file or a published name (each actor finds it in
     its node's cache, downloading it there when missing); precision is the CPU products' ("f32",
-    "bf16", "int8"). predictor replaces DepthPredictor (a subclass, say). Returns the rows written
+    "bf16", "int8", "int8c"). predictor replaces DepthPredictor (a subclass, say). Returns the rows written
     (path, file) over all attempts."""
     import ray
 

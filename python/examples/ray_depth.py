@@ -71,7 +71,7 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--threads", type=int, default=1, help="CPU threads (and Ray CPUs) per actor")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--precision", default="f32", choices=("f32", "bf16", "int8"))
+    ap.add_argument("--precision", default="f32", choices=("f32", "bf16", "int8", "int8c"))
     ap.add_argument("--scenes", action="store_true", help="each sub-folder is one multi-view scene")
     args = ap.parse_args(argv)
 
