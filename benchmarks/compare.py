@@ -27,7 +27,8 @@ All engines run the same network on the same float32 input tensor:
   exists; benchmarks/build_cpp.sh builds it): the same f32 GGUF file, from the PNG image (its timings include
   decoding and preprocessing);
 * da3-go configurations (GO_CONFIGS): f32, q8_0, q4_k files; -precision bf16 / int8 (int8 also on a q8_0 file
-  quantized with -pure: every matrix q8_0); DA3_KERNELS=avx2 (the AVX2
+  quantized with -pure: every matrix q8_0) / int8c (the f32 file requantized at load, one scale per output
+  channel; paired with OpenVINO's int8); DA3_KERNELS=avx2 (the AVX2
   variant of the kernels on this CPU). Those the binary does not offer are skipped;
 * threads: torch.set_num_threads(T), ONNX Runtime intra_op_num_threads, `--threads T`, `-threads T`;
 * every measurement is a fresh process (load time = checkpoint file to ready model, peak RSS = VmHWM of that
@@ -111,13 +112,15 @@ GO_CONFIGS = {
     # blocks f16, which int8 mode multiplies in bf16)
     "int8 pure": dict(weights="q8_0-pure", args=["-precision", "int8"], needs="precision", precision="int8"),
     "f32 avx2": dict(weights="f32", env={"DA3_KERNELS": "avx2"}, needs="kernels"),
+    # int8 with one scale per output channel, requantized at load from the f32 file
+    "int8c": dict(weights="f32", args=["-precision", "int8c"], needs="precision", precision="int8"),
 }
 # Configurations timed per model by default (--variants overrides for every model).
 MODEL_CONFIGS = {
-    "da3-base": ["f32", "q8_0", "q4_k", "bf16", "int8", "int8 pure", "f32 avx2"],
-    "da3-small": ["f32", "q8_0", "bf16", "int8"],
-    "da2-vits": ["f32", "q8_0", "bf16", "int8", "f32 avx2"],
-    "da3-base-4v": ["f32", "bf16", "int8"],
+    "da3-base": ["f32", "q8_0", "q4_k", "bf16", "int8", "int8 pure", "int8c", "f32 avx2"],
+    "da3-small": ["f32", "q8_0", "bf16", "int8", "int8c"],
+    "da2-vits": ["f32", "q8_0", "bf16", "int8", "int8c", "f32 avx2"],
+    "da3-base-4v": ["f32", "bf16", "int8", "int8c"],
     "da3-small-4v": ["f32"],
 }
 # OpenVINO modes: the model read (the ONNX export, or its NNCF int8 IR) and INFERENCE_PRECISION_HINT; "precision"
