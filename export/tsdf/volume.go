@@ -21,7 +21,8 @@ import (
 	"math"
 	"runtime"
 	"sync"
-	"sync/atomic"
+
+	"github.com/da3-go/da3-go/internal/par"
 )
 
 // BlockSize is the edge of a voxel block, in voxels.
@@ -406,23 +407,7 @@ type keyed struct {
 // update integrates the frame into the touched blocks, in parallel: each block is updated by one worker,
 // so the result does not depend on the scheduling.
 func (v *Volume) update(f *prepared, cam *camera, touched []keyed) {
-	workers := min(runtime.GOMAXPROCS(0), len(touched))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(touched) {
-					return
-				}
-				v.updateBlock(f, cam, touched[i])
-			}
-		}()
-	}
-	wg.Wait()
+	par.For(runtime.GOMAXPROCS(0), len(touched), func(i int) { v.updateBlock(f, cam, touched[i]) })
 }
 
 func (v *Volume) updateBlock(f *prepared, cam *camera, kb keyed) {

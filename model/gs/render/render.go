@@ -18,8 +18,8 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
-	"sync/atomic"
+
+	"github.com/da3-go/da3-go/internal/par"
 
 	"github.com/da3-go/da3-go/model/gs"
 )
@@ -243,31 +243,7 @@ func (r *Renderer) parallelChunks(fn func(c, lo, hi int)) {
 }
 
 // parallel runs fn(0 … n−1) on at most workers goroutines.
-func parallel(workers, n int, fn func(i int)) {
-	workers = min(workers, n)
-	if workers <= 1 {
-		for i := range n {
-			fn(i)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				fn(i)
-			}
-		}()
-	}
-	wg.Wait()
-}
+func parallel(workers, n int, fn func(i int)) { par.For(workers, n, fn) }
 
 // bin lists, per tile, the Gaussians that touch it as sort keys (depth
 // bits, Gaussian index), in two parallel passes over the chunks: count,

@@ -1,0 +1,37 @@
+// Package par runs loops over indices on several goroutines.
+package par
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// For calls fn(0 … n−1), each index once, on at most workers goroutines
+// that take the next index as they finish one (on the caller's goroutine
+// alone when workers ≤ 1); it returns when every call has. fn must not
+// depend on which goroutine or in which order the indices run.
+func For(workers, n int, fn func(i int)) {
+	workers = min(workers, n)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
