@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
 
 	"github.com/da3-go/da3-go/internal/par"
 )
@@ -274,16 +273,7 @@ func (v *Volume) Integrate(f *Frame) error {
 func (v *Volume) allocate(f *prepared, cam *camera) ([]keyed, error) {
 	workers := min(runtime.GOMAXPROCS(0), f.Height)
 	rows := make([][]key, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			y0, y1 := w*f.Height/workers, (w+1)*f.Height/workers
-			rows[w] = v.trace(f, cam, y0, y1)
-		}()
-	}
-	wg.Wait()
+	par.For(workers, workers, func(w int) { rows[w] = v.trace(f, cam, w*f.Height/workers, (w+1)*f.Height/workers) })
 	var touched []keyed
 	var created []key
 	for _, keys := range rows {
