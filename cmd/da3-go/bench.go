@@ -30,7 +30,7 @@ func init() {
 	register(command{
 		name: "bench",
 		usage: "da3-go bench -model M.gguf [-image I[,I2...] | -size WxH | -pixels X.npy] [-views N] [-repeat N] " +
-			"[-independent] [-threads T] [-process-res R] [-device D] [-kernels auto|none|LIST] [-precision f32|bf16|int8] [-json] [-save-depth F.npy] [-cpuprofile F]",
+			"[-independent] [-threads T] [-process-res R] [-device D] [-kernels auto|none|LIST] [-precision f32|bf16|int8|int8c] [-json] [-save-depth F.npy] [-cpuprofile F]",
 		summary: "time a model: load, first run, median/p90/min per run, peak resident memory, device and buffers",
 		run:     runBench,
 	})
