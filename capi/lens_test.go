@@ -14,28 +14,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/internal/testutil"
 	"github.com/da3-go/da3-go/lens"
 	"github.com/da3-go/da3-go/model"
 )
 
-// fisheyeParams is the fisheye lens of the tests' 64×48 images (OPENCV_FISHEYE, COLMAP's order).
-var fisheyeParams = []float64{30, 30, 32.2, 23.7, 0.05, -0.01, 0.002, -0.0003}
+// fisheyeParams is the fisheye lens of the tests' 64×48 images.
+var fisheyeParams = testutil.FisheyeParams
 
 // fisheyeRGB renders a textured plane through the test fisheye lens: 64×48 interleaved RGB.
 func fisheyeRGB(t *testing.T, seed float64) []byte {
 	t.Helper()
-	c, err := lens.New(lens.OpenCVFisheye, 64, 48, fisheyeParams)
+	img, err := testutil.FisheyeImage(seed)
 	require.NoError(t, err)
-	px := make([]byte, 3*64*48)
-	for y := range 48 {
-		for x := range 64 {
-			r, ok := c.Unproject(float64(x)+0.5, float64(y)+0.5)
-			require.True(t, ok)
-			s := 2 / r[2]
-			v := 0.5 + 0.5*math.Sin(3*r[0]*s+seed)*math.Cos(2*r[1]*s)
-			k := 3 * (y*64 + x)
-			px[k], px[k+1], px[k+2] = uint8(40+200*v), uint8(200-150*v), uint8(100+50*v)
-		}
+	px := make([]byte, 0, 3*64*48)
+	for k := 0; k < len(img.Pix); k += 4 {
+		px = append(px, img.Pix[k], img.Pix[k+1], img.Pix[k+2])
 	}
 	return px
 }

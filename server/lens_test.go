@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/base64"
 	"image"
-	"image/color"
 	"image/png"
 	"io"
 	"math"
@@ -21,28 +20,19 @@ import (
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/imgio"
+	"github.com/da3-go/da3-go/internal/testutil"
 	"github.com/da3-go/da3-go/lens"
 	"github.com/da3-go/da3-go/model"
 )
 
-// fisheyeParams is the fisheye lens of the tests' 64×48 images (OPENCV_FISHEYE, COLMAP's order).
-var fisheyeParams = []float64{30, 30, 32.2, 23.7, 0.05, -0.01, 0.002, -0.0003}
+// fisheyeParams is the fisheye lens of the tests' 64×48 images.
+var fisheyeParams = testutil.FisheyeParams
 
 // fisheyePNG renders a textured plane through the test fisheye lens into a 64×48 PNG.
 func fisheyePNG(t *testing.T, seed float64) []byte {
 	t.Helper()
-	c, err := lens.New(lens.OpenCVFisheye, 64, 48, fisheyeParams)
+	img, err := testutil.FisheyeImage(seed)
 	require.NoError(t, err)
-	img := image.NewNRGBA(image.Rect(0, 0, 64, 48))
-	for y := range 48 {
-		for x := range 64 {
-			r, ok := c.Unproject(float64(x)+0.5, float64(y)+0.5)
-			require.True(t, ok)
-			s := 2 / r[2]
-			v := 0.5 + 0.5*math.Sin(3*r[0]*s+seed)*math.Cos(2*r[1]*s)
-			img.SetNRGBA(x, y, color.NRGBA{uint8(40 + 200*v), uint8(200 - 150*v), uint8(100 + 50*v), 255})
-		}
-	}
 	var buf bytes.Buffer
 	require.NoError(t, png.Encode(&buf, img))
 	return buf.Bytes()

@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/binary"
-	"image"
-	"image/color"
 	"image/png"
 	"math"
 	"os"
@@ -15,27 +13,17 @@ import (
 
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/export"
-	"github.com/da3-go/da3-go/lens"
+	"github.com/da3-go/da3-go/internal/testutil"
 )
 
 // fisheyeParams is the fisheye camera of the CLI tests' 64×48 images, COLMAP's order.
 const fisheyeParams = "30,30,32.2,23.7,0.05,-0.01,0.002,-0.0003"
 
-// writeFisheyePhoto renders a textured plane through the test fisheye camera into a w×h PNG.
+// writeFisheyePhoto renders a textured plane through the test fisheye camera into a 64×48 PNG.
 func writeFisheyePhoto(t *testing.T, path string, seed float64) {
 	t.Helper()
-	c, err := lens.New(lens.OpenCVFisheye, 64, 48, []float64{30, 30, 32.2, 23.7, 0.05, -0.01, 0.002, -0.0003})
+	img, err := testutil.FisheyeImage(seed)
 	require.NoError(t, err)
-	img := image.NewNRGBA(image.Rect(0, 0, 64, 48))
-	for y := range 48 {
-		for x := range 64 {
-			r, ok := c.Unproject(float64(x)+0.5, float64(y)+0.5)
-			require.True(t, ok)
-			s := 2 / r[2]
-			v := 0.5 + 0.5*math.Sin(3*r[0]*s+seed)*math.Cos(2*r[1]*s)
-			img.SetNRGBA(x, y, color.NRGBA{uint8(40 + 200*v), uint8(200 - 150*v), uint8(100 + 50*v), 255})
-		}
-	}
 	f, err := os.Create(path)
 	require.NoError(t, err)
 	defer f.Close()
