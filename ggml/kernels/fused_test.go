@@ -192,12 +192,12 @@ func TestBilinear(t *testing.T) {
 
 // BenchmarkAttention times Attention on the global attention of DA3-BASE at
 // 504×336 (12 heads of 64, 865 tokens a view) over 1, 4 and 8 views, in f32
-// and in bf16 where the CPU has it.
+// and in bf16 and int8c where the CPU has them.
 func BenchmarkAttention(b *testing.B) {
 	if !kernels.Available().Attention {
 		b.Skip("the CPU kernels are off in this build")
 	}
-	for _, prec := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16} {
+	for _, prec := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8Channel} {
 		if !kernels.PrecisionRuns(kernels.DefaultVariant(), prec) {
 			continue
 		}

@@ -360,16 +360,28 @@ func AttentionFits(q, k, v *ggml.Tensor) bool {
 // outputs computed in cache: neither the score matrix nor any permuted copy
 // of q, k, v or the output exists in the graph. In bf16 (and int8)
 // precision q, k, v and the probabilities are rounded to bf16 for the two
-// products; the softmax stays f32. It panics with a
+// products; the softmax stays f32. In int8c precision both products are
+// int8: q and k quantized per token, v per head dim, the probabilities to
+// bytes (255·p). It panics with a
 // *ggml.ShapeError unless AttentionFits(q, k, v). CPU backend only.
 func Attention(g *ggml.Context, q, k, v *ggml.Tensor, scale float32) *ggml.Tensor {
 	ts := []*ggml.Tensor{q, k, v}
 	mustFit(AttentionFits(q, k, v), "attention", ts, "want kernels on (a variant other than off) and f32 [hd, H, n, B] operands with contiguous rows of hd <= 256")
 	ud := uint64(math.Float32bits(scale))
 	if pol, vr := nodeKernels(g); unsafe.Sizeof(uintptr(0)) == 8 { // else the C side takes the best variant, f32
-		ud |= uint64(precisionFor(pol, vr, ggml.TypeF32))<<32 | uint64(vr)<<40
+		ud |= uint64(attentionPrecision(pol, vr))<<32 | uint64(vr)<<40
 	}
 	return g.Custom(opAttention, ggml.TypeF32, dims(q), ts, uintptr(ud))
+}
+
+// attentionPrecision is the precision of the attention's two products
+// under p in variant v: int8 for int8c (each product's int32 sums over its
+// whole depth), else as a product of f32 weights.
+func attentionPrecision(p Policy, v Variant) Precision {
+	if p.Precision == PrecisionInt8Channel && PrecisionRuns(v, PrecisionInt8Channel) {
+		return PrecisionInt8Channel
+	}
+	return precisionFor(p, v, ggml.TypeF32)
 }
 
 // PackedWeight is a weight w [K, N] (F32; F16 for bf16 products; Q8_0 for

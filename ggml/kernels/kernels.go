@@ -135,9 +135,11 @@ const (
 	// int8 with one scale per output channel over the whole depth, times
 	// activations quantized with one scale per row over the whole depth;
 	// integer sums over all of K (AVX512_VNNI vpdpbusd), scaled once per
-	// output. Weights not packed take PrecisionInt8's path (Q8_0: q8_0
+	// output. The attention's two products are int8 too (q and k quantized
+	// per token, v per head dim, the probabilities to bytes 255·p; see
+	// Attention). Weights not packed take PrecisionInt8's path (Q8_0: q8_0
 	// blocks; the others bf16 where the CPU has it, else float32), as do the
-	// attention and convolutions.
+	// convolutions.
 	PrecisionInt8Channel Precision = C.DA3_PREC_INT8C
 )
 

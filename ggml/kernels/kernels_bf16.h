@@ -115,26 +115,9 @@ static ISA_BF16 void pack_a_pairs(const float * a, int64_t lda, int64_t m0, int6
     }
 }
 
-// vexp_bf16 is e^x to about 6e-6 (relative) for x ≤ 0 (a softmax's
-// shifted scores; e^x flushes to 0 below −87): x·log2(e) = n + f with |f|
-// ≤ 1/2, 2^f by a degree-4 minimax polynomial (2.6e-6), the scaling by 2^n
-// exact. Half the operations of vexp, for exponentials that are rounded to
-// bf16 (2^-9) and summed.
-static inline ISA_BF16 vf vexp_bf16(vf x) {
-    const vf t = v_mul(v_max(x, v_set1(-87.0f)), v_set1(1.44269504088896341f));
-    const vf n = v_round(t);
-    const vf f = v_sub(t, n);
-    vf p = v_set1(0.009570088712624044f);
-    p = v_fma(p, f, v_set1(0.05591786789414349f));
-    p = v_fma(p, f, v_set1(0.2402474522863996f));
-    p = v_fma(p, f, v_set1(0.693121813885694f));
-    p = v_fma(p, f, v_set1(0.9999992613017235f));
-    return v_ldexp(p, n);
-}
-
 // softmax_pairs is the attention's softmax step in bf16 (kernels_body.h):
 // for the scores sᵀ [nk][NR] with column maxima mx, the exponentials
-// exp(x·vs − mx·vs) (vexp_bf16) rounded to bf16 straight into the pairs panel sh
+// exp(x·vs − mx·vs) (vexp_fast) rounded to bf16 straight into the pairs panel sh
 // [nk/2][NR] (what pairs_panels makes of them), their f32 sums summed in key
 // order, and 1/Σ per column in inv.
 static ISA_BF16 void softmax_pairs(const float * st, int64_t nk, const vf * mx, vf vs, uint32_t * sh, vf * inv) {
@@ -143,11 +126,11 @@ static ISA_BF16 void softmax_pairs(const float * st, int64_t nk, const vf * mx, 
         const vf m = v_mul(mx[part], vs);
         vf sum = v_zero();
         for (int64_t j = 0; j < nk; j += 2) {
-            const vf e0 = vexp_bf16(v_fms(v_load(c + j * NR), vs, m));
+            const vf e0 = vexp_fast(v_fms(v_load(c + j * NR), vs, m));
             sum = v_add(sum, e0);
             __m512i hi = _mm512_setzero_si512();
             if (j + 1 < nk) {
-                const vf e1 = vexp_bf16(v_fms(v_load(c + (j + 1) * NR), vs, m));
+                const vf e1 = vexp_fast(v_fms(v_load(c + (j + 1) * NR), vs, m));
                 sum = v_add(sum, e1);
                 hi = bf16_hi(e1);
             }

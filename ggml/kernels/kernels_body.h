@@ -45,6 +45,23 @@ static inline vf vexp(vf x) {
     return v_ldexp(p, n);
 }
 
+// vexp_fast is e^x to about 6e-6 (relative) for x ≤ 0 (a softmax's
+// shifted scores; e^x flushes to 0 below −87): x·log2(e) = n + f with |f|
+// ≤ 1/2, 2^f by a degree-4 minimax polynomial (2.6e-6), the scaling by 2^n
+// exact. Half the operations of vexp, for the narrow attentions'
+// exponentials, rounded to bf16 (2^-9) or to bytes (2^-8) after.
+static inline vf vexp_fast(vf x) {
+    const vf t = v_mul(v_max(x, v_set1(-87.0f)), v_set1(1.44269504088896341f));
+    const vf n = v_round(t);
+    const vf f = v_sub(t, n);
+    vf p = v_set1(0.009570088712624044f);
+    p = v_fma(p, f, v_set1(0.05591786789414349f));
+    p = v_fma(p, f, v_set1(0.2402474522863996f));
+    p = v_fma(p, f, v_set1(0.693121813885694f));
+    p = v_fma(p, f, v_set1(0.9999992613017235f));
+    return v_ldexp(p, n);
+}
+
 // vgelu is x·Φ(x), the exact (erf) GELU of torch's nn.GELU(), with erf from
 // Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7, the approximation
 // oneDNN's GELU uses). For x < 0, Φ is computed as the small term itself, so
@@ -1365,6 +1382,34 @@ static int dim_panels(int64_t hd, int64_t * d0, int * h) {
     return n;
 }
 
+// attention_store divides the columns of oᵀ [hd][NR] by their sums (inv:
+// their reciprocals) and writes its w columns transposed to o, rows of hd
+// values dld floats apart.
+static void attention_store(float * ot, const vf * inv, int64_t hd, int64_t w, float * o, int64_t dld) {
+    for (int64_t d = 0; d < hd; d++) {
+        for (int part = 0; part < NV; part++) {
+            v_store(ot + d * NR + VL * part, v_mul(v_load(ot + d * NR + VL * part), inv[part]));
+        }
+    }
+    int64_t dv = 0; // oᵀ transposed back: VL×VL blocks in registers, the rest one value at a time
+    if (w == NR) {
+        for (; dv + VL <= hd; dv += VL) {
+            for (int h = 0; h < NV; h++) {
+                v_transpose(ot + dv * NR + h * VL, NR, o + h * VL * dld + dv, dld);
+            }
+        }
+    }
+    for (int64_t j = 0; j < w; j++) {
+        for (int64_t d = dv; d < hd; d++) {
+            o[j * dld + d] = ot[d * NR + j];
+        }
+    }
+}
+
+#if defined(ISA_INT8)
+#include "kernels_attn_i8c.h"
+#endif
+
 void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     const struct ggml_tensor * q = dst->src[0];
     const struct ggml_tensor * k = dst->src[1];
@@ -1386,6 +1431,12 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
     if (i0 >= i1) {
         return;
     }
+#if defined(ISA_INT8)
+    if (prec == DA3_PREC_INT8C) {
+        attention_i8c(dst, scale, i0, i1);
+        return;
+    }
+#endif
     float * kp = da3_scratch(DA3_BUF_K, (size_t) nkp * hd);           // k panels: [key/mk][d][key%mk]
     float * vp = da3_scratch(DA3_BUF_V, (size_t) hdp * nk);           // vᵀ panels: panel i at pd0[i]·nk, [key][pdh[i]]
     float * st = da3_scratch(DA3_BUF_S, (size_t) nk * NR + hd * NR); // sᵀ [key][NR], then qᵀ [d][NR]
@@ -1524,25 +1575,7 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
                    (const uint32_t *) sa + pc / step * NR, ot + d * NR, NR, mr, NR, pc > 0, NULL, 0, 0);
             }
         }
-        float * o = (float *) dst->data + ((b * n + t0) * H + h) * hd;
-        for (int64_t d = 0; d < hd; d++) {
-            for (int part = 0; part < NV; part++) {
-                v_store(ot + d * NR + VL * part, v_mul(v_load(ot + d * NR + VL * part), inv[part]));
-            }
-        }
-        int64_t dv = 0; // oᵀ transposed back: VL×VL blocks in registers, the rest one value at a time
-        if (w == NR) {
-            for (; dv + VL <= hd; dv += VL) {
-                for (int h = 0; h < NV; h++) {
-                    v_transpose(ot + dv * NR + h * VL, NR, o + h * VL * dld + dv, dld);
-                }
-            }
-        }
-        for (int64_t j = 0; j < w; j++) {
-            for (int64_t d = dv; d < hd; d++) {
-                o[j * dld + d] = ot[d * NR + j];
-            }
-        }
+        attention_store(ot, inv, hd, w, (float *) dst->data + ((b * n + t0) * H + h) * hd, dld);
     }
 }
 

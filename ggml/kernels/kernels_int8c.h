@@ -88,10 +88,13 @@ static ISA_INT8 void pack_a_i8c(const float * a, int64_t lda, int64_t m0, int64_
     }
 }
 
-// tile_i8c computes an MR_I8C×NR tile from packed per-channel panels of kq
-// quads of depth and stores it like the f32 tiles.
-static ISA_INT8 void tile_i8c(int64_t kq, const void * apv, const void * bpv, float * c, int64_t ldc, int64_t mr,
-                              int64_t ncols, int accumulate, const struct epi * e, int64_t row0, int64_t col0) {
+// tile_i8c_body computes an MR_I8C×NR tile from packed per-channel panels
+// of kq quads of depth and stores it like the f32 tiles. B's bytes are
+// signed and A's unsigned (q + 128), or, with signed_a, the other way round
+// (the attention's vᵀ times its probabilities: no excess).
+static inline __attribute__((always_inline)) ISA_INT8 void tile_i8c_body(
+    int signed_a, int64_t kq, const void * apv, const void * bpv, float * c, int64_t ldc, int64_t mr, int64_t ncols,
+    int accumulate, const struct epi * e, int64_t row0, int64_t col0) {
     const int32_t * ap = apv, * bp = bpv;
     const float * as = (const float *) (ap + kq * MR_I8C);
     const float * bs = (const float *) (bp + kq * NR);
@@ -111,7 +114,9 @@ static ISA_INT8 void tile_i8c(int64_t kq, const void * apv, const void * bpv, fl
         for (int i = 0; i < MR_I8C; i++) {
             const __m512i x = _mm512_set1_epi32(ap[q * MR_I8C + i]);
 #pragma GCC unroll 4
-            for (int h = 0; h < NV; h++) s[i][h] = _mm512_dpbusd_epi32(s[i][h], x, w[h]);
+            for (int h = 0; h < NV; h++) {
+                s[i][h] = signed_a ? _mm512_dpbusd_epi32(s[i][h], w[h], x) : _mm512_dpbusd_epi32(s[i][h], x, w[h]);
+            }
         }
     }
     vf acc[MR_I8C][NV], d[NV];
@@ -130,4 +135,16 @@ static ISA_INT8 void tile_i8c(int64_t kq, const void * apv, const void * bpv, fl
         }
     }
     TILE_STORE(MR_I8C)
+}
+
+// tile_i8c is the per-channel product's tile: A unsigned (q + 128), B signed.
+static ISA_INT8 void tile_i8c(int64_t kq, const void * apv, const void * bpv, float * c, int64_t ldc, int64_t mr,
+                              int64_t ncols, int accumulate, const struct epi * e, int64_t row0, int64_t col0) {
+    tile_i8c_body(0, kq, apv, bpv, c, ldc, mr, ncols, accumulate, e, row0, col0);
+}
+
+// tile_i8c_su is the tile of signed A and unsigned B (B's excesses zero).
+static ISA_INT8 void tile_i8c_su(int64_t kq, const void * apv, const void * bpv, float * c, int64_t ldc, int64_t mr,
+                                 int64_t ncols, int accumulate, const struct epi * e, int64_t row0, int64_t col0) {
+    tile_i8c_body(1, kq, apv, bpv, c, ldc, mr, ncols, accumulate, e, row0, col0);
 }

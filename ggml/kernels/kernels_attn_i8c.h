@@ -1,0 +1,178 @@
+// The attention in int8 for int8c (kernels_body.h, AVX-512 VNNI only): both
+// products of softmax(q·kᵀ·scale)·v with int32 sums over their whole depth,
+// as the per-channel products (kernels_int8c.h) compute the linear layers:
+//
+//   - scores k·qᵀ: k quantized per key and q per query over the head dims
+//     (s = max|x|/127, round to nearest), k as unsigned A panels (q + 128),
+//     q as a signed B panel with its excesses (tile_i8c);
+//   - probabilities: p = exp(s·scale − max) ∈ (0, 1] per query, as the bytes
+//     round(255·p) of an unsigned B panel; their integer sum per query is
+//     the softmax's denominator, so a probability rounded to 0 leaves both
+//     the numerator and the denominator alike;
+//   - outputs vᵀ·p: v quantized per head dim over the keys (signed A panels),
+//     times the probability bytes (tile_i8c_su), divided by the sum.
+//
+// Everything else (threads, items, the scores' maxima, the output's
+// transposition) is da3_attention's.
+
+// pack_q_i8c quantizes w query rows of hd values (row stride ldq floats) per
+// row into the signed B panel p of NR columns: [quads][NR], then the scales
+// [NR] and the excesses 128·Σq [NR]; columns past w are zero.
+static ISA_INT8 void pack_q_i8c(const float * q, int64_t ldq, int64_t w, int64_t hd, int32_t * p) {
+    const int64_t kq = i8c_quads(hd);
+    float * sc = (float *) (p + kq * NR);
+    int32_t * ex = p + (kq + 1) * NR;
+    if (w < NR) {
+        memset(p, 0, sizeof(int32_t) * i8c_b_words(hd) * NR);
+    }
+    for (int64_t j = 0; j < w; j++) {
+        const float * x = q + j * ldq;
+        __m512 mx = _mm512_setzero_ps();
+        for (int64_t k = 0; k < hd; k += 16) {
+            mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_maskz_loadu_ps(m_first(hd - k), x + k)));
+        }
+        const float d = _mm512_reduce_max_ps(mx) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        __m512i sum = _mm512_setzero_si512();
+        for (int64_t k = 0; k < 4 * kq; k += 16) {
+            // round to nearest, ties to even; the depth's padding quantizes to 0
+            const __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m_first(hd - k), x + k), _mm512_set1_ps(id)));
+            sum = _mm512_add_epi32(sum, qi);
+            int32_t quads[4];
+            _mm_storeu_si128((__m128i *) quads, _mm512_cvtepi32_epi8(qi));
+            for (int qd = 0; qd < 4 && k / 4 + qd < kq; qd++) {
+                p[(k / 4 + qd) * NR + j] = quads[qd];
+            }
+        }
+        sc[j] = d;
+        ex[j] = 128 * _mm512_reduce_add_epi32(sum);
+    }
+}
+
+// pack_v_i8c quantizes vᵀ: each of the hd dims over the nk keys (rows of v
+// with stride ldv floats) with one scale per dim, as signed bytes in
+// MR_I8C-tall A panels of i8c_a_words(nk)·MR_I8C words ([quads of keys]
+// [MR_I8C], then the scales); keys and dims past the ends are zero.
+static ISA_INT8 void pack_v_i8c(const float * v, int64_t ldv, int64_t nk, int64_t hd, int32_t * out) {
+    const int64_t kq = i8c_quads(nk), words = i8c_a_words(nk) * MR_I8C;
+    const int64_t nvec = (hd + VL - 1) / VL, npan = (hd + MR_I8C - 1) / MR_I8C;
+    float d[256 + VL], id[256 + VL];
+    for (int64_t c = 0; c < nvec; c++) { // the dims' largest magnitudes, then their scales
+        const vm m = m_first(hd - c * VL);
+        vf mx = v_zero();
+        for (int64_t j = 0; j < nk; j++) {
+            mx = v_max(mx, v_abs(v_loadu_m(v + j * ldv + c * VL, m)));
+        }
+        const vf dv = v_div(mx, v_set1(127.0f));
+        v_storeu(d + c * VL, dv);
+        v_storeu(id + c * VL, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(dv, v_zero(), _CMP_NEQ_OQ), v_set1(1.0f), dv));
+    }
+    for (int64_t q = 0; q < kq; q++) {
+        for (int64_t c = 0; c < nvec; c++) {
+            const vm m = m_first(hd - c * VL);
+            const vf vid = v_loadu(id + c * VL);
+            __m512i r = _mm512_setzero_si512();
+            for (int i = 0; i < 4 && 4 * q + i < nk; i++) {
+                const __m512i e = _mm512_cvtps_epi32(v_mul(v_loadu_m(v + (4 * q + i) * ldv + c * VL, m), vid));
+                r = _mm512_or_si512(r, _mm512_slli_epi32(_mm512_and_si512(e, _mm512_set1_epi32(0xff)), 8 * i));
+            }
+            // lanes 0–7 are the dims of panel 2c, lanes 8–15 those of panel 2c+1
+            _mm256_storeu_si256((__m256i *) (out + 2 * c * words + q * MR_I8C), _mm512_castsi512_si256(r));
+            if (2 * c + 1 < npan) {
+                _mm256_storeu_si256((__m256i *) (out + (2 * c + 1) * words + q * MR_I8C), _mm512_extracti64x4_epi64(r, 1));
+            }
+        }
+    }
+    for (int64_t pn = 0; pn < npan; pn++) {
+        float * sc = (float *) (out + pn * words + kq * MR_I8C);
+        for (int i = 0; i < MR_I8C; i++) {
+            sc[i] = pn * MR_I8C + i < hd ? d[pn * MR_I8C + i] : 0.0f;
+        }
+    }
+}
+
+// softmax_u8 turns the scores sᵀ [nk][NR] with column maxima mx into the
+// bytes round(255·exp(x·vs − mx·vs)) of the unsigned B panel sp ([quads of
+// keys][NR], then the scales 1 and the excesses 0), and 1/Σ bytes per
+// column into inv.
+static ISA_INT8 void softmax_u8(const float * st, int64_t nk, const vf * mx, vf vs, int32_t * sp, vf * inv) {
+    const int64_t kq = i8c_quads(nk);
+    for (int part = 0; part < NV; part++) {
+        const float * c = st + VL * part;
+        const vf m = v_mul(mx[part], vs);
+        __m512i sum = _mm512_setzero_si512();
+        for (int64_t q = 0; q < kq; q++) {
+            __m512i r = _mm512_setzero_si512();
+            for (int i = 0; i < 4 && 4 * q + i < nk; i++) {
+                const vf e = vexp_fast(v_fms(v_load(c + (4 * q + i) * NR), vs, m));
+                const __m512i b = _mm512_cvtps_epi32(v_mul(e, v_set1(255.0f)));
+                sum = _mm512_add_epi32(sum, b);
+                r = _mm512_or_si512(r, _mm512_slli_epi32(b, 8 * i));
+            }
+            _mm512_store_si512(sp + q * NR + VL * part, r);
+        }
+        inv[part] = v_div(v_set1(1.0f), _mm512_cvtepi32_ps(sum));
+        v_store((float *) (sp + kq * NR) + VL * part, v_set1(1.0f));
+        _mm512_store_si512(sp + (kq + 1) * NR + VL * part, _mm512_setzero_si512());
+    }
+}
+
+// attention_i8c computes da3_attention's items [i0, i1) in int8.
+static ISA_INT8 void attention_i8c(struct ggml_tensor * dst, float scale, int64_t i0, int64_t i1) {
+    const struct ggml_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2];
+    const int64_t hd = q->ne[0], H = q->ne[1], n = q->ne[2], nk = k->ne[2];
+    const int64_t nqb = (n + NR - 1) / NR;
+    const int64_t kw = i8c_a_words(hd) * MR_I8C, vw = i8c_a_words(nk) * MR_I8C; // words per panel of k and of vᵀ
+    const int64_t nkpan = (nk + MR_I8C - 1) / MR_I8C, npan = (hd + MR_I8C - 1) / MR_I8C;
+    const int64_t qw = i8c_b_words(hd) * NR, pw = i8c_b_words(nk) * NR; // the B panels of q and of the probabilities
+    int32_t * kp = (int32_t *) da3_scratch(DA3_BUF_K, (size_t) (nkpan * kw));
+    int32_t * vp = (int32_t *) da3_scratch(DA3_BUF_V, (size_t) (npan * vw));
+    float * st = da3_scratch(DA3_BUF_S, (size_t) (nk * NR));            // sᵀ [key][NR]
+    int32_t * qp = (int32_t *) da3_scratch(DA3_BUF_AH, (size_t) (qw + pw)); // q's panel, then the probabilities'
+    float * ot = da3_scratch(DA3_BUF_O, (size_t) (npan * MR_I8C * NR));  // oᵀ [d][NR]
+    if (kp == NULL || vp == NULL || st == NULL || qp == NULL || ot == NULL) {
+        da3_fault(DA3_FAULT_NOMEM);
+        return;
+    }
+    int32_t * pp = qp + qw; // qw is a multiple of NR words: 64-byte aligned
+    const int64_t dld = H * hd;
+    int64_t packed = -1;
+    const int * abort = da3_abort_flag(dst);
+    for (int64_t it = i0; it < i1; it++) {
+        if (da3_aborted(abort)) {
+            return;
+        }
+        const int64_t bh = it / nqb, qb = it % nqb;
+        const int64_t b = bh / H, h = bh % H;
+        if (bh != packed) {
+            const char * kb = (const char *) k->data + b * k->nb[3] + h * k->nb[1];
+            const char * vb = (const char *) v->data + b * v->nb[3] + h * v->nb[1];
+            pack_a_i8c((const float *) kb, k->nb[2] / sizeof(float), 0, nk, hd, kp);
+            pack_v_i8c((const float *) vb, v->nb[2] / sizeof(float), nk, hd, vp);
+            packed = bh;
+        }
+        const int64_t t0 = qb * NR;
+        const int64_t w = n - t0 < NR ? n - t0 : NR;
+        const char * qb0 = (const char *) q->data + b * q->nb[3] + h * q->nb[1] + t0 * q->nb[2];
+        pack_q_i8c((const float *) qb0, q->nb[2] / sizeof(float), w, hd, qp);
+        vf mx[NV];
+        for (int part = 0; part < NV; part++) {
+            mx[part] = v_set1(-INFINITY);
+        }
+        for (int64_t j = 0; j < nk; j += MR_I8C) {
+            const int64_t mr = nk - j < MR_I8C ? nk - j : MR_I8C;
+            tile_i8c(i8c_quads(hd), kp + j / MR_I8C * kw, qp, st + j * NR, NR, mr, NR, 0, NULL, 0, 0);
+            for (int64_t r = j; r < j + mr; r++) {
+                for (int part = 0; part < NV; part++) {
+                    mx[part] = v_max(mx[part], v_load(st + r * NR + VL * part));
+                }
+            }
+        }
+        vf inv[NV];
+        softmax_u8(st, nk, mx, v_set1(scale), pp, inv);
+        for (int64_t pn = 0; pn < npan; pn++) {
+            const int64_t d = pn * MR_I8C, mr = hd - d < MR_I8C ? hd - d : MR_I8C;
+            tile_i8c_su(i8c_quads(nk), vp + pn * vw, pp, ot + d * NR, NR, mr, NR, 0, NULL, 0, 0);
+        }
+        attention_store(ot, inv, hd, w, (float *) dst->data + ((b * n + t0) * H + h) * hd, dld);
+    }
+}
