@@ -56,13 +56,17 @@ static ISA_INT8 void pack_v_i8c(const float * v, int64_t ldv, int64_t nk, int64_
     const int64_t kq = i8c_quads(nk), words = i8c_a_words(nk) * MR_I8C;
     const int64_t nvec = (hd + VL - 1) / VL, npan = (hd + MR_I8C - 1) / MR_I8C;
     float d[256 + VL], id[256 + VL];
-    for (int64_t c = 0; c < nvec; c++) { // the dims' largest magnitudes, then their scales
-        const vm m = m_first(hd - c * VL);
-        vf mx = v_zero();
-        for (int64_t j = 0; j < nk; j++) {
-            mx = v_max(mx, v_abs(v_loadu_m(v + j * ldv + c * VL, m)));
+    vf mx[(256 + VL - 1) / VL];
+    for (int64_t c = 0; c < nvec; c++) {
+        mx[c] = v_zero();
+    }
+    for (int64_t j = 0; j < nk; j++) { // the dims' largest magnitudes, key by key (v's rows are far apart)
+        for (int64_t c = 0; c < nvec; c++) {
+            mx[c] = v_max(mx[c], v_abs(v_loadu_m(v + j * ldv + c * VL, m_first(hd - c * VL))));
         }
-        const vf dv = v_div(mx, v_set1(127.0f));
+    }
+    for (int64_t c = 0; c < nvec; c++) { // their scales
+        const vf dv = v_div(mx[c], v_set1(127.0f));
         v_storeu(d + c * VL, dv);
         v_storeu(id + c * VL, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(dv, v_zero(), _CMP_NEQ_OQ), v_set1(1.0f), dv));
     }

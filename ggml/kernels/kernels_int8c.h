@@ -138,13 +138,15 @@ static inline __attribute__((always_inline)) ISA_INT8 void tile_i8c_body(
 }
 
 // tile_i8c is the per-channel product's tile: A unsigned (q + 128), B signed.
-static ISA_INT8 void tile_i8c(int64_t kq, const void * apv, const void * bpv, float * c, int64_t ldc, int64_t mr,
+// The tiles are never inlined: inlined into the attention's loop, GCC
+// spilled their accumulators.
+static __attribute__((noinline)) ISA_INT8 void tile_i8c(int64_t kq, const void * apv, const void * bpv, float * c, int64_t ldc, int64_t mr,
                               int64_t ncols, int accumulate, const struct epi * e, int64_t row0, int64_t col0) {
     tile_i8c_body(0, kq, apv, bpv, c, ldc, mr, ncols, accumulate, e, row0, col0);
 }
 
 // tile_i8c_su is the tile of signed A and unsigned B (B's excesses zero).
-static ISA_INT8 void tile_i8c_su(int64_t kq, const void * apv, const void * bpv, float * c, int64_t ldc, int64_t mr,
+static __attribute__((noinline)) ISA_INT8 void tile_i8c_su(int64_t kq, const void * apv, const void * bpv, float * c, int64_t ldc, int64_t mr,
                                  int64_t ncols, int accumulate, const struct epi * e, int64_t row0, int64_t col0) {
     tile_i8c_body(1, kq, apv, bpv, c, ldc, mr, ncols, accumulate, e, row0, col0);
 }
