@@ -198,3 +198,20 @@ def test_depth_file_names_are_safe():
     p = compare.depth_file("da3-base", Path("da3-504-1v.npy"), "da3-go int8 pure")
     assert p.name == "da3-go_int8_pure.npy"
     assert p.parent.name == "da3-base-da3-504-1v"
+
+
+def test_ov_targets():
+    ratios = compare.ov_ratios(engines_fixture())
+    got = {(t["variant"], t["quantity"]): t for t in compare.check_ov_targets(ratios)}
+    f32 = got[("f32 vs OpenVINO f32", "speedup")]
+    assert f32["value"] == pytest.approx(1.0) and not f32["pass"]  # equal speed is under 1.2x
+    assert got[("int8 vs OpenVINO int8", "rss_ratio")]["pass"]  # 150 / 300 MiB
+    assert not got[("f32 vs OpenVINO f32", "rss_ratio")]["pass"]  # 200 / 100 MiB
+    # load + first run: (10 + 400) / (10 + 400) is no 10x faster start
+    assert got[("f32 vs OpenVINO f32", "start_ratio")]["value"] == pytest.approx(1.0)
+    margin = got[("int8 vs OpenVINO int8", "corr_margin")]
+    assert margin["value"] == pytest.approx(0.0499) and margin["pass"]
+    assert ("f32 vs OpenVINO f32", "corr_margin") not in got  # only int8 is judged on accuracy
+    # a da3-go int8 less accurate than OpenVINO's fails
+    worse = [dict(r, corr_margin=-1e-3) for r in ratios]
+    assert not next(t for t in compare.check_ov_targets(worse) if t["quantity"] == "corr_margin")["pass"]
