@@ -155,26 +155,29 @@ static void tile_i8c(int64_t kq, const void * apv, const void * bpv, float * c, 
     TILE_STORE(MR_I8C)
 }
 
-// peak_i8c is da3_peak for int8c: rounds of the tile's step (vpsignb,
-// vpmaddubsw, vpmaddwd, vpaddd) on 8 accumulators, 32 products each.
+// peak_i8c is da3_peak for int8c: rounds of eight of the tile's steps
+// (vpsignb, vpmaddubsw, vpmaddwd, vpaddd: 32 products each) on two rows and
+// two weight vectors, made opaque to the compiler before each four (else it
+// computes the products once and times the additions alone).
 static volatile int32_t i8c_peak_sink;
 
 static double peak_i8c(int64_t rounds) {
-    enum { ACC = 8 };
-    __m256i acc[ACC];
-    for (int i = 0; i < ACC; i++) {
-        acc[i] = _mm256_set1_epi32(i);
-    }
-    const __m256i a = _mm256_set1_epi32(0x01ff01ff), aa = _mm256_abs_epi8(a), w = _mm256_set1_epi32(0x01020102);
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    __m256i a0 = _mm256_set1_epi32(0x01ff01ff), a1 = _mm256_set1_epi32(0x7f02fe81);
+    __m256i aa0 = _mm256_abs_epi8(a0), aa1 = _mm256_abs_epi8(a1);
+    __m256i w0 = _mm256_set1_epi32(0x01020102), w1 = _mm256_set1_epi32(0x81037f05);
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t r = 0; r < rounds; r++) {
-        _Pragma("GCC unroll 8") for (int i = 0; i < ACC; i++) acc[i] = i8c_dot4(acc[i], a, aa, w, ones);
+        for (int half = 0; half < 2; half++) {
+            __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(aa0), "+x"(aa1), "+x"(w0), "+x"(w1));
+            s0 = i8c_dot4(s0, a0, aa0, w0, ones);
+            s1 = i8c_dot4(s1, a0, aa0, w1, ones);
+            s2 = i8c_dot4(s2, a1, aa1, w0, ones);
+            s3 = i8c_dot4(s3, a1, aa1, w1, ones);
+        }
     }
-    int32_t lanes[8], s = 0;
-    for (int i = 0; i < ACC; i++) {
-        _mm256_storeu_si256((__m256i *) lanes, acc[i]);
-        s += lanes[0];
-    }
-    i8c_peak_sink = s;
-    return 2.0 * 32 * ACC * (double) rounds; // 32 byte products per vector
+    int32_t lanes[8];
+    _mm256_storeu_si256((__m256i *) lanes, _mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3)));
+    i8c_peak_sink = lanes[0];
+    return 2.0 * 32 * 8 * (double) rounds; // 32 byte products per step
 }
