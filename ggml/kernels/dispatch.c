@@ -94,8 +94,10 @@ int da3_precision_ok(int v, int p) {
     switch (p) {
     case DA3_PREC_F32: return da3_variant_ok(v);
     case DA3_PREC_BF16: return v == DA3_VAR_AVX512 && da3_variant_ok(v) && (cpu_features() & DA3_CPU_AVX512BF16) != 0;
-    case DA3_PREC_INT8:
-    case DA3_PREC_INT8C: return v == DA3_VAR_AVX512 && da3_variant_ok(v) && (cpu_features() & DA3_CPU_AVX512VNNI) != 0;
+    case DA3_PREC_INT8: return v == DA3_VAR_AVX512 && da3_variant_ok(v) && (cpu_features() & DA3_CPU_AVX512VNNI) != 0;
+    case DA3_PREC_INT8C: // AVX-512 with VNNI (vpdpbusd), or AVX2 (vpmaddubsw)
+        return da3_variant_ok(v) &&
+            ((v == DA3_VAR_AVX512 && (cpu_features() & DA3_CPU_AVX512VNNI) != 0) || v == DA3_VAR_AVX2);
     }
     return 0;
 }

@@ -11,4 +11,5 @@ var (
 	GEMMPacked         = gemmPacked
 	GEMMPackedFits     = gemmPackedFits
 	PackedFor          = packedFor
+	OpGEMM             = opGEMM
 )

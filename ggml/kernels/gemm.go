@@ -391,7 +391,9 @@ func attentionPrecision(p Policy, v Variant) Precision {
 // call (ONNX Runtime's MLAS pre-packs its weights the same way). T holds the
 // packed words as an F32 tensor [W·NR, N/NR] (W = K, ⌈K/2⌉ bf16 pairs,
 // 5K/16 words of q8 blocks, scales and sums, or ⌈K/4⌉+2 words of int8c
-// quads, a scale and an excess); the kernel checks its shape.
+// quads, a scale and an excess; avx2's int8c: ⌈K/4⌉+1, no excess); the
+// kernel checks its shape, and a graph reads only the panels of its own
+// variant and precision (gemmPackedFits).
 type PackedWeight struct {
 	T         *ggml.Tensor
 	K, N      int

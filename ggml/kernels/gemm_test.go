@@ -234,7 +234,7 @@ func BenchmarkConv2D(b *testing.B) {
 // runs in f32, and nothing for precisions a variant cannot compute.
 func TestPeak(t *testing.T) {
 	for _, v := range []kernels.Variant{kernels.VariantPortable, kernels.VariantAVX2, kernels.VariantAVX512} {
-		for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8} {
+		for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8, kernels.PrecisionInt8Channel} {
 			got := kernels.Peak(v, p, time.Millisecond)
 			if v.Runs() && kernels.PrecisionRuns(v, p) {
 				assert.Positive(t, got, "%s %s", v, p)
@@ -250,7 +250,7 @@ func TestPeak(t *testing.T) {
 // core (GFLOP/s; int8: GOP/s), to compare BenchmarkGEMM's rates with.
 func BenchmarkPeak(b *testing.B) {
 	for _, v := range []kernels.Variant{kernels.VariantPortable, kernels.VariantAVX2, kernels.VariantAVX512} {
-		for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8} {
+		for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8, kernels.PrecisionInt8Channel} {
 			if !v.Runs() || !kernels.PrecisionRuns(v, p) {
 				continue
 			}

@@ -18,28 +18,43 @@ import (
 
 // TestGEMMInt8Channel checks the per-channel int8 product (int8c) of weights
 // packed at load (F32, F16, BF16 and Q8_0, the last dequantized and
-// quantized again) with a bias: bit for bit against the same quantization
+// quantized again) with a bias, in each variant that computes it (avx512:
+// vpdpbusd; avx2: vpmaddubsw): bit for bit against the same quantization
 // computed here (one scale per weight row and per activation row over the
 // whole depth, exact integer sums, one f32 scaling per output), and within
 // int8's error of the float64 product; on depths that are not multiples of 4
-// or 16, row counts off the 14-row tile, one and several 32-column panels,
-// and a product whose rows the threads share.
+// or 16, row counts off the tiles (8 rows; avx2 4), one and several panels
+// (32 columns; avx2 16: its own 16- and 48-wide products too), and a product
+// whose rows the threads share.
 func TestGEMMInt8Channel(t *testing.T) {
-	v := kernels.VariantAVX512
-	if !kernels.Available().GEMM || !kernels.PrecisionRuns(v, kernels.PrecisionInt8Channel) {
-		t.Skip("needs the avx512 kernels and AVX512_VNNI")
+	if !kernels.Available().GEMM {
+		t.Skip("the CPU kernels are off in this build")
 	}
-	for _, typ := range []ggml.Type{ggml.TypeF32, ggml.TypeF16, ggml.TypeBF16, ggml.TypeQ8_0} {
-		sizes := [][3]int{{70, 32, 15}, {768, 96, 29}, {3, 32, 1}, {300, 64, 300}, {1037, 32, 14}}
-		if typ == ggml.TypeQ8_0 { // whole q8_0 blocks
-			sizes = [][3]int{{64, 32, 15}, {768, 96, 29}, {32, 32, 1}, {288, 64, 300}}
+	ran := 0
+	for _, v := range []kernels.Variant{kernels.VariantAVX512, kernels.VariantAVX2} {
+		if !kernels.PrecisionRuns(v, kernels.PrecisionInt8Channel) {
+			t.Logf("variant %s: no int8c on this CPU (features %v)", v, kernels.CPUFeatures())
+			continue
 		}
-		for _, s := range sizes {
-			K, N, M := s[0], s[1], s[2]
-			t.Run(fmt.Sprintf("%s/K%d_N%d_M%d", typ, K, N, M), func(t *testing.T) {
-				testGEMMInt8Channel(t, v, typ, K, N, M)
-			})
+		ran++
+		for _, typ := range []ggml.Type{ggml.TypeF32, ggml.TypeF16, ggml.TypeBF16, ggml.TypeQ8_0} {
+			sizes := [][3]int{{70, 32, 15}, {768, 96, 29}, {3, 32, 1}, {300, 64, 300}, {1037, 32, 14}, {5, 16, 3}, {97, 48, 7}}
+			if typ == ggml.TypeQ8_0 { // whole q8_0 blocks
+				sizes = [][3]int{{64, 32, 15}, {768, 96, 29}, {32, 32, 1}, {288, 64, 300}, {96, 48, 5}}
+			}
+			for _, s := range sizes {
+				K, N, M := s[0], s[1], s[2]
+				if _, ok := kernels.PackedShape(v, kernels.PrecisionInt8Channel, K, N); !ok {
+					continue // N not a multiple of the variant's panel width
+				}
+				t.Run(fmt.Sprintf("%s/%s/K%d_N%d_M%d", v, typ, K, N, M), func(t *testing.T) {
+					testGEMMInt8Channel(t, v, typ, K, N, M)
+				})
+			}
 		}
+	}
+	if ran == 0 {
+		t.Skip("no variant computes int8c on this CPU")
 	}
 }
 
@@ -101,8 +116,11 @@ func testGEMMInt8Channel(t *testing.T, v kernels.Variant, typ ggml.Type, K, N, M
 	}
 	assert.Zero(t, mismatches, "outputs differing from the same quantization computed exactly")
 
-	// Against the float64 product of the unquantized operands: int8's error.
+	// Against the float64 product of the unquantized operands: int8's error,
+	// each output within the bound of its operands' roundings.
+	bound := int8ChannelBound(wd, xv, bv, K, N, M)
 	var num, den float64
+	outside := 0
 	for m := range M {
 		for n := range N {
 			s := float64(bv[n])
@@ -112,12 +130,51 @@ func testGEMMInt8Channel(t *testing.T, v kernels.Variant, typ ggml.Type, K, N, M
 			d := float64(got[m*N+n]) - s
 			num += d * d
 			den += s * s
+			if math.Abs(d) > bound[m*N+n] {
+				if outside < 5 {
+					t.Errorf("row %d column %d: error %g beyond the quantization bound %g", m, n, d, bound[m*N+n])
+				}
+				outside++
+			}
 		}
 	}
+	assert.Zero(t, outside, "outputs beyond the quantization bound")
 	// Each operand's rounding error is about (max|v|/127)/√12, 0.7 % of a
 	// Gaussian row's spread at K = 768, more with an outlier: 0.7–1.4 % for
 	// these products.
 	assert.Less(t, math.Sqrt(num/den), 2e-2, "relative Frobenius error against the f32 product")
+}
+
+// int8ChannelBound is, per output of int8ChannelRef, the most the
+// quantization can move it from the exact product: with the rounding steps
+// e_x = s_x/2 and e_w = s_w/2 (each value moves by at most half a step,
+// clamping included), Σ_k |x_k|·e_w + e_x·|w_k| + e_x·e_w, plus f32's
+// rounding of the sum and the scaling (relative 2⁻²² of Σ|x·w| and |b|).
+func int8ChannelBound(w, x, b []float32, K, N, M int) []float64 {
+	scale := func(v []float32) float64 {
+		var amax float64
+		for _, f := range v {
+			amax = max(amax, math.Abs(float64(f)))
+		}
+		return amax / 127
+	}
+	out := make([]float64, M*N)
+	for m := range M {
+		xr := x[m*K : (m+1)*K]
+		ex := scale(xr) / 2
+		for n := range N {
+			wr := w[n*K : (n+1)*K]
+			ew := scale(wr) / 2
+			var e, mag float64
+			for k := range K {
+				ax, aw := math.Abs(float64(xr[k])), math.Abs(float64(wr[k]))
+				e += ax*ew + ex*aw + ex*ew
+				mag += ax * aw
+			}
+			out[m*N+n] = e + 0x1p-22*(mag+math.Abs(float64(b[n])))
+		}
+	}
+	return out
 }
 
 // quantizeRow is the symmetric int8 quantization of x with one scale,
@@ -171,7 +228,9 @@ func TestInt8ChannelPolicy(t *testing.T) {
 	assert.Equal(t, kernels.PrecisionInt8Channel, p)
 	assert.Equal(t, "int8c", p.String())
 	assert.False(t, kernels.PrecisionRuns(kernels.VariantPortable, kernels.PrecisionInt8Channel))
-	assert.False(t, kernels.PrecisionRuns(kernels.VariantAVX2, kernels.PrecisionInt8Channel))
+	assert.Equal(t, kernels.VariantAVX2.Runs(), kernels.PrecisionRuns(kernels.VariantAVX2, kernels.PrecisionInt8Channel),
+		"every AVX2 CPU (no VNNI needed)")
+	assert.False(t, kernels.PrecisionRuns(kernels.VariantAVX2, kernels.PrecisionInt8), "q8_0 int8 stays AVX-512")
 	assert.Equal(t, kernels.PrecisionRuns(kernels.VariantAVX512, kernels.PrecisionInt8),
 		kernels.PrecisionRuns(kernels.VariantAVX512, kernels.PrecisionInt8Channel), "the same CPU features as int8")
 	err = kernels.Policy{GEMM: true, Variant: kernels.VariantPortable, Precision: kernels.PrecisionInt8Channel}.Check()
@@ -181,51 +240,113 @@ func TestInt8ChannelPolicy(t *testing.T) {
 	assert.Equal(t, kernels.PrecisionRuns(kernels.VariantAVX512, kernels.PrecisionInt8Channel), ok)
 	_, ok = kernels.PackedShape(kernels.VariantAVX512, kernels.PrecisionInt8Channel, 1<<17, 96)
 	assert.False(t, ok, "a depth whose int32 sums could overflow")
+	if kernels.PrecisionRuns(kernels.VariantAVX2, kernels.PrecisionInt8Channel) {
+		shape, ok := kernels.PackedShape(kernels.VariantAVX2, kernels.PrecisionInt8Channel, 770, 48)
+		require.True(t, ok)
+		assert.Equal(t, []int{16 * (193 + 1), 3}, shape, "avx2: 16-column panels of ⌈K/4⌉ quads and a scale")
+		_, ok = kernels.PackedShape(kernels.VariantAVX2, kernels.PrecisionInt8Channel, 1<<17, 48)
+		assert.False(t, ok, "a depth whose int32 sums could overflow")
+		err = kernels.Policy{GEMM: true, Variant: kernels.VariantAVX2, Precision: kernels.PrecisionInt8Channel}.Check()
+		assert.NoError(t, err)
+	}
 	assert.True(t, strings.Contains(kernels.Describe(kernels.Policy{GEMM: true, Variant: kernels.VariantAVX512,
 		Precision: kernels.PrecisionInt8Channel}), "int8c") || !kernels.PrecisionRuns(kernels.VariantAVX512, kernels.PrecisionInt8Channel))
+}
+
+// TestInt8ChannelVariantsApart checks that weights packed for int8c in one
+// variant are never read by the other's kernels (their panels differ: 32
+// columns with an excess per column in avx512, 16 without in avx2): a graph
+// of the other variant does not take them, and the kernel refuses their
+// shape if handed them anyway.
+func TestInt8ChannelVariantsApart(t *testing.T) {
+	vs := []kernels.Variant{kernels.VariantAVX512, kernels.VariantAVX2}
+	for _, v := range vs {
+		if !kernels.Available().GEMM || !kernels.PrecisionRuns(v, kernels.PrecisionInt8Channel) {
+			t.Skipf("needs int8c in both variants (%s has none here)", v)
+		}
+	}
+	const K, N, M = 64, 96, 5
+	for i, v := range vs {
+		other := vs[1-i]
+		t.Run(v.String(), func(t *testing.T) {
+			h := optest.NewHarness(t, 16)
+			rng := optest.RNG(7)
+			wv := optest.Randn(rng, K*N, 1)
+			w := h.Input(ggml.TypeF32, wv, K, N)
+			x := h.Input(ggml.TypeF32, optest.Randn(rng, K*M, 1), K, M)
+			pol := kernels.Policy{GEMM: true, Variant: v, Precision: kernels.PrecisionInt8Channel}
+			set, err := kernels.PackWeights(pol, []*ggml.Tensor{w}, func(*ggml.Tensor) ([]byte, error) {
+				return unsafe.Slice((*byte)(unsafe.Pointer(&wv[0])), 4*len(wv)), nil
+			}, nil)
+			require.NoError(t, err)
+			defer set.Close()
+			pw := set.Weights()[w]
+			require.NotNil(t, pw)
+			assert.Equal(t, v, pw.Variant)
+			kernels.SetPolicy(h.G, kernels.Policy{GEMM: true, Variant: other, Precision: kernels.PrecisionInt8Channel})
+			assert.False(t, kernels.GEMMPackedFits(h.G, pw, x, kernels.Epilogue{}), "a %s graph takes no %s panels", other, v)
+			kernels.SetPolicy(h.G, pol)
+			require.True(t, kernels.GEMMPackedFits(h.G, pw, x, kernels.Epilogue{}))
+			y := kernels.GEMMPacked(h.G, pw, x, kernels.Epilogue{})
+			kernels.SetPolicy(h.G, kernels.Policy{GEMM: true, Variant: other, Precision: kernels.PrecisionInt8Channel})
+			forged := h.G.Custom(kernels.OpGEMM, ggml.TypeF32, []int{N, M, 1, 1}, []*ggml.Tensor{pw.T, x},
+				uintptr(kernels.PrecisionInt8Channel)<<8|uintptr(other)<<16|1<<24)
+			before := kernels.Faults()
+			h.Compute(y, forged)
+			assert.Greater(t, kernels.Faults(), before, "the %s kernel refuses %s panels", other, v)
+		})
+	}
 }
 
 // BenchmarkGEMMInt8Channel compares the products of weights packed at load
 // in f32, bf16, int8 (q8_0 blocks) and int8c (one scale per channel) on the
 // linear layers of a ViT-B block at 504×336 (865 tokens: 36·24 patches and
-// the class token). Run it under taskset -c 0 for one thread.
+// the class token), in each variant this CPU runs (avx512, avx2). Run it
+// under taskset -c 0 for one thread.
 func BenchmarkGEMMInt8Channel(b *testing.B) {
 	if !kernels.Available().GEMM {
 		b.Skip("the CPU kernels are off in this build")
 	}
 	for _, s := range [][3]int{{768, 2304, 865}, {768, 768, 865}, {768, 3072, 865}, {3072, 768, 865}} {
 		K, N, M := s[0], s[1], s[2]
-		for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8, kernels.PrecisionInt8Channel} {
-			if !kernels.PrecisionRuns(kernels.DefaultVariant(), p) {
-				continue
+		for _, v := range []kernels.Variant{kernels.VariantAVX512, kernels.VariantAVX2} {
+			for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8, kernels.PrecisionInt8Channel} {
+				if v.Runs() && kernels.PrecisionRuns(v, p) {
+					benchGEMMPacked(b, v, p, K, N, M)
+				}
 			}
-			b.Run(fmt.Sprintf("%s/K%d_N%d_M%d", p, K, N, M), func(b *testing.B) {
-				h := optest.NewHarness(b, 16)
-				rng := optest.RNG(1)
-				typ := ggml.TypeF32
-				if p == kernels.PrecisionInt8 {
-					typ = ggml.TypeQ8_0
-				}
-				wd := optest.Randn(rng, K*N, 1)
-				data := unsafe.Slice((*byte)(unsafe.Pointer(&wd[0])), 4*len(wd))
-				if typ == ggml.TypeQ8_0 {
-					var err error
-					data, err = ggml.QuantizeChunk(typ, wd, N, K, nil)
-					require.NoError(b, err)
-				}
-				w := h.Input(typ, wd, K, N)
-				x := h.Input(ggml.TypeF32, optest.Randn(rng, K*M, 1), K, M)
-				pol := kernels.Default(true)
-				pol.Precision = p
-				kernels.SetPolicy(h.G, pol)
-				set, err := kernels.PackWeights(pol, []*ggml.Tensor{w}, func(*ggml.Tensor) ([]byte, error) { return data, nil }, nil)
-				require.NoError(b, err)
-				b.Cleanup(func() { set.Close() })
-				pw := set.Weights()[w]
-				require.NotNil(b, pw)
-				require.Equal(b, p, pw.Precision)
-				h.Bench(b, kernels.GEMMPacked(h.G, pw, x, kernels.Epilogue{}), 2*float64(K*N*M))
-			})
 		}
 	}
+}
+
+// benchGEMMPacked is one product of BenchmarkGEMMInt8Channel: variant v,
+// precision p, the weight [K, N] packed at load, M rows.
+func benchGEMMPacked(b *testing.B, v kernels.Variant, p kernels.Precision, K, N, M int) {
+	b.Run(fmt.Sprintf("%s/%s/K%d_N%d_M%d", v, p, K, N, M), func(b *testing.B) {
+		h := optest.NewHarness(b, 16)
+		rng := optest.RNG(1)
+		typ := ggml.TypeF32
+		if p == kernels.PrecisionInt8 {
+			typ = ggml.TypeQ8_0
+		}
+		wd := optest.Randn(rng, K*N, 1)
+		data := unsafe.Slice((*byte)(unsafe.Pointer(&wd[0])), 4*len(wd))
+		if typ == ggml.TypeQ8_0 {
+			var err error
+			data, err = ggml.QuantizeChunk(typ, wd, N, K, nil)
+			require.NoError(b, err)
+		}
+		w := h.Input(typ, wd, K, N)
+		x := h.Input(ggml.TypeF32, optest.Randn(rng, K*M, 1), K, M)
+		pol := kernels.CPUKernels(v)
+		pol.Precision = p
+		kernels.SetPolicy(h.G, pol)
+		set, err := kernels.PackWeights(pol, []*ggml.Tensor{w}, func(*ggml.Tensor) ([]byte, error) { return data, nil }, nil)
+		require.NoError(b, err)
+		b.Cleanup(func() { set.Close() })
+		pw := set.Weights()[w]
+		require.NotNil(b, pw)
+		require.Equal(b, p, pw.Precision)
+		h.Bench(b, kernels.GEMMPacked(h.G, pw, x, kernels.Epilogue{}), 2*float64(K*N*M))
+	})
 }

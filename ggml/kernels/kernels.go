@@ -15,7 +15,8 @@
 // the choice for the process (the command's DA3_KERNELS: avx512, avx2,
 // portable or off); a Policy can name one per graph. On AVX-512 CPUs
 // with AVX512_BF16 and AVX512_VNNI the products can also run in bf16 or int8
-// (Precision).
+// (Precision); the per-channel int8 products (PrecisionInt8Channel) also run
+// in the AVX2 variant.
 //
 // Every function here checks its operands and panics with a
 // *ggml.ShapeError when they do not fit (the Fits functions say so
@@ -134,12 +135,14 @@ const (
 	// BF16 or Q8_0, the last dequantized first) quantized symmetrically to
 	// int8 with one scale per output channel over the whole depth, times
 	// activations quantized with one scale per row over the whole depth;
-	// integer sums over all of K (AVX512_VNNI vpdpbusd), scaled once per
-	// output. The attention's two products are int8 too (q and k quantized
-	// per token, v per head dim, the probabilities to bytes 255·p; see
-	// Attention). Weights not packed take PrecisionInt8's path (Q8_0: q8_0
-	// blocks; the others bf16 where the CPU has it, else float32), as do the
-	// convolutions.
+	// integer sums over all of K (AVX512_VNNI vpdpbusd in the avx512
+	// variant; vpmaddubsw in the avx2 variant, on any AVX2 CPU), scaled once
+	// per output: the same values in both. In the avx512 variant the
+	// attention's two products are int8 too (q and k quantized per token, v
+	// per head dim, the probabilities to bytes 255·p; see Attention); the
+	// avx2 variant computes the attention in f32. Weights not packed take
+	// PrecisionInt8's path (Q8_0: q8_0 blocks; the others bf16 where the CPU
+	// has it, else float32), as do the convolutions.
 	PrecisionInt8Channel Precision = C.DA3_PREC_INT8C
 )
 
@@ -167,8 +170,8 @@ func ParsePrecision(s string) (Precision, error) {
 var ErrPrecision = errors.New("precision not supported")
 
 // PrecisionRuns reports whether variant v computes precision p on this CPU
-// (f32: every variant that runs; bf16: AVX-512 with AVX512_BF16; int8
-// and int8c: AVX-512 with AVX512_VNNI).
+// (f32: every variant that runs; bf16: AVX-512 with AVX512_BF16; int8:
+// AVX-512 with AVX512_VNNI; int8c: AVX-512 with AVX512_VNNI, or AVX2).
 func PrecisionRuns(v Variant, p Precision) bool {
 	if v == VariantAuto {
 		v = DefaultVariant()
@@ -373,7 +376,7 @@ func (p Policy) Check() error {
 	}
 	if p.Precision != PrecisionF32 && (v == VariantOff || !p.GEMM || !PrecisionRuns(v, p.Precision)) {
 		need := map[Precision]string{PrecisionBF16: "the avx512 kernels and AVX512_BF16", PrecisionInt8: "the avx512 kernels and AVX512_VNNI",
-			PrecisionInt8Channel: "the avx512 kernels and AVX512_VNNI"}[p.Precision]
+			PrecisionInt8Channel: "the avx2 kernels, or the avx512 kernels and AVX512_VNNI"}[p.Precision]
 		return fmt.Errorf("%w: %s needs %s (kernels %s, CPU features: %s)", ErrPrecision, p.Precision, need, v, strings.Join(CPUFeatures(), " "))
 	}
 	return nil

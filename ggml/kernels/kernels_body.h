@@ -16,7 +16,9 @@
 // output channels), SMALL_TILE_SPEED (the small tile's measured speed
 // relative to the big one), KC, MC, NC (block sizes), and optionally
 // ISA_BF16 / ISA_INT8 (function attributes enabling the bf16 and int8
-// products, kernels_bf16.h and kernels_int8.h).
+// products, kernels_bf16.h and kernels_int8.h) or ISA_INT8C_AVX2 (the
+// per-channel int8 products of kernels_int8c_avx2.h). The int8c headers
+// define ISA_INT8C (the attribute of their functions).
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -357,6 +359,8 @@ static tile_fn tile_for(int mr) { return mr == MR_BIG ? tile_big : tile_small; }
 #if defined(ISA_INT8)
 #include "kernels_int8.h"
 #include "kernels_int8c.h"
+#elif defined(ISA_INT8C_AVX2)
+#include "kernels_int8c_avx2.h"
 #endif
 
 // choose_mr picks the tile height for m rows: the small tile when the big
@@ -468,7 +472,9 @@ static const void * int8_pack_a(const float * a, int64_t lda, int64_t ic, int64_
 }
 
 static const struct gemm_mode gemm_int8 = { int8_depth, int8_tile, int8_pack_b, int8_pack_a };
+#endif
 
+#if defined(ISA_INT8C)
 // int8c: per-channel int8 weights packed at load, the whole depth in one
 // block (its int32 sums are not split); A quantized per row into the
 // buffer da3_gemm sized for it (sc->pah).
@@ -501,6 +507,8 @@ static const struct gemm_mode * const gemm_modes[DA3_NPREC] = {
 #endif
 #if defined(ISA_INT8)
     [DA3_PREC_INT8] = &gemm_int8,
+#endif
+#if defined(ISA_INT8C)
     [DA3_PREC_INT8C] = &gemm_int8c,
 #endif
 };
@@ -602,8 +610,8 @@ static int split(int64_t M, int64_t N, int mr, int ith, int nth, int by_rows, in
 // packed for this variant in precision prec (da3_pack_weight), 0 when N is
 // not a multiple of NR.
 static int64_t pack_weight_words(int64_t K, int64_t N, int prec) {
-    if (prec == DA3_PREC_INT8C) { // per channel: the quads of the whole depth, a scale and an excess
-#if defined(ISA_INT8)
+    if (prec == DA3_PREC_INT8C) { // per channel: the quads of the whole depth, a scale (and an excess: i8c_b_words)
+#if defined(ISA_INT8C)
         return N % NR != 0 || K > I8C_MAX_K ? 0 : N * i8c_b_words(K);
 #else
         return 0;
@@ -629,11 +637,11 @@ static int64_t pack_weight_words(int64_t K, int64_t N, int prec) {
 // variant's, or out of memory).
 int ISA_FN(da3_nr)(void) { return NR; }
 
-#if defined(ISA_INT8)
+#if defined(ISA_INT8C)
 // pack_weight_i8c quantizes the rows of w (F32, F16, BF16 or Q8_0; the
 // others widened to f32 first, exactly) per channel into the panels of
 // tile_i8c; 0 for another type or out of memory.
-static ISA_INT8 int pack_weight_i8c(int type, const void * wv, int64_t K, int64_t N, int32_t * out) {
+static ISA_INT8C int pack_weight_i8c(int type, const void * wv, int64_t K, int64_t N, int32_t * out) {
     if ((type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16 && type != GGML_TYPE_Q8_0) ||
         K % ggml_blck_size((enum ggml_type) type) != 0) {
         return 0;
@@ -668,10 +676,12 @@ int64_t ISA_FN(da3_pack_weight)(int prec, int type, const void * wv, int64_t K, 
                                 !(type == GGML_TYPE_Q8_0 && prec == DA3_PREC_INT8) && prec != DA3_PREC_INT8C)) {
         return 0;
     }
-#if defined(ISA_INT8)
+#if defined(ISA_INT8C)
     if (prec == DA3_PREC_INT8C) {
         return pack_weight_i8c(type, wv, K, N, (int32_t *) out) ? words : 0;
     }
+#endif
+#if defined(ISA_INT8)
     if (prec == DA3_PREC_INT8) {
         const size_t row_bytes = (size_t) (K / QK) * sizeof(struct q8_block);
         for (int64_t j0 = 0; j0 < N; j0 += NR) {
@@ -743,12 +753,12 @@ void ISA_FN(da3_gemm)(struct ggml_tensor * dst, int ith, int nth, void * userdat
     }
     const struct epi ep = { .bias = bias != NULL ? (const float *) bias->data : NULL, .act = act };
     const struct epi * e = ep.bias != NULL || ep.act != DA3_ACT_NONE ? &ep : NULL;
+    int mr = choose_mr(M);
 #if defined(ISA_INT8)
-    const int mr = prec == DA3_PREC_INT8 && (w->type == GGML_TYPE_Q8_0 || packed) ? MR_INT8
-                   : prec == DA3_PREC_INT8C && packed                                ? MR_I8C
-                                                                                     : choose_mr(M);
-#else
-    const int mr = choose_mr(M);
+    mr = prec == DA3_PREC_INT8 && (w->type == GGML_TYPE_Q8_0 || packed) ? MR_INT8 : mr;
+#endif
+#if defined(ISA_INT8C)
+    mr = prec == DA3_PREC_INT8C && packed ? MR_I8C : mr;
 #endif
     int64_t m0, m1, n0, n1;
     // Weights packed at load are read in place, so threads sharing the rows read all of them instead of
@@ -766,7 +776,7 @@ void ISA_FN(da3_gemm)(struct ggml_tensor * dst, int ith, int nth, void * userdat
         return;
     }
     sc.abort = da3_abort_flag(dst);
-#if defined(ISA_INT8)
+#if defined(ISA_INT8C)
     if (packed && prec == DA3_PREC_INT8C) { // A's panels hold a block of rows over the whole depth
         sc.pah = da3_scratch(DA3_BUF_AH, (size_t) (MC / MR_I8C * MR_I8C) * i8c_a_words(K));
         if (sc.pah == NULL) {
@@ -1645,6 +1655,10 @@ double ISA_FN(da3_peak)(int prec, int64_t rounds) {
 #if defined(ISA_INT8)
     if (prec == DA3_PREC_INT8 || prec == DA3_PREC_INT8C) {
         return peak_int8(rounds);
+    }
+#elif defined(I8C_PEAK)
+    if (prec == DA3_PREC_INT8C) {
+        return I8C_PEAK(rounds);
     }
 #endif
     (void) prec;

@@ -1,4 +1,5 @@
-// Per-channel int8 products for kernels_body.h (AVX-512 VNNI only): the
+// Per-channel int8 products for kernels_body.h (AVX-512 VNNI; the AVX2
+// variant's, without VNNI, are kernels_int8c_avx2.h): the
 // weights quantized symmetrically with one scale per output channel over the
 // whole depth (s_w = max|w|/127, at load: da3_pack_weight), the activations
 // with one scale per row over the whole depth (s_a = max|x|/127, as A is
@@ -12,6 +13,7 @@
 // 255·127·K stays below 2³¹ for K ≤ I8C_MAX_K. The depth is padded to a
 // multiple of 4 with zero weights.
 
+#define ISA_INT8C ISA_INT8 // the attribute of the int8c functions kernels_body.h defines
 #define MR_I8C 8           // rows of the tile: 16 int32 accumulators (GCC spills from 10 rows on: 14 rows run at 45 %)
 #define I8C_MAX_K 65536    // the deepest product whose int32 sums cannot overflow
 

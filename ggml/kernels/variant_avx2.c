@@ -1,4 +1,5 @@
-// The avx2 variant of the CPU kernels (kernels_body.h): AVX2 with FMA: 8-float vectors, a 6×16 register tile (4×16).
+// The avx2 variant of the CPU kernels (kernels_body.h): AVX2 with FMA: 8-float vectors, a 6×16 register tile (4×16);
+// per-channel int8 products with vpmaddubsw (kernels_int8c_avx2.h).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #pragma GCC target("avx2,fma,f16c,no-avx512f")
 #endif
 #define ISA_FN(name) name##_avx2
+#define ISA_INT8C_AVX2 1
 #define NV 2        // NR = 16 columns
 #define MR_BIG 6    // 12 accumulators of the 16 registers
 #define MR_SMALL 4

@@ -322,7 +322,7 @@ func int8Ref(w, x []float32, K, N, M int, act kernels.Act) (*optest.ND, *optest.
 // TestPrecisionCheck checks that a precision the CPU lacks is an error, not
 // a silent fallback, and that f32 always passes.
 func TestPrecisionCheck(t *testing.T) {
-	for _, prec := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8} {
+	for _, prec := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8, kernels.PrecisionInt8Channel} {
 		got, err := kernels.ParsePrecision(prec.String())
 		require.NoError(t, err)
 		assert.Equal(t, prec, got)

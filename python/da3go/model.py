@@ -189,8 +189,9 @@ class Model:
         download=False. metric_path: the metric half of a nested pair (file
         or name). device: "auto" ($DA3_DEVICE, else the best device), "cpu",
         "cuda0", "vulkan0", ... threads: 0 for every core. precision: "f32",
-        "bf16" (AVX512_BF16 CPUs), "int8" or "int8c" (AVX512_VNNI CPUs; int8c:
-        one int8 scale per output channel), the precision of the CPU products;
+        "bf16" (AVX512_BF16 CPUs), "int8" (AVX512_VNNI CPUs) or "int8c" (AVX512_VNNI
+        or AVX2 CPUs; one int8 scale per output channel), the precision of the
+        CPU products;
         narrow_convs: with bf16 or int8, the convolutions
         too. Raises Error with the library's message when the model cannot be
         loaded.
