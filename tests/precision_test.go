@@ -53,6 +53,7 @@ func TestPrecisionAccuracy(t *testing.T) {
 			}{
 				{kernels.PrecisionBF16, ggml.TypeF32, bf16Gate},
 				{kernels.PrecisionInt8, ggml.TypeQ8_0, int8Gate},
+				{kernels.PrecisionInt8Channel, ggml.TypeQ8_0, int8Gate},
 			} {
 				t.Run(tc.prec.String(), func(t *testing.T) {
 					if !kernels.PrecisionRuns(v, tc.prec) {
@@ -60,7 +61,7 @@ func TestPrecisionAccuracy(t *testing.T) {
 						_, err := model.Load(context.Background(), f32, model.Options{Options: backend.Options{Device: "cpu", Kernels: kernels.Policy{Precision: tc.prec}}})
 						require.ErrorIs(t, err, kernels.ErrPrecision)
 						t.Skipf("%s needs AVX-512 with %s (kernels %s, CPU features %v)", tc.prec,
-							map[kernels.Precision]string{kernels.PrecisionBF16: "AVX512_BF16", kernels.PrecisionInt8: "AVX512_VNNI"}[tc.prec],
+							map[kernels.Precision]string{kernels.PrecisionBF16: "AVX512_BF16", kernels.PrecisionInt8: "AVX512_VNNI", kernels.PrecisionInt8Channel: "AVX512_VNNI or the avx2 kernels"}[tc.prec],
 							v, kernels.CPUFeatures())
 					}
 					path := f32

@@ -103,6 +103,23 @@ func (p Policy) convPrecision(v Variant) Precision {
 	return precisionFor(p, v, ggml.TypeF32)
 }
 
+// vnniTiles reports whether p is int8c in a variant with AVX-512 VNNI's
+// int8 tiles (the attention's and the Winograd convolutions' int8 paths).
+func vnniTiles(p Policy, v Variant) bool {
+	return p.Precision == PrecisionInt8Channel && PrecisionRuns(v, PrecisionInt8)
+}
+
+// winogradPrecision is the precision of a Winograd convolution of variant v
+// under p: convPrecision's, but int8c's own (F(2×2): both transforms'
+// products in int8, U_ξ per output channel, V_ξ per tile) where int8c
+// narrows the convolutions on the VNNI tiles.
+func (p Policy) winogradPrecision(v Variant) Precision {
+	if p.NarrowConvs && vnniTiles(p, v) {
+		return PrecisionInt8Channel
+	}
+	return p.convPrecision(v)
+}
+
 // gemmDequantizes lists the weight types GEMM dequantizes while packing.
 func gemmDequantizes(t ggml.Type) bool {
 	switch t {
@@ -250,7 +267,7 @@ func winograd(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilog
 func winogradRes(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue, reluIn bool, res *ggml.Tensor) *ggml.Tensor {
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), 3, 3)
 	tile := chooseWinogradTile(ow, oh)
-	if pol, v := nodeKernels(g); pol.convPrecision(v) != PrecisionF32 {
+	if pol, v := nodeKernels(g); pol.winogradPrecision(v) != PrecisionF32 {
 		// F(4×4)'s transforms spread the values over a wider range than bf16's 8 bits keep:
 		// on the tiny DA2 fixture with narrow convolutions the depth's correlation with
 		// f32 falls from 0.99999 (F(2×2)) to 0.9996.
@@ -288,7 +305,10 @@ func winogradTile(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Ep
 	_, pad, _ := p.Norm()
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), 3, 3)
 	pol, v := nodeKernels(g)
-	prec := pol.convPrecision(v)
+	prec := pol.winogradPrecision(v)
+	if prec == PrecisionInt8Channel && tile != 2 {
+		prec = pol.convPrecision(v) // int8c computes F(2×2) only
+	}
 	f4, relu := 0, 0
 	if tile == 4 {
 		f4 = 1
@@ -378,7 +398,7 @@ func Attention(g *ggml.Context, q, k, v *ggml.Tensor, scale float32) *ggml.Tenso
 // under p in variant v: int8 for int8c (each product's int32 sums over its
 // whole depth), else as a product of f32 weights.
 func attentionPrecision(p Policy, v Variant) Precision {
-	if p.Precision == PrecisionInt8Channel && PrecisionRuns(v, PrecisionInt8Channel) {
+	if vnniTiles(p, v) {
 		return PrecisionInt8Channel
 	}
 	return precisionFor(p, v, ggml.TypeF32)

@@ -295,7 +295,9 @@ type Policy struct {
 	// to the CPU, splitting the graph at every block. Device routing.
 	ContiguousNorm bool
 	// NarrowConvs computes the convolutions (Conv2D, Winograd's included) in
-	// Precision too (bf16; in bf16 for int8). By default they stay f32:
+	// Precision too (bf16; in bf16 for int8; for int8c the Winograd ones in
+	// int8, F(2×2) with U_ξ per output channel and V_ξ per tile, where the
+	// variant has the VNNI tiles, the others in bf16). By default they stay f32:
 	// the depth heads' convolutions carry most of the error of the narrow
 	// modes (DA2-Small on an NYU photo: depth correlation with f32 0.99985
 	// with bf16 convolutions, 0.99996 without, for about 1–7 % of the time).

@@ -985,20 +985,55 @@ static void wino_kernel(const float * w, int64_t IC, int64_t OC, int mr, int T, 
     }
 }
 
+// wino_prec is the precision da3_winograd computes for the requested prec:
+// bf16, int8c (F(2×2) only; where the variant has the VNNI tiles) or f32.
+static int wino_prec(int prec, int T) {
+#if defined(ISA_INT8)
+    if (prec == DA3_PREC_INT8C && T == 2) {
+        return DA3_PREC_INT8C;
+    }
+#endif
+    (void) T;
+    return prec == DA3_PREC_BF16 ? DA3_PREC_BF16 : DA3_PREC_F32;
+}
+
+// wino_mr is the height of the transformed kernel's panels (the tile's
+// rows) for OC output channels in precision prec (wino_prec's).
+static int wino_mr(int64_t OC, int prec) {
+#if defined(ISA_INT8)
+    if (prec == DA3_PREC_INT8C) {
+        return MR_I8C;
+    }
+#endif
+    (void) prec;
+    return choose_mr(OC);
+}
+
+// wino_a_words is the words per output channel of the transformed kernel's
+// panels: IC floats, ⌈IC/2⌉ bf16 pairs, or int8c's quads and scale.
+static int64_t wino_a_words(int64_t IC, int prec) {
+#if defined(ISA_INT8)
+    if (prec == DA3_PREC_INT8C) {
+        return i8c_a_words(IC);
+    }
+#endif
+    return prec == DA3_PREC_BF16 ? (IC + 1) / 2 : IC;
+}
+
 // wino_u_stride is the distance between the positions' matrices of the
-// transformed kernel that da3_winograd takes: f32 panels of IC, or bf16
-// pairs of IC (rounded up to even).
+// transformed kernel that da3_winograd takes: f32 panels of IC, bf16 pairs
+// of IC (rounded up to even), or int8c panels (quads of IC, row scales).
 static int64_t wino_u_stride(int64_t IC, int64_t OC, int prec) {
-    const int mr = choose_mr(OC);
+    const int mr = wino_mr(OC, prec);
     const int64_t OCp = (OC + mr - 1) / mr * mr;
-    return wino_stride(OCp * (prec == DA3_PREC_BF16 ? (IC + 1) / 2 : IC));
+    return wino_stride(OCp * wino_a_words(IC, prec));
 }
 
 // da3_wino_kernel_size is the size in floats of the transformed kernel of
 // a 3×3 convolution with IC input and OC output channels in T×T tiles
 // (da3_wino_kernel's output, da3_winograd's first operand).
 int64_t ISA_FN(da3_wino_kernel_size)(int64_t IC, int64_t OC, int T, int prec) {
-    return (int64_t) (T + 2) * (T + 2) * wino_u_stride(IC, OC, prec);
+    return (int64_t) (T + 2) * (T + 2) * wino_u_stride(IC, OC, wino_prec(prec, T));
 }
 
 // da3_op_wino_kernel: dst = the Winograd transform of the kernel src0 [3, 3,
@@ -1011,8 +1046,8 @@ void ISA_FN(da3_wino_kernel)(struct ggml_tensor * dst, int ith, int nth, void * 
     const struct ggml_tensor * w = dst->src[0];
     const int64_t IC = w->ne[2], OC = w->ne[3];
     const int T = (int) (prm & 0xff), P = (T + 2) * (T + 2);
-    const int prec = (int) ((prm >> 8) & 0x3);
-    const int mr = choose_mr(OC);
+    const int prec = wino_prec((int) ((prm >> 8) & 0x3), T);
+    const int mr = wino_mr(OC, prec);
     const int64_t panels = (OC + mr - 1) / mr, p0 = panels * ith / nth, p1 = panels * (ith + 1) / nth;
     const int64_t us = wino_u_stride(IC, OC, prec);
     if (ggml_nelements(dst) != P * us) {
@@ -1023,13 +1058,12 @@ void ISA_FN(da3_wino_kernel)(struct ggml_tensor * dst, int ith, int nth, void * 
         return;
     }
     float * u = (float *) dst->data;
-    if (prec != DA3_PREC_BF16) {
+    if (prec == DA3_PREC_F32) {
         wino_kernel((const float *) w->data, IC, OC, mr, T, p0 * mr, p1 * mr, u + p0 * mr * IC, us);
         return;
     }
-#if defined(ISA_BF16)
-    // f32 panels of this thread's channels first, then their bf16 pairs
-    const int64_t n = (p1 - p0) * mr * IC, kt = (IC + 1) / 2;
+    // f32 panels of this thread's channels first, then their bf16 pairs or int8c panels
+    const int64_t n = (p1 - p0) * mr * IC, kt = wino_a_words(IC, prec);
     float * f = da3_scratch(DA3_BUF_A, (size_t) P * n);
     if (f == NULL) {
         da3_fault(DA3_FAULT_NOMEM);
@@ -1037,11 +1071,22 @@ void ISA_FN(da3_wino_kernel)(struct ggml_tensor * dst, int ith, int nth, void * 
     }
     wino_kernel((const float *) w->data, IC, OC, mr, T, p0 * mr, p1 * mr, f, n);
     for (int q = 0; q < P; q++) {
-        pairs_panels(f + q * n, (p1 - p0) * mr, mr, IC, (uint32_t *) u + q * us + p0 * mr * kt);
-    }
-#else
-    da3_fault(DA3_FAULT_UNAVAILABLE);
+#if defined(ISA_INT8)
+        if (prec == DA3_PREC_INT8C) {
+            for (int64_t pn = p0; pn < p1; pn++) {
+                i8c_pack_a_rows(f + q * n + (pn - p0) * mr * IC, IC, (int32_t *) u + q * us + pn * mr * kt);
+            }
+            continue;
+        }
 #endif
+#if defined(ISA_BF16)
+        pairs_panels(f + q * n, (p1 - p0) * mr, mr, IC, (uint32_t *) u + q * us + p0 * mr * kt);
+#else
+        (void) kt;
+        da3_fault(DA3_FAULT_UNAVAILABLE);
+        return;
+#endif
+    }
 }
 
 // bt4 is F(4×4)'s Bᵀ·x for 6 vectors x (Bᵀ's rows as above).
@@ -1271,13 +1316,13 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
     const int64_t W = x->ne[0], H = x->ne[1], IC = x->ne[2], OC = dst->ne[2];
     const int64_t OW = dst->ne[0], OH = dst->ne[1];
     const int64_t pad = prm & 0xff;
-    const int prec = (int) ((prm >> 10) & 0x3) == DA3_PREC_BF16 ? DA3_PREC_BF16 : DA3_PREC_F32;
     const int T = (prm >> 16) & 1 ? 4 : 2, P = (T + 2) * (T + 2); // output tile, positions
+    const int prec = wino_prec((int) ((prm >> 10) & 0x3), T);
     const int relu = (int) ((prm >> 17) & 1);                       // ReLU of the input
     const struct epi ep = { .bias = bias != NULL ? (const float *) bias->data : NULL, .per_row = 1, .act = (int) ((prm >> 8) & 0x3),
         .res = res != NULL ? (const float *) res->data : NULL };
-    const int mr = choose_mr(OC);
-    const int64_t uhs = wino_u_stride(IC, OC, prec); // U's positions, f32 or bf16 pairs
+    const int mr = wino_mr(OC, prec);
+    const int64_t uhs = wino_u_stride(IC, OC, prec); // U's positions, f32, bf16 pairs or int8c panels
     if (ggml_nelements(uk) != P * uhs) {
         da3_fault(DA3_FAULT_OPERANDS);
         return;
@@ -1300,19 +1345,28 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
     const int64_t vs = wino_stride(WB * IC), ms = wino_stride(OCp * WB);
     float * v = da3_scratch(DA3_BUF_B, (size_t) P * vs);
     float * m = da3_scratch(DA3_BUF_O, (size_t) P * ms);
-    int64_t vhs = vs; // the same in bf16 pairs
+    int64_t vhs = vs; // the same in bf16 pairs or int8c panels
     void * vh = NULL;
     tile_fn tile = tile_for(mr);
-    int64_t kt = IC;
+    // words per row of U's panels and per column of V's, and the depth the tile steps through
+    int64_t ka = IC, kb = IC, kd = IC;
 #if defined(ISA_BF16)
     if (prec == DA3_PREC_BF16) {
-        kt = (IC + 1) / 2;
-        vhs = wino_stride(WB * kt);
-        vh = da3_scratch(DA3_BUF_BH, (size_t) P * vhs);
+        ka = kb = kd = (IC + 1) / 2;
         tile = tile_bf16_for(mr);
     }
 #endif
-    if (v == NULL || m == NULL || (kt != IC && vh == NULL)) {
+#if defined(ISA_INT8)
+    if (prec == DA3_PREC_INT8C) {
+        ka = i8c_a_words(IC), kb = i8c_b_words(IC), kd = i8c_quads(IC);
+        tile = tile_i8c;
+    }
+#endif
+    if (prec != DA3_PREC_F32) {
+        vhs = wino_stride(WB * kb);
+        vh = da3_scratch(DA3_BUF_BH, (size_t) P * vhs);
+    }
+    if (v == NULL || m == NULL || (prec != DA3_PREC_F32 && vh == NULL)) {
         da3_fault(DA3_FAULT_NOMEM);
         return;
     }
@@ -1328,9 +1382,19 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
         wino_input((const float *) x->data + n * W * H * IC, W, H, IC, pad, T, TW, t0, nt, relu, v);
         const void * vb = v;
 #if defined(ISA_BF16)
-        if (vh != NULL) {
+        if (prec == DA3_PREC_BF16) {
             for (int q = 0; q < P; q++) {
                 pairs_panels(v + q * vs, np, NR, IC, (uint32_t *) vh + q * vhs);
+            }
+            vb = vh;
+        }
+#endif
+#if defined(ISA_INT8)
+        if (prec == DA3_PREC_INT8C) {
+            for (int q = 0; q < P; q++) {
+                for (int64_t jr = 0; jr < np; jr += NR) {
+                    i8c_pack_b_cols(v + q * vs + jr * IC, IC, (int32_t *) vh + q * vhs + jr * kb);
+                }
             }
             vb = vh;
         }
@@ -1339,7 +1403,7 @@ void ISA_FN(da3_winograd)(struct ggml_tensor * dst, int ith, int nth, void * use
             const uint32_t * uq = (const uint32_t *) uk->data + q * uhs, * vq = (const uint32_t *) vb + q * vhs;
             for (int64_t jr = 0; jr < np; jr += NR) {
                 for (int64_t ir = r0; ir < r1; ir += mr) {
-                    tile(kt, uq + ir * kt, vq + jr * kt, m + q * ms + ir * WB + jr, WB, mr, NR, 0, NULL, 0, 0);
+                    tile(kd, uq + ir * ka, vq + jr * kb, m + q * ms + ir * WB + jr, WB, mr, NR, 0, NULL, 0, 0);
                 }
             }
         }

@@ -152,3 +152,56 @@ static __attribute__((noinline)) ISA_INT8 void tile_i8c_su(int64_t kq, const voi
                                  int64_t ncols, int accumulate, const struct epi * e, int64_t row0, int64_t col0) {
     tile_i8c_body(1, kq, apv, bpv, c, ldc, mr, ncols, accumulate, e, row0, col0);
 }
+
+// i8c_pack_a_rows quantizes the MR_I8C rows of an f32 A panel f ([k][MR_I8C],
+// K deep) per row over all of K into the per-channel A panel out (as
+// pack_a_i8c makes from rows: q + 128, then the scales): the Winograd
+// kernel's U_ξ.
+static ISA_INT8 void i8c_pack_a_rows(const float * f, int64_t K, int32_t * out) {
+    const int64_t kq = i8c_quads(K);
+    __m256 mx = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        mx = _mm256_max_ps(mx, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_loadu_ps(f + k * MR_I8C)));
+    }
+    const __m256 d = _mm256_div_ps(mx, _mm256_set1_ps(127.0f));
+    const __m256 id = _mm256_maskz_div_ps(_mm256_cmp_ps_mask(d, _mm256_setzero_ps(), _CMP_NEQ_OQ), _mm256_set1_ps(1.0f), d);
+    const __m256i off = _mm256_set1_epi32(128), lo = _mm256_set1_epi32(0xff);
+    for (int64_t q = 0; q < kq; q++) {
+        __m256i r = _mm256_setzero_si256();
+        for (int i = 0; i < 4; i++) { // the depth's padding quantizes to 0 (128)
+            const __m256i e = 4 * q + i < K ? _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(f + (4 * q + i) * MR_I8C), id)), off)
+                                            : off;
+            r = _mm256_or_si256(r, _mm256_slli_epi32(_mm256_and_si256(e, lo), 8 * i));
+        }
+        _mm256_storeu_si256((__m256i *) (out + q * MR_I8C), r);
+    }
+    _mm256_storeu_ps((float *) (out + kq * MR_I8C), d);
+}
+
+// i8c_pack_b_cols quantizes the NR columns of an f32 B panel v ([k][NR], K
+// deep) per column over all of K into the per-channel B panel out (as
+// i8c_quantize_col makes for weights: the quads, the scales, the excesses
+// 128·Σq): the Winograd input's V_ξ for a block of tiles.
+static ISA_INT8 void i8c_pack_b_cols(const float * v, int64_t K, int32_t * out) {
+    const int64_t kq = i8c_quads(K);
+    for (int h = 0; h < NV; h++) {
+        vf mx = v_zero();
+        for (int64_t k = 0; k < K; k++) {
+            mx = v_max(mx, v_abs(v_load(v + k * NR + h * VL)));
+        }
+        const vf d = v_div(mx, v_set1(127.0f));
+        const vf id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, v_zero(), _CMP_NEQ_OQ), v_set1(1.0f), d);
+        __m512i sum = _mm512_setzero_si512();
+        for (int64_t q = 0; q < kq; q++) {
+            __m512i r = _mm512_setzero_si512();
+            for (int i = 0; i < 4 && 4 * q + i < K; i++) {
+                const __m512i e = _mm512_cvtps_epi32(v_mul(v_load(v + (4 * q + i) * NR + h * VL), id));
+                sum = _mm512_add_epi32(sum, e);
+                r = _mm512_or_si512(r, _mm512_slli_epi32(_mm512_and_si512(e, _mm512_set1_epi32(0xff)), 8 * i));
+            }
+            _mm512_store_si512(out + q * NR + h * VL, r);
+        }
+        v_store((float *) (out + kq * NR) + h * VL, d);
+        _mm512_store_si512(out + (kq + 1) * NR + h * VL, _mm512_slli_epi32(sum, 7));
+    }
+}
