@@ -148,16 +148,13 @@ static ISA_INT8 void attention_i8c(struct ggml_tensor * dst, float scale, int64_
         const int64_t bh = it / nqb, qb = it % nqb;
         const int64_t b = bh / H, h = bh % H;
         if (bh != packed) {
-            const char * kb = (const char *) k->data + b * k->nb[3] + h * k->nb[1];
-            const char * vb = (const char *) v->data + b * v->nb[3] + h * v->nb[1];
-            pack_a_i8c((const float *) kb, k->nb[2] / sizeof(float), 0, nk, hd, kp);
-            pack_v_i8c((const float *) vb, v->nb[2] / sizeof(float), nk, hd, vp);
+            pack_a_i8c(attention_rows(k, b, h, 0), k->nb[2] / sizeof(float), 0, nk, hd, kp);
+            pack_v_i8c(attention_rows(v, b, h, 0), v->nb[2] / sizeof(float), nk, hd, vp);
             packed = bh;
         }
         const int64_t t0 = qb * NR;
         const int64_t w = n - t0 < NR ? n - t0 : NR;
-        const char * qb0 = (const char *) q->data + b * q->nb[3] + h * q->nb[1] + t0 * q->nb[2];
-        pack_q_i8c((const float *) qb0, q->nb[2] / sizeof(float), w, hd, qp);
+        pack_q_i8c(attention_rows(q, b, h, t0), q->nb[2] / sizeof(float), w, hd, qp);
         vf mx[NV];
         for (int part = 0; part < NV; part++) {
             mx[part] = v_set1(-INFINITY);

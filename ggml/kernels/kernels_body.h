@@ -1456,6 +1456,12 @@ static int dim_panels(int64_t hd, int64_t * d0, int * h) {
     return n;
 }
 
+// attention_rows returns the rows (tokens) of head h of batch b of t (q, k
+// or v), from token t0.
+static inline const float * attention_rows(const struct ggml_tensor * t, int64_t b, int64_t h, int64_t t0) {
+    return (const float *) ((const char *) t->data + b * t->nb[3] + h * t->nb[1] + t0 * t->nb[2]);
+}
+
 // attention_store divides the columns of oᵀ [hd][NR] by their sums (inv:
 // their reciprocals) and writes its w columns transposed to o, rows of hd
 // values dld floats apart.
@@ -1559,11 +1565,10 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
         const int64_t bh = it / nqb, qb = it % nqb;
         const int64_t b = bh / H, h = bh % H;
         if (bh != packed) {
-            const char * kb = (const char *) k->data + b * k->nb[3] + h * k->nb[1];
-            const char * vb = (const char *) v->data + b * v->nb[3] + h * v->nb[1];
+            const float * vb = attention_rows(v, b, h, 0);
             // k: keys as the rows of A panels (register transposes); vᵀ: each key's md dims of a
             // panel are one contiguous run of its row
-            pack_a_panels((const float *) kb, k->nb[2] / sizeof(float), 0, nk, 0, hd, mk, kp);
+            pack_a_panels(attention_rows(k, b, h, 0), k->nb[2] / sizeof(float), 0, nk, 0, hd, mk, kp);
             if (hdp > hd) { // the padding dims of the last panel
                 memset(vp + pd0[npd - 1] * nk, 0, sizeof(float) * pdh[npd - 1] * nk);
             }
@@ -1571,7 +1576,7 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
                 const int64_t d0 = pd0[i], md = pdh[i], dn = hd - d0 < md ? hd - d0 : md;
                 float * vd = vp + d0 * nk;
                 for (int64_t j = 0; j < nk; j++) {
-                    const float * vr = (const float *) (vb + j * v->nb[2]) + d0;
+                    const float * vr = (const float *) ((const char *) vb + j * v->nb[2]) + d0;
                     for (int64_t c = 0; c < dn; c += VL) {
                         const vm cm = m_first(dn - c);
                         v_storeu_m(vd + j * md + c, cm, v_loadu_m(vr + c, cm));
@@ -1590,8 +1595,7 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
         }
         const int64_t t0 = qb * NR;
         const int64_t w = n - t0 < NR ? n - t0 : NR;
-        const char * qb0 = (const char *) q->data + b * q->nb[3] + h * q->nb[1] + t0 * q->nb[2];
-        const struct bsrc qs = { .b = (const float *) qb0, .ldb = q->nb[2] / sizeof(float) };
+        const struct bsrc qs = { .b = attention_rows(q, b, h, t0), .ldb = q->nb[2] / sizeof(float) };
         pack_b_panels(&qs, 0, w, 0, hd, qp); // qᵀ [d][NR]
 #if defined(ISA_BF16)
         if (qh != NULL) {
