@@ -31,7 +31,7 @@ func TestAttentionInt8Channel(t *testing.T) {
 	for _, s := range []struct {
 		hd, H, n, nk int
 		sharp        float64 // the queries' scale: larger is a peakier softmax
-	}{{64, 2, 33, 33, 1}, {20, 2, 7, 300, 1}, {64, 1, 70, 129, 3}, {40, 3, 32, 1370, 2}, {17, 1, 5, 6, 1}} {
+	}{{64, 2, 33, 33, 1}, {20, 2, 7, 300, 1}, {64, 1, 70, 129, 3}, {40, 3, 32, 1370, 2}, {17, 1, 5, 6, 1}, {64, 2, 1, 1, 1}, {128, 1, 3, 9, 1}} {
 		t.Run(fmt.Sprintf("hd%d_H%d_n%d_nk%d", s.hd, s.H, s.n, s.nk), func(t *testing.T) {
 			testAttentionInt8Channel(t, v, s.hd, s.H, s.n, s.nk, s.sharp)
 		})
