@@ -66,9 +66,9 @@ static ISA_INT8 void pack_v_i8c(const float * v, int64_t ldv, int64_t nk, int64_
         }
     }
     for (int64_t c = 0; c < nvec; c++) { // their scales
-        const vf dv = v_div(mx[c], v_set1(127.0f));
+        vf dv;
+        v_storeu(id + c * VL, i8c_scales(mx[c], &dv));
         v_storeu(d + c * VL, dv);
-        v_storeu(id + c * VL, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(dv, v_zero(), _CMP_NEQ_OQ), v_set1(1.0f), dv));
     }
     for (int64_t q = 0; q < kq; q++) {
         for (int64_t c = 0; c < nvec; c++) {

@@ -153,6 +153,13 @@ static __attribute__((noinline)) ISA_INT8 void tile_i8c_su(int64_t kq, const voi
     tile_i8c_body(1, kq, apv, bpv, c, ldc, mr, ncols, accumulate, e, row0, col0);
 }
 
+// i8c_scales returns the quantization scales max|x|/127 of the lanes' maxima
+// mx in *d and their reciprocals (0 for a scale of 0).
+static inline ISA_INT8 vf i8c_scales(vf mx, vf * d) {
+    *d = v_div(mx, v_set1(127.0f));
+    return _mm512_maskz_div_ps(_mm512_cmp_ps_mask(*d, v_zero(), _CMP_NEQ_OQ), v_set1(1.0f), *d);
+}
+
 // i8c_pack_a_rows quantizes the MR_I8C rows of an f32 A panel f ([k][MR_I8C],
 // K deep) per row over all of K into the per-channel A panel out (as
 // pack_a_i8c makes from rows: q + 128, then the scales): the Winograd
@@ -189,8 +196,8 @@ static ISA_INT8 void i8c_pack_b_cols(const float * v, int64_t K, int32_t * out) 
         for (int64_t k = 0; k < K; k++) {
             mx = v_max(mx, v_abs(v_load(v + k * NR + h * VL)));
         }
-        const vf d = v_div(mx, v_set1(127.0f));
-        const vf id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, v_zero(), _CMP_NEQ_OQ), v_set1(1.0f), d);
+        vf d;
+        const vf id = i8c_scales(mx, &d);
         __m512i sum = _mm512_setzero_si512();
         for (int64_t q = 0; q < kq; q++) {
             __m512i r = _mm512_setzero_si512();
