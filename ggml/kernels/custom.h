@@ -71,8 +71,15 @@ enum {
     DA3_CPU_AVX512 = 1 << 1,    // F, BW, DQ, VL (with FMA and F16C)
     DA3_CPU_AVX512BF16 = 1 << 2,
     DA3_CPU_AVX512VNNI = 1 << 3,
+    DA3_CPU_AVXVNNI = 1 << 4,   // 256-bit VEX vpdpbusd (the avx2 variant's int8c)
 };
 int da3_cpu_features(void);
+// da3_i8c_avx2_form sets the form of the avx2 variant's int8c tiles (0: the
+// fastest this CPU runs; 1 vpmaddubsw, 2 EVEX vpdpbusd, 3 VEX vpdpbusd) and
+// returns the form in effect, or 0 when this CPU or build cannot run it
+// (want < 0: only returns the form in effect). For tests and benchmarks;
+// not while a graph computes.
+int da3_i8c_avx2_form(int want);
 // da3_variant_ok reports whether variant v is in this build and runs on this
 // CPU; da3_best_variant is the fastest such variant.
 int da3_variant_ok(int v);

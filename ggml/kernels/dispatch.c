@@ -29,9 +29,23 @@ int da3_cpu_features(void) {
                 f |= DA3_CPU_AVX512VNNI;
             }
         }
+        if (__builtin_cpu_supports("avxvnni")) {
+            f |= DA3_CPU_AVXVNNI;
+        }
     }
 #endif
     return f;
+}
+
+int da3_i8c_form_avx2(int want);
+
+int da3_i8c_avx2_form(int want) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    return (da3_cpu_features() & DA3_CPU_AVX2) != 0 ? da3_i8c_form_avx2(want) : 0;
+#else
+    (void) want;
+    return 0;
+#endif
 }
 
 typedef void (*op_fn)(struct ggml_tensor * dst, int ith, int nth, void * userdata);

@@ -254,13 +254,20 @@ func BenchmarkPeak(b *testing.B) {
 			if !v.Runs() || !kernels.PrecisionRuns(v, p) {
 				continue
 			}
-			b.Run(fmt.Sprintf("%s/%s", v, p), func(b *testing.B) {
-				var r float64
-				for b.Loop() {
-					r = kernels.Peak(v, p, 100*time.Millisecond)
-				}
-				b.ReportMetric(r/1e9, "GFLOP/s")
-			})
+			forms := []int8ChannelForm{{"", func(testing.TB) {}}}
+			if p == kernels.PrecisionInt8Channel {
+				forms = int8ChannelForms(b, v)
+			}
+			for _, form := range forms {
+				b.Run(fmt.Sprintf("%s/%s%s", v, p, strings.ReplaceAll(form.name, " ", "_")), func(b *testing.B) {
+					form.set(b)
+					var r float64
+					for b.Loop() {
+						r = kernels.Peak(v, p, 100*time.Millisecond)
+					}
+					b.ReportMetric(r/1e9, "GFLOP/s")
+				})
+			}
 		}
 	}
 }

@@ -19,7 +19,8 @@ import (
 // TestGEMMInt8Channel checks the per-channel int8 product (int8c) of weights
 // packed at load (F32, F16, BF16 and Q8_0, the last dequantized and
 // quantized again) with a bias, in each variant that computes it (avx512:
-// vpdpbusd; avx2: vpmaddubsw): bit for bit against the same quantization
+// vpdpbusd; avx2: each of its steps this CPU runs, vpmaddubsw and 256-bit
+// vpdpbusd, EVEX or AVX-VNNI): bit for bit against the same quantization
 // computed here (one scale per weight row and per activation row over the
 // whole depth, exact integer sums, one f32 scaling per output), and within
 // int8's error of the float64 product; on depths that are not multiples of 4
@@ -37,24 +38,91 @@ func TestGEMMInt8Channel(t *testing.T) {
 			continue
 		}
 		ran++
-		for _, typ := range []ggml.Type{ggml.TypeF32, ggml.TypeF16, ggml.TypeBF16, ggml.TypeQ8_0} {
-			sizes := [][3]int{{70, 32, 15}, {768, 96, 29}, {3, 32, 1}, {300, 64, 300}, {1037, 32, 14}, {5, 16, 3}, {97, 48, 7}}
-			if typ == ggml.TypeQ8_0 { // whole q8_0 blocks
-				sizes = [][3]int{{64, 32, 15}, {768, 96, 29}, {32, 32, 1}, {288, 64, 300}, {96, 48, 5}}
-			}
-			for _, s := range sizes {
-				K, N, M := s[0], s[1], s[2]
-				if _, ok := kernels.PackedShape(v, kernels.PrecisionInt8Channel, K, N); !ok {
-					continue // N not a multiple of the variant's panel width
+		for _, form := range int8ChannelForms(t, v) {
+			for _, typ := range []ggml.Type{ggml.TypeF32, ggml.TypeF16, ggml.TypeBF16, ggml.TypeQ8_0} {
+				sizes := [][3]int{{70, 32, 15}, {768, 96, 29}, {3, 32, 1}, {300, 64, 300}, {1037, 32, 14}, {5, 16, 3}, {97, 48, 7}}
+				if typ == ggml.TypeQ8_0 { // whole q8_0 blocks
+					sizes = [][3]int{{64, 32, 15}, {768, 96, 29}, {32, 32, 1}, {288, 64, 300}, {96, 48, 5}}
 				}
-				t.Run(fmt.Sprintf("%s/%s/K%d_N%d_M%d", v, typ, K, N, M), func(t *testing.T) {
-					testGEMMInt8Channel(t, v, typ, K, N, M)
-				})
+				for _, s := range sizes {
+					K, N, M := s[0], s[1], s[2]
+					if _, ok := kernels.PackedShape(v, kernels.PrecisionInt8Channel, K, N); !ok {
+						continue // N not a multiple of the variant's panel width
+					}
+					t.Run(fmt.Sprintf("%s%s/%s/K%d_N%d_M%d", v, form.name, typ, K, N, M), func(t *testing.T) {
+						form.set(t)
+						testGEMMInt8Channel(t, v, typ, K, N, M)
+					})
+				}
 			}
 		}
 	}
 	if ran == 0 {
 		t.Skip("no variant computes int8c on this CPU")
+	}
+}
+
+// int8ChannelForm is one way a variant computes int8c: the avx2 variant's
+// steps (its name, e.g. " vpdpbusd evex"), or the avx512 variant's one
+// (no name). set makes the kernels take it until the test ends.
+type int8ChannelForm struct {
+	name string
+	set  func(testing.TB)
+}
+
+// int8ChannelForms lists the forms of variant v this CPU runs, logging the
+// avx2 ones it cannot.
+func int8ChannelForms(tb testing.TB, v kernels.Variant) []int8ChannelForm {
+	if v != kernels.VariantAVX2 {
+		return []int8ChannelForm{{"", func(testing.TB) {}}}
+	}
+	var out []int8ChannelForm
+	for _, f := range []kernels.AVX2Int8Form{kernels.AVX2Int8Maddubs, kernels.AVX2Int8VNNI512, kernels.AVX2Int8AVXVNNI} {
+		before, _ := kernels.SetAVX2Int8Form(-1)
+		got, ok := kernels.SetAVX2Int8Form(f)
+		if !ok {
+			tb.Logf("avx2 int8c step %s: not on this CPU (features %v)", f, kernels.CPUFeatures())
+			continue
+		}
+		kernels.SetAVX2Int8Form(before)
+		require.Equal(tb, f, got)
+		out = append(out, int8ChannelForm{" " + f.String(), func(tb testing.TB) {
+			before, _ := kernels.SetAVX2Int8Form(-1)
+			_, ok := kernels.SetAVX2Int8Form(f)
+			require.True(tb, ok)
+			tb.Cleanup(func() { kernels.SetAVX2Int8Form(before) })
+		}})
+	}
+	return out
+}
+
+// TestAVX2Int8FormChoice checks that the avx2 variant's int8c takes the
+// fastest step this CPU has (AVX-VNNI, else AVX512_VNNI's 256-bit vpdpbusd,
+// else vpmaddubsw), refuses a step it lacks and names it in Describe.
+func TestAVX2Int8FormChoice(t *testing.T) {
+	if !kernels.PrecisionRuns(kernels.VariantAVX2, kernels.PrecisionInt8Channel) {
+		t.Skipf("no avx2 int8c on this CPU (features %v)", kernels.CPUFeatures())
+	}
+	feats := strings.Join(kernels.CPUFeatures(), " ")
+	want := kernels.AVX2Int8Maddubs
+	switch {
+	case strings.Contains(feats, "avx_vnni"):
+		want = kernels.AVX2Int8AVXVNNI
+	case strings.Contains(feats, "avx512_vnni"):
+		want = kernels.AVX2Int8VNNI512
+	}
+	before, _ := kernels.SetAVX2Int8Form(-1)
+	t.Cleanup(func() { kernels.SetAVX2Int8Form(before) })
+	got, ok := kernels.SetAVX2Int8Form(kernels.AVX2Int8Auto)
+	require.True(t, ok)
+	assert.Equal(t, want, got, "CPU features %s", feats)
+	assert.Contains(t, kernels.Describe(kernels.Policy{GEMM: true, Variant: kernels.VariantAVX2,
+		Precision: kernels.PrecisionInt8Channel}), want.String())
+	if !strings.Contains(feats, "avx_vnni") {
+		_, ok := kernels.SetAVX2Int8Form(kernels.AVX2Int8AVXVNNI)
+		assert.False(t, ok, "AVX-VNNI refused where the CPU lacks it")
+		now, _ := kernels.SetAVX2Int8Form(-1)
+		assert.Equal(t, want, now, "a refused step changes nothing")
 	}
 }
 
@@ -243,7 +311,7 @@ func TestInt8ChannelPolicy(t *testing.T) {
 	if kernels.PrecisionRuns(kernels.VariantAVX2, kernels.PrecisionInt8Channel) {
 		shape, ok := kernels.PackedShape(kernels.VariantAVX2, kernels.PrecisionInt8Channel, 770, 48)
 		require.True(t, ok)
-		assert.Equal(t, []int{16 * (193 + 1), 3}, shape, "avx2: 16-column panels of ⌈K/4⌉ quads and a scale")
+		assert.Equal(t, []int{16 * (193 + 2), 3}, shape, "avx2: 16-column panels of ⌈K/4⌉ quads, a scale and an excess")
 		_, ok = kernels.PackedShape(kernels.VariantAVX2, kernels.PrecisionInt8Channel, 1<<17, 48)
 		assert.False(t, ok, "a depth whose int32 sums could overflow")
 		err = kernels.Policy{GEMM: true, Variant: kernels.VariantAVX2, Precision: kernels.PrecisionInt8Channel}.Check()
@@ -311,8 +379,15 @@ func BenchmarkGEMMInt8Channel(b *testing.B) {
 		K, N, M := s[0], s[1], s[2]
 		for _, v := range []kernels.Variant{kernels.VariantAVX512, kernels.VariantAVX2} {
 			for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8, kernels.PrecisionInt8Channel} {
-				if v.Runs() && kernels.PrecisionRuns(v, p) {
-					benchGEMMPacked(b, v, p, K, N, M)
+				if !v.Runs() || !kernels.PrecisionRuns(v, p) {
+					continue
+				}
+				forms := []int8ChannelForm{{"", func(testing.TB) {}}}
+				if p == kernels.PrecisionInt8Channel {
+					forms = int8ChannelForms(b, v)
+				}
+				for _, form := range forms {
+					benchGEMMPacked(b, v, p, form, K, N, M)
 				}
 			}
 		}
@@ -320,9 +395,10 @@ func BenchmarkGEMMInt8Channel(b *testing.B) {
 }
 
 // benchGEMMPacked is one product of BenchmarkGEMMInt8Channel: variant v,
-// precision p, the weight [K, N] packed at load, M rows.
-func benchGEMMPacked(b *testing.B, v kernels.Variant, p kernels.Precision, K, N, M int) {
-	b.Run(fmt.Sprintf("%s/%s/K%d_N%d_M%d", v, p, K, N, M), func(b *testing.B) {
+// precision p (in form), the weight [K, N] packed at load, M rows.
+func benchGEMMPacked(b *testing.B, v kernels.Variant, p kernels.Precision, form int8ChannelForm, K, N, M int) {
+	b.Run(fmt.Sprintf("%s/%s%s/K%d_N%d_M%d", v, p, strings.ReplaceAll(form.name, " ", "_"), K, N, M), func(b *testing.B) {
+		form.set(b)
 		h := optest.NewHarness(b, 16)
 		rng := optest.RNG(1)
 		typ := ggml.TypeF32

@@ -222,7 +222,7 @@ func CPUFeatures() []string {
 	for _, x := range []struct {
 		bit  int
 		name string
-	}{{C.DA3_CPU_AVX2, "avx2"}, {C.DA3_CPU_AVX512, "avx512"}, {C.DA3_CPU_AVX512BF16, "avx512_bf16"}, {C.DA3_CPU_AVX512VNNI, "avx512_vnni"}} {
+	}{{C.DA3_CPU_AVX2, "avx2"}, {C.DA3_CPU_AVX512, "avx512"}, {C.DA3_CPU_AVX512BF16, "avx512_bf16"}, {C.DA3_CPU_AVX512VNNI, "avx512_vnni"}, {C.DA3_CPU_AVXVNNI, "avx_vnni"}} {
 		if f&x.bit != 0 {
 			out = append(out, x.name)
 		}
@@ -237,7 +237,42 @@ func Describe(p Policy) string {
 	if !p.GEMM && !p.Attention {
 		return "off (ggml's ops)"
 	}
+	if p.Variant == VariantAVX2 && p.Precision == PrecisionInt8Channel {
+		form, _ := setAVX2Int8Form(-1)
+		return fmt.Sprintf("%s (%s, %s)", p.Variant, p.Precision, form)
+	}
 	return fmt.Sprintf("%s (%s)", p.Variant, p.Precision)
+}
+
+// avx2Int8Form is the step of the avx2 variant's int8c tiles: vpmaddubsw on
+// any AVX2 CPU, or vpdpbusd on 256-bit registers where the CPU has it
+// (EVEX with AVX512_VNNI, VEX with AVX-VNNI).
+type avx2Int8Form int
+
+const (
+	avx2Int8Auto avx2Int8Form = iota
+	avx2Int8Maddubs
+	avx2Int8VNNI512
+	avx2Int8AVXVNNI
+)
+
+var avx2Int8FormNames = []string{avx2Int8Auto: "auto", avx2Int8Maddubs: "vpmaddubsw", avx2Int8VNNI512: "vpdpbusd evex",
+	avx2Int8AVXVNNI: "vpdpbusd avx-vnni"}
+
+func (f avx2Int8Form) String() string {
+	if f >= 0 && int(f) < len(avx2Int8FormNames) {
+		return avx2Int8FormNames[f]
+	}
+	return "none"
+}
+
+// setAVX2Int8Form makes the avx2 variant's int8c tiles take form f (auto:
+// the fastest this CPU runs) and returns the form in effect, or false when
+// this CPU cannot run f; f < 0 only reports the form in effect. Not while
+// a graph computes.
+func setAVX2Int8Form(f avx2Int8Form) (avx2Int8Form, bool) {
+	got := avx2Int8Form(C.da3_i8c_avx2_form(C.int(f)))
+	return got, got != 0
 }
 
 // Policy is the kernel policy of a graph: which of the fused paths the

@@ -480,7 +480,7 @@ static const struct gemm_mode gemm_int8 = { int8_depth, int8_tile, int8_pack_b, 
 // buffer da3_gemm sized for it (sc->pah).
 static int64_t int8c_depth(const struct bsrc * b) { (void) b; return (int64_t) 1 << 40; }
 
-static tile_fn int8c_tile(int mr) { (void) mr; return tile_i8c; }
+static tile_fn int8c_tile(int mr) { (void) mr; return i8c_tile(); }
 
 static struct b_panels int8c_pack_b(const struct bsrc * b, int64_t jc, int64_t nc, int64_t pc, int64_t kc,
                                     const struct gemm_scratch * sc) {

@@ -14,7 +14,7 @@
 // multiple of 4 with zero weights.
 
 #define ISA_INT8C ISA_INT8 // the attribute of the int8c functions kernels_body.h defines
-#define MR_I8C 8           // rows of the tile: 16 int32 accumulators (GCC spills from 10 rows on: 14 rows run at 45 %)
+#define MR_I8C 8           // rows of the tile: 16 int32 accumulators (12 rows run no faster)
 #define I8C_MAX_K 65536    // the deepest product whose int32 sums cannot overflow
 
 // i8c_quads is the 32-bit quads of depth K (K padded to a multiple of 4).
@@ -90,6 +90,15 @@ static ISA_INT8 void pack_a_i8c(const float * a, int64_t lda, int64_t m0, int64_
     }
 }
 
+// i8c_dpbusd is _mm512_dpbusd_epi32(s, u, w) (u's unsigned bytes by w's
+// signed ones, four products added to each int32 lane of s) in inline
+// assembly: with the intrinsic, GCC 12 copies every accumulator after each
+// vpdpbusd and spills two of the tile's sixteen to the stack.
+static inline ISA_INT8 __m512i i8c_dpbusd(__m512i s, __m512i u, __m512i w) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(s) : "v"(u), "v"(w));
+    return s;
+}
+
 // tile_i8c_body computes an MR_I8C×NR tile from packed per-channel panels
 // of kq quads of depth and stores it like the f32 tiles. B's bytes are
 // signed and A's unsigned (q + 128), or, with signed_a, the other way round
@@ -117,7 +126,7 @@ static inline __attribute__((always_inline)) ISA_INT8 void tile_i8c_body(
             const __m512i x = _mm512_set1_epi32(ap[q * MR_I8C + i]);
 #pragma GCC unroll 4
             for (int h = 0; h < NV; h++) {
-                s[i][h] = signed_a ? _mm512_dpbusd_epi32(s[i][h], w[h], x) : _mm512_dpbusd_epi32(s[i][h], x, w[h]);
+                s[i][h] = signed_a ? i8c_dpbusd(s[i][h], w[h], x) : i8c_dpbusd(s[i][h], x, w[h]);
             }
         }
     }
@@ -152,6 +161,9 @@ static __attribute__((noinline)) ISA_INT8 void tile_i8c_su(int64_t kq, const voi
                                  int64_t ncols, int accumulate, const struct epi * e, int64_t row0, int64_t col0) {
     tile_i8c_body(1, kq, apv, bpv, c, ldc, mr, ncols, accumulate, e, row0, col0);
 }
+
+// i8c_tile is the tile of the per-channel products (one form here).
+static inline tile_fn i8c_tile(void) { return tile_i8c; }
 
 // i8c_scales returns the quantization scales max|x|/127 of the lanes' maxima
 // mx in *d and their reciprocals (0 for a scale of 0).

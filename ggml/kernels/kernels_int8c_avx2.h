@@ -1,24 +1,35 @@
-// Per-channel int8 products for kernels_body.h in the AVX2 variant (no VNNI
-// needed): the quantization of kernels_int8c.h (weights with one scale per
-// output channel over the whole depth, s_w = max|w|/127, at load by
+// Per-channel int8 products for kernels_body.h in the AVX2 variant, with or
+// without VNNI: the quantization of kernels_int8c.h (weights with one scale
+// per output channel over the whole depth, s_w = max|w|/127, at load by
 // da3_pack_weight; activations with one scale per row, s_a = max|x|/127, as
-// A is packed; both rounded to nearest, ties to even, into [-127, 127]),
-// multiplied with vpmaddubsw, which takes unsigned by signed bytes and
-// saturates its pair sums to int16. Storing q_a + 128 as the AVX-512
-// variant does could saturate (2·255·127 > 32767), so the products use the
-// sign trick of ggml's AVX2 q8_0 dot product instead:
+// A is packed; both rounded to nearest, ties to even, into [-127, 127]).
+// The tile's step takes one of three forms, by what the CPU has; all give
+// the same exact int32 sums, so the same outputs as the AVX-512 variant's:
 //
-//     q_a·q_w = |q_a| · (sign(q_a)·q_w),  |q_a| ≤ 127, |sign(q_a)·q_w| ≤ 127
+//   - I8C_FORM_AVXVNNI, AVX-VNNI (Alder Lake, Zen 5 and later): vpdpbusd on
+//     256-bit registers, VEX-encoded, as the AVX-512 variant does: A stored
+//     as q_a + 128 (unsigned bytes), B's excess 128·Σq_w per column
+//     subtracted exactly at the end,
 //
-// (vpsignb applies the activation's sign to the weight), so a pair sums to
-// at most 2·127·127 = 32258 and never saturates; vpmaddwd by ones widens
-// the pairs to int32 sums of four products, accumulated over all of K. No
-// excess term: each output is the exact integer dot product scaled once,
+//         C[m][n] = (s_a[m]·s_w[n]) · (Σ_k (q_a + 128)·q_w − 128·Σ_k q_w);
 //
-//     C[m][n] = (s_a[m]·s_w[n]) · Σ_k q_a·q_w,
+//   - I8C_FORM_VNNI512, AVX512_VNNI with VL (an AVX-512 CPU running this
+//     variant): the same, vpdpbusd EVEX-encoded on 256-bit registers;
+//   - I8C_FORM_MADDUBS, any AVX2 CPU: vpmaddubsw, which takes unsigned by
+//     signed bytes and saturates its pair sums to int16, so q_a + 128 could
+//     saturate (2·255·127 > 32767); it uses the sign trick of ggml's AVX2
+//     q8_0 dot product instead,
 //
-// the same values as the AVX-512 variant's. |Σ| ≤ 127²·K stays below 2³¹
-// for K ≤ I8C_MAX_K. The depth is padded to a multiple of 4 with zeros.
+//         q_a·q_w = |q_a| · (sign(q_a)·q_w),  |q_a| ≤ 127, |sign(q_a)·q_w| ≤ 127
+//
+//     (vpsignb applies the activation's sign to the weight: a pair sums to
+//     at most 2·127·127 = 32258), then vpmaddwd by ones widens the pairs to
+//     int32 sums of four products, accumulated over all of K with no excess:
+//
+//         C[m][n] = (s_a[m]·s_w[n]) · Σ_k q_a·q_w.
+//
+// |Σ| ≤ 255·127·K stays below 2³¹ for K ≤ I8C_MAX_K. The depth is padded to
+// a multiple of 4 with zeros.
 
 #define ISA_INT8C          // the variant's own target (AVX2) has every instruction used here
 #define MR_I8C 4           // rows of the tile: 8 int32 accumulators, 2 weight vectors, the broadcasts and ones in 16 registers
@@ -28,16 +39,28 @@
 // i8c_quads is the 32-bit quads of depth K (K padded to a multiple of 4).
 static inline int64_t i8c_quads(int64_t K) { return (K + 3) / 4; }
 
+// i8c_form is the form the tiles take (da3_i8c_avx2_form: the fastest this
+// CPU runs, or the one a test asks for; chosen on first use). It sets A's
+// layout, so it changes only between graphs; B's is the same in every form.
+enum { I8C_FORM_AUTO = 0, I8C_FORM_MADDUBS = 1, I8C_FORM_VNNI512 = 2, I8C_FORM_AVXVNNI = 3 };
+static int i8c_form = I8C_FORM_AUTO;
+static int i8c_form_now(void);
+
+// i8c_vnni reports whether the tiles take a vpdpbusd form.
+static inline int i8c_vnni(void) { return i8c_form_now() != I8C_FORM_MADDUBS; }
+
 // Packed per-channel panels: per NR columns (B), [quads][NR] int32 quads of
-// q_w, then the scales [NR] (f32); per MR_I8C rows (A), per quad the
-// MR_I8C quads of q_a, then the MR_I8C quads of |q_a| ([quads][2][MR_I8C]),
-// then the scales [MR_I8C] (f32). Words per column of B and per row of A:
-static inline int64_t i8c_b_words(int64_t K) { return i8c_quads(K) + 1; }
-static inline int64_t i8c_a_words(int64_t K) { return 2 * i8c_quads(K) + 1; }
+// q_w, then the scales [NR] (f32) and the excesses 128·Σq_w [NR] (int32);
+// per MR_I8C rows (A), in the vpdpbusd forms [quads][MR_I8C] quads of
+// q_a + 128, in the vpmaddubsw form per quad the MR_I8C quads of q_a, then
+// the MR_I8C quads of |q_a| ([quads][2][MR_I8C]); then the scales [MR_I8C]
+// (f32). Words per column of B and per row of A:
+static inline int64_t i8c_b_words(int64_t K) { return i8c_quads(K) + 2; }
+static inline int64_t i8c_a_words(int64_t K) { return (i8c_vnni() ? 1 : 2) * i8c_quads(K) + 1; }
 
 // i8c_quantize_col quantizes one weight row x of K values per channel into
 // column j of the NR-wide panel p (i8c_b_words(K)·NR words), as the AVX-512
-// variant does (without its excess).
+// variant does.
 static void i8c_quantize_col(const float * x, int64_t K, int j, int32_t * p) {
     const int64_t kq = i8c_quads(K);
     float amax = 0.0f;
@@ -45,18 +68,22 @@ static void i8c_quantize_col(const float * x, int64_t K, int j, int32_t * p) {
         amax = fmaxf(amax, fabsf(x[k]));
     }
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    int32_t sum = 0;
     for (int64_t q = 0; q < kq; q++) {
         uint8_t bytes[4] = { 0, 0, 0, 0 };
         for (int i = 0; i < 4 && 4 * q + i < K; i++) {
             float t = nearbyintf(x[4 * q + i] * id); // ties to even, as vcvtps2dq
             t = t > 127.0f ? 127.0f : t < -127.0f ? -127.0f : t;
-            bytes[i] = (uint8_t) (int8_t) t;
+            const int8_t v = (int8_t) t;
+            sum += v;
+            bytes[i] = (uint8_t) v;
         }
         int32_t w;
         memcpy(&w, bytes, 4);
         p[q * NR + j] = w;
     }
     ((float *) p)[kq * NR + j] = d;
+    p[(kq + 1) * NR + j] = 128 * sum;
 }
 
 // i8c_row_amax is max|x| over the K values of a row.
@@ -73,13 +100,16 @@ static float i8c_row_amax(const float * x, int64_t K) {
 }
 
 // pack_a_i8c quantizes A rows [m0, m0+mc) over all K values per row and
-// packs them into MR_I8C-tall panels of q_a and |q_a|; rows past mc are zero.
+// packs them into MR_I8C-tall panels of the form in effect (q_a + 128, or
+// q_a and |q_a|); rows past mc are zero.
 static void pack_a_i8c(const float * a, int64_t lda, int64_t m0, int64_t mc, int64_t K, int32_t * out) {
+    const int vnni = i8c_vnni(), per = vnni ? 1 : 2; // quads of a row per quad of depth
     const int64_t kq = i8c_quads(K), words = i8c_a_words(K) * MR_I8C;
+    const __m256i excess = _mm256_set1_epi8((char) 0x80);
     for (int64_t i0 = 0; i0 < mc; i0 += MR_I8C) {
         const int64_t h = mc - i0 < MR_I8C ? mc - i0 : MR_I8C;
         int32_t * p = out + (i0 / MR_I8C) * words;
-        float * sc = (float *) (p + 2 * kq * MR_I8C);
+        float * sc = (float *) (p + per * kq * MR_I8C);
         if (h < MR_I8C) {
             memset(p, 0, sizeof(int32_t) * words);
         }
@@ -94,8 +124,16 @@ static void pack_a_i8c(const float * a, int64_t lda, int64_t m0, int64_t mc, int
                 const __m256i q = _mm256_max_epi32(_mm256_cvtps_epi32(v_mul(v, vid)), lo);
                 const __m256i w16 = _mm256_packs_epi32(q, q); // per 128-bit lane: its four values, twice
                 const __m256i b = _mm256_packs_epi16(w16, w16); // per lane: its four bytes in the low quad
-                const __m256i ab = _mm256_abs_epi8(b);
                 const int64_t qd = k / 4;
+                if (vnni) { // q_a + 128
+                    const __m256i u = _mm256_add_epi8(b, excess);
+                    p[qd * MR_I8C + i] = _mm_cvtsi128_si32(_mm256_castsi256_si128(u));
+                    if (qd + 1 < kq) {
+                        p[(qd + 1) * MR_I8C + i] = _mm_cvtsi128_si32(_mm256_extracti128_si256(u, 1));
+                    }
+                    continue;
+                }
+                const __m256i ab = _mm256_abs_epi8(b);
                 p[qd * 2 * MR_I8C + i] = _mm_cvtsi128_si32(_mm256_castsi256_si128(b));
                 p[qd * 2 * MR_I8C + MR_I8C + i] = _mm_cvtsi128_si32(_mm256_castsi256_si128(ab));
                 if (qd + 1 < kq) {
@@ -114,70 +152,186 @@ static inline __m256i i8c_dot4(__m256i s, __m256i a, __m256i aa, __m256i w, __m2
     return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(aa, _mm256_sign_epi8(w, a)), ones));
 }
 
-// tile_i8c computes an MR_I8C×NR tile from packed per-channel panels of kq
-// quads of depth and stores it like the f32 tiles.
-static void tile_i8c(int64_t kq, const void * apv, const void * bpv, float * c, int64_t ldc, int64_t mr,
-                     int64_t ncols, int accumulate, const struct epi * e, int64_t row0, int64_t col0) {
-    const int32_t * ap = apv, * bp = bpv;
-    const float * as = (const float *) (ap + 2 * kq * MR_I8C);
-    const float * bs = (const float *) (bp + kq * NR);
-    TILE_PREFETCH(MR_I8C)
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i s[MR_I8C][NV];
-#pragma GCC unroll 16
-    for (int i = 0; i < MR_I8C; i++) {
-#pragma GCC unroll 4
-        for (int h = 0; h < NV; h++) s[i][h] = _mm256_setzero_si256();
-    }
-    // GCC keeps two of the accumulators on the stack (the sums in a function of their own keep all in
-    // registers, at the same speed: the vector pipes bound the loop, see peak_i8c)
-    for (int64_t q = 0; q < kq; q++) {
-        __m256i w[NV];
-#pragma GCC unroll 4
-        for (int h = 0; h < NV; h++) w[h] = _mm256_load_si256((const __m256i *) (bp + q * NR + h * VL));
-#pragma GCC unroll 16
-        for (int i = 0; i < MR_I8C; i++) {
-            const __m256i x = _mm256_set1_epi32(ap[q * 2 * MR_I8C + i]);
-            const __m256i ax = _mm256_set1_epi32(ap[q * 2 * MR_I8C + MR_I8C + i]);
-#pragma GCC unroll 4
-            for (int h = 0; h < NV; h++) s[i][h] = i8c_dot4(s[i][h], x, ax, w[h], ones);
-        }
-    }
-    vf acc[MR_I8C][NV], d[NV];
-#pragma GCC unroll 4
-    for (int h = 0; h < NV; h++) d[h] = v_load(bs + h * VL);
-#pragma GCC unroll 16
-    for (int i = 0; i < MR_I8C; i++) {
-        const vf da = v_set1(as[i]);
-#pragma GCC unroll 4
-        for (int h = 0; h < NV; h++) acc[i][h] = v_mul(_mm256_cvtepi32_ps(s[i][h]), v_mul(da, d[h]));
-    }
-    TILE_STORE(MR_I8C)
+#define ISA_AVXVNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define ISA_VNNI512 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")))
+
+// The vpdpbusd forms of the step: the four products of the activation quad
+// a (q_a + 128, all lanes) with the weight quads w added to s. Inline
+// assembly, as kernels_int8c.h's i8c_dpbusd (the intrinsics make GCC copy
+// every accumulator after each step).
+static inline ISA_AVXVNNI __m256i i8c_dot4_avxvnni(__m256i s, __m256i a, __m256i w) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(s) : "x"(a), "x"(w));
+    return s;
 }
 
-// peak_i8c is da3_peak for int8c: rounds of eight of the tile's steps
-// (vpsignb, vpmaddubsw, vpmaddwd, vpaddd: 32 products each) on two rows and
-// two weight vectors, made opaque to the compiler before each four (else it
-// computes the products once and times the additions alone).
+static inline ISA_VNNI512 __m256i i8c_dot4_vnni512(__m256i s, __m256i a, __m256i w) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(s) : "v"(a), "v"(w));
+    return s;
+}
+
+// DEFINE_TILE_I8C defines NAME, an MR_I8C×NR tile from packed per-channel
+// panels of kq quads of depth, stored like the f32 tiles, with function
+// attribute ATTR and step STEP(s, i, h), which adds row i's quad (q or ap
+// at the step's A words) times w[h] to s. VNNI: A's layout of the vpdpbusd
+// forms (one quad per row and step) and B's excess subtracted. GCC keeps two
+// of the accumulators of the vpmaddubsw form on the stack (the sums in a
+// function of their own keep all in registers, at the same speed: the
+// vector pipes bound the loop, see peak_i8c).
+#define DEFINE_TILE_I8C(NAME, ATTR, VNNI, STEP)                                                              \
+    static __attribute__((noinline)) ATTR void NAME(int64_t kq, const void * apv, const void * bpv, float * c, \
+                                                    int64_t ldc, int64_t mr, int64_t ncols, int accumulate,  \
+                                                    const struct epi * e, int64_t row0, int64_t col0) {      \
+        const int aw = VNNI ? MR_I8C : 2 * MR_I8C; /* A's words per quad of depth */                          \
+        const int32_t * ap = apv, * bp = bpv;                                                                \
+        const float * as = (const float *) (ap + kq * aw);                                                   \
+        const float * bs = (const float *) (bp + kq * NR);                                                   \
+        const int32_t * bx = bp + (kq + 1) * NR;                                                             \
+        TILE_PREFETCH(MR_I8C)                                                                                \
+        const __m256i ones = _mm256_set1_epi16(1);                                                           \
+        (void) ones;                                                                                         \
+        __m256i s[MR_I8C][NV];                                                                               \
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR_I8C; i++) {                                          \
+            _Pragma("GCC unroll 4") for (int h = 0; h < NV; h++) s[i][h] = _mm256_setzero_si256();           \
+        }                                                                                                    \
+        for (int64_t q = 0; q < kq; q++) {                                                                   \
+            __m256i w[NV];                                                                                   \
+            _Pragma("GCC unroll 4") for (int h = 0; h < NV; h++) {                                           \
+                w[h] = _mm256_load_si256((const __m256i *) (bp + q * NR + h * VL));                          \
+            }                                                                                                \
+            const int32_t * aq = ap + q * aw;                                                                \
+            _Pragma("GCC unroll 16") for (int i = 0; i < MR_I8C; i++) {                                      \
+                _Pragma("GCC unroll 4") for (int h = 0; h < NV; h++) s[i][h] = STEP(s[i][h], i, h);          \
+            }                                                                                                \
+        }                                                                                                    \
+        vf acc[MR_I8C][NV], d[NV];                                                                           \
+        __m256i x[NV];                                                                                       \
+        _Pragma("GCC unroll 4") for (int h = 0; h < NV; h++) {                                               \
+            d[h] = v_load(bs + h * VL);                                                                      \
+            x[h] = VNNI ? _mm256_load_si256((const __m256i *) (bx + h * VL)) : _mm256_setzero_si256();      \
+        }                                                                                                    \
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR_I8C; i++) {                                          \
+            const vf da = v_set1(as[i]);                                                                     \
+            _Pragma("GCC unroll 4") for (int h = 0; h < NV; h++) {                                           \
+                const __m256i t = VNNI ? _mm256_sub_epi32(s[i][h], x[h]) : s[i][h];                          \
+                acc[i][h] = v_mul(_mm256_cvtepi32_ps(t), v_mul(da, d[h]));                                   \
+            }                                                                                                \
+        }                                                                                                    \
+        TILE_STORE(MR_I8C)                                                                                   \
+    }
+
+// The steps of the three forms (in DEFINE_TILE_I8C: aq is the step's A
+// words, w the weight vectors).
+#define STEP_MADDUBS(s, i, h) \
+    i8c_dot4(s, _mm256_set1_epi32(aq[i]), _mm256_set1_epi32(aq[MR_I8C + i]), w[h], ones)
+#define STEP_AVXVNNI(s, i, h) i8c_dot4_avxvnni(s, _mm256_set1_epi32(aq[i]), w[h])
+#define STEP_VNNI512(s, i, h) i8c_dot4_vnni512(s, _mm256_set1_epi32(aq[i]), w[h])
+
+DEFINE_TILE_I8C(tile_i8c, , 0, STEP_MADDUBS)
+DEFINE_TILE_I8C(tile_i8c_avxvnni, ISA_AVXVNNI, 1, STEP_AVXVNNI)
+DEFINE_TILE_I8C(tile_i8c_vnni512, ISA_VNNI512, 1, STEP_VNNI512)
+
+// i8c_form_runs reports whether this CPU runs form f.
+static int i8c_form_runs(int f) {
+    switch (f) {
+    case I8C_FORM_MADDUBS: return 1;
+    case I8C_FORM_AVXVNNI: return __builtin_cpu_supports("avxvnni");
+    case I8C_FORM_VNNI512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    }
+    return 0;
+}
+
+// da3_i8c_form_avx2 sets the form of the int8c tiles to want (I8C_FORM_AUTO:
+// the fastest this CPU runs, VEX before EVEX before vpmaddubsw) and returns
+// the form in effect, or 0 (nothing changed) when this CPU cannot run want;
+// want < 0 returns the form in effect. Not for use while a graph computes.
+int da3_i8c_form_avx2(int want) {
+    if (want < 0) {
+        return i8c_form_now();
+    }
+    if (want == I8C_FORM_AUTO) {
+        want = i8c_form_runs(I8C_FORM_AVXVNNI) ? I8C_FORM_AVXVNNI
+             : i8c_form_runs(I8C_FORM_VNNI512) ? I8C_FORM_VNNI512 : I8C_FORM_MADDUBS;
+    }
+    if (!i8c_form_runs(want)) {
+        return 0;
+    }
+    __atomic_store_n(&i8c_form, want, __ATOMIC_RELAXED);
+    return want;
+}
+
+// i8c_form_now is the form the tiles take (chosen on first use).
+static int i8c_form_now(void) {
+    int f = __atomic_load_n(&i8c_form, __ATOMIC_RELAXED);
+    return f != I8C_FORM_AUTO ? f : da3_i8c_form_avx2(I8C_FORM_AUTO);
+}
+
+// i8c_tile is the int8c tile of the form in effect.
+static tile_fn i8c_tile(void) {
+    switch (i8c_form_now()) {
+    case I8C_FORM_AVXVNNI: return tile_i8c_avxvnni;
+    case I8C_FORM_VNNI512: return tile_i8c_vnni512;
+    }
+    return tile_i8c;
+}
+
+// PEAK_I8C_BODY is peak_i8c's loop with the vpmaddubsw step P(s, a, |a|, w): rounds of
+// eight of the tile's steps (32 products each) on two rows and two weight
+// vectors, made opaque to the compiler before each four (else it computes
+// the products once and times the additions alone).
+#define PEAK_I8C_BODY(P)                                                                                      \
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;                                          \
+    __m256i a0 = _mm256_set1_epi32(0x01ff01ff), a1 = _mm256_set1_epi32(0x7f02fe81);                          \
+    __m256i aa0 = _mm256_abs_epi8(a0), aa1 = _mm256_abs_epi8(a1);                                             \
+    __m256i w0 = _mm256_set1_epi32(0x01020102), w1 = _mm256_set1_epi32(0x81037f05);                          \
+    const __m256i ones = _mm256_set1_epi16(1);                                                                \
+    (void) ones;                                                                                              \
+    for (int64_t r = 0; r < rounds; r++) {                                                                    \
+        for (int half = 0; half < 2; half++) {                                                                \
+            __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(aa0), "+x"(aa1), "+x"(w0), "+x"(w1));             \
+            s0 = P(s0, a0, aa0, w0);                                                                          \
+            s1 = P(s1, a0, aa0, w1);                                                                          \
+            s2 = P(s2, a1, aa1, w0);                                                                          \
+            s3 = P(s3, a1, aa1, w1);                                                                          \
+        }                                                                                                     \
+    }                                                                                                         \
+    int32_t lanes[8];                                                                                         \
+    _mm256_storeu_si256((__m256i *) lanes, _mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3))); \
+    return lanes[0];
+
+#define PEAK_MADDUBS(s, a, aa, w) i8c_dot4(s, a, aa, w, ones)
+
+static int32_t peak_i8c_maddubs(int64_t rounds) { PEAK_I8C_BODY(PEAK_MADDUBS) }
+
+// PEAK_VNNI_BODY is the same for a vpdpbusd form DOT, on eight accumulators
+// (four hide the instruction's latency on neither Zen 4 nor Intel's cores).
+#define PEAK_VNNI_BODY(DOT)                                                                                   \
+    __m256i s[8];                                                                                             \
+    for (int i = 0; i < 8; i++) s[i] = _mm256_setzero_si256();                                                \
+    __m256i a0 = _mm256_set1_epi32(0x01ff01ff), a1 = _mm256_set1_epi32(0x7f02fe81);                          \
+    __m256i w0 = _mm256_set1_epi32(0x01020102), w1 = _mm256_set1_epi32(0x81037f05);                          \
+    __m256i w2 = _mm256_set1_epi32(0x05060708), w3 = _mm256_set1_epi32(0x8f0a7b01);                          \
+    for (int64_t r = 0; r < rounds; r++) {                                                                    \
+        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(w0), "+x"(w1), "+x"(w2), "+x"(w3));                   \
+        s[0] = DOT(s[0], a0, w0); s[1] = DOT(s[1], a0, w1); s[2] = DOT(s[2], a0, w2); s[3] = DOT(s[3], a0, w3); \
+        s[4] = DOT(s[4], a1, w0); s[5] = DOT(s[5], a1, w1); s[6] = DOT(s[6], a1, w2); s[7] = DOT(s[7], a1, w3); \
+    }                                                                                                         \
+    for (int i = 1; i < 8; i++) s[0] = _mm256_add_epi32(s[0], s[i]);                                          \
+    int32_t lanes[8];                                                                                         \
+    _mm256_storeu_si256((__m256i *) lanes, s[0]);                                                             \
+    return lanes[0];
+
+static ISA_AVXVNNI int32_t peak_i8c_avxvnni(int64_t rounds) { PEAK_VNNI_BODY(i8c_dot4_avxvnni) }
+static ISA_VNNI512 int32_t peak_i8c_vnni512(int64_t rounds) { PEAK_VNNI_BODY(i8c_dot4_vnni512) }
+
+// peak_i8c is da3_peak for int8c, in the form in effect.
 static volatile int32_t i8c_peak_sink;
 
 static double peak_i8c(int64_t rounds) {
-    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-    __m256i a0 = _mm256_set1_epi32(0x01ff01ff), a1 = _mm256_set1_epi32(0x7f02fe81);
-    __m256i aa0 = _mm256_abs_epi8(a0), aa1 = _mm256_abs_epi8(a1);
-    __m256i w0 = _mm256_set1_epi32(0x01020102), w1 = _mm256_set1_epi32(0x81037f05);
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t r = 0; r < rounds; r++) {
-        for (int half = 0; half < 2; half++) {
-            __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(aa0), "+x"(aa1), "+x"(w0), "+x"(w1));
-            s0 = i8c_dot4(s0, a0, aa0, w0, ones);
-            s1 = i8c_dot4(s1, a0, aa0, w1, ones);
-            s2 = i8c_dot4(s2, a1, aa1, w0, ones);
-            s3 = i8c_dot4(s3, a1, aa1, w1, ones);
-        }
+    switch (i8c_form_now()) {
+    case I8C_FORM_AVXVNNI: i8c_peak_sink = peak_i8c_avxvnni(rounds); break;
+    case I8C_FORM_VNNI512: i8c_peak_sink = peak_i8c_vnni512(rounds); break;
+    default: i8c_peak_sink = peak_i8c_maddubs(rounds);
     }
-    int32_t lanes[8];
-    _mm256_storeu_si256((__m256i *) lanes, _mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3)));
-    i8c_peak_sink = lanes[0];
     return 2.0 * 32 * 8 * (double) rounds; // 32 byte products per step
 }

@@ -1,5 +1,5 @@
 // The avx2 variant of the CPU kernels (kernels_body.h): AVX2 with FMA: 8-float vectors, a 6×16 register tile (4×16);
-// per-channel int8 products with vpmaddubsw (kernels_int8c_avx2.h).
+// per-channel int8 products with vpmaddubsw, or 256-bit vpdpbusd where the CPU has it (kernels_int8c_avx2.h).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
