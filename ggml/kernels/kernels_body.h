@@ -353,6 +353,22 @@ DEFINE_TILE(tile_small, MR_SMALL)
 // tile_for is the kernel of mr rows (MR_BIG or MR_SMALL).
 static tile_fn tile_for(int mr) { return mr == MR_BIG ? tile_big : tile_small; }
 
+#if defined(ISA_INT8) || defined(ISA_INT8C_AVX2)
+// i8c_row_amax is max|x| over the K values of a row (the per-channel int8
+// scales of kernels_int8c*.h).
+static float i8c_row_amax(const float * x, int64_t K) {
+    vf mx = v_zero();
+    int64_t k = 0;
+    for (; k + VL <= K; k += VL) {
+        mx = v_max(mx, v_abs(v_loadu(x + k)));
+    }
+    if (k < K) {
+        mx = v_max(mx, v_abs(v_loadu_m(x + k, m_first(K - k))));
+    }
+    return v_hmax(mx);
+}
+#endif
+
 #if defined(ISA_BF16)
 #include "kernels_bf16.h"
 #endif

@@ -31,11 +31,7 @@ static inline int64_t i8c_a_words(int64_t K) { return i8c_quads(K) + 1; }
 // column j of the NR-wide panel p (i8c_b_words(K)·NR words).
 static ISA_INT8 void i8c_quantize_col(const float * x, int64_t K, int j, int32_t * p) {
     const int64_t kq = i8c_quads(K);
-    float amax = 0.0f;
-    for (int64_t k = 0; k < K; k++) {
-        amax = fmaxf(amax, fabsf(x[k]));
-    }
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float d = i8c_row_amax(x, K) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     int32_t sum = 0;
     for (int64_t q = 0; q < kq; q++) {
         uint8_t bytes[4] = { 0, 0, 0, 0 };

@@ -63,11 +63,7 @@ static inline int64_t i8c_a_words(int64_t K) { return (i8c_vnni() ? 1 : 2) * i8c
 // variant does.
 static void i8c_quantize_col(const float * x, int64_t K, int j, int32_t * p) {
     const int64_t kq = i8c_quads(K);
-    float amax = 0.0f;
-    for (int64_t k = 0; k < K; k++) {
-        amax = fmaxf(amax, fabsf(x[k]));
-    }
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float d = i8c_row_amax(x, K) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     int32_t sum = 0;
     for (int64_t q = 0; q < kq; q++) {
         uint8_t bytes[4] = { 0, 0, 0, 0 };
@@ -84,19 +80,6 @@ static void i8c_quantize_col(const float * x, int64_t K, int j, int32_t * p) {
     }
     ((float *) p)[kq * NR + j] = d;
     p[(kq + 1) * NR + j] = 128 * sum;
-}
-
-// i8c_row_amax is max|x| over the K values of a row.
-static float i8c_row_amax(const float * x, int64_t K) {
-    vf mx = v_zero();
-    int64_t k = 0;
-    for (; k + VL <= K; k += VL) {
-        mx = v_max(mx, v_abs(v_loadu(x + k)));
-    }
-    if (k < K) {
-        mx = v_max(mx, v_abs(v_loadu_m(x + k, m_first(K - k))));
-    }
-    return v_hmax(mx);
 }
 
 // pack_a_i8c quantizes A rows [m0, m0+mc) over all K values per row and
