@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/ggml/internal/optest"
@@ -22,21 +23,61 @@ import (
 // quantization can make: the scores within e = scale·(s_k·Σ|q| + s_q·Σ|k| +
 // s_k·s_q·hd/2)/2, which scales the probabilities by at most exp(±2e), the
 // bytes within 1/510 of max p, and v within s_v/2.
+//
+// It runs in each variant and form that has the int8 attention: avx512 with
+// AVX512_VNNI, and the avx2 variant's vpdpbusd forms (EVEX, AVX-VNNI).
 func TestAttentionInt8Channel(t *testing.T) {
-	v := kernels.VariantAVX512
+	ran := 0
+	for _, v := range []kernels.Variant{kernels.VariantAVX512, kernels.VariantAVX2} {
+		if !kernels.PrecisionRuns(v, kernels.PrecisionInt8Channel) {
+			t.Logf("variant %s: no int8c on this CPU (features %v)", v, kernels.CPUFeatures())
+			continue
+		}
+		for _, form := range int8ChannelForms(t, v) {
+			if v == kernels.VariantAVX2 && form.name == " "+kernels.AVX2Int8Maddubs.String() {
+				continue // no int8 attention: the attention stays f32
+			}
+			ran++
+			before := kernelcount.Calls(v, kernels.PrecisionInt8Channel)
+			for _, s := range []struct {
+				hd, H, n, nk int
+				sharp        float64 // the queries' scale: larger is a peakier softmax
+			}{{64, 2, 33, 33, 1}, {20, 2, 7, 300, 1}, {64, 1, 70, 129, 3}, {40, 3, 32, 1370, 2}, {17, 1, 5, 6, 1}, {64, 2, 1, 1, 1}, {128, 1, 3, 9, 1}} {
+				t.Run(fmt.Sprintf("%s%s/hd%d_H%d_n%d_nk%d", v, form.name, s.hd, s.H, s.n, s.nk), func(t *testing.T) {
+					form.set(t)
+					testAttentionInt8Channel(t, v, s.hd, s.H, s.n, s.nk, s.sharp)
+				})
+			}
+			assert.Greater(t, kernelcount.Calls(v, kernels.PrecisionInt8Channel), before, "the int8c attention ran")
+		}
+	}
+	if ran == 0 {
+		t.Skipf("no int8 attention on this CPU (features %v)", kernels.CPUFeatures())
+	}
+}
+
+// TestAttentionInt8ChannelAVX2Maddubs checks that the avx2 variant's
+// vpmaddubsw form, which has no int8 attention, computes the int8c
+// attention in f32: equal to the f32 attention.
+func TestAttentionInt8ChannelAVX2Maddubs(t *testing.T) {
+	v := kernels.VariantAVX2
 	if !kernels.PrecisionRuns(v, kernels.PrecisionInt8Channel) {
-		t.Skipf("int8c needs the avx512 kernels and AVX512_VNNI (CPU features: %v)", kernels.CPUFeatures())
+		t.Skipf("no avx2 int8c on this CPU (features %v)", kernels.CPUFeatures())
 	}
-	before := kernelcount.Calls(v, kernels.PrecisionInt8Channel)
-	for _, s := range []struct {
-		hd, H, n, nk int
-		sharp        float64 // the queries' scale: larger is a peakier softmax
-	}{{64, 2, 33, 33, 1}, {20, 2, 7, 300, 1}, {64, 1, 70, 129, 3}, {40, 3, 32, 1370, 2}, {17, 1, 5, 6, 1}, {64, 2, 1, 1, 1}, {128, 1, 3, 9, 1}} {
-		t.Run(fmt.Sprintf("hd%d_H%d_n%d_nk%d", s.hd, s.H, s.n, s.nk), func(t *testing.T) {
-			testAttentionInt8Channel(t, v, s.hd, s.H, s.n, s.nk, s.sharp)
-		})
+	before, _ := kernels.SetAVX2Int8Form(-1)
+	t.Cleanup(func() { kernels.SetAVX2Int8Form(before) })
+	_, ok := kernels.SetAVX2Int8Form(kernels.AVX2Int8Maddubs)
+	require.True(t, ok)
+	run := func(p kernels.Precision) []float32 {
+		h := optest.NewHarness(t, 16)
+		kernels.SetPolicy(h.G, kernels.Policy{Attention: true, Variant: v, Precision: p})
+		rng := optest.RNG(5)
+		q, _ := h.Rand(rng, 40, 2, 19, 1)
+		k, _ := h.Rand(rng, 40, 2, 70, 1)
+		vt, _ := h.Rand(rng, 40, 2, 70, 1)
+		return h.Compute(kernels.Attention(h.G, q, k, vt, 0.15))[0]
 	}
-	assert.Greater(t, kernelcount.Calls(v, kernels.PrecisionInt8Channel), before, "the int8c attention ran")
+	assert.Equal(t, run(kernels.PrecisionF32), run(kernels.PrecisionInt8Channel))
 }
 
 func testAttentionInt8Channel(t *testing.T, v kernels.Variant, hd, H, n, nk int, sharp float64) {

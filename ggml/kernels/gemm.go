@@ -396,10 +396,16 @@ func Attention(g *ggml.Context, q, k, v *ggml.Tensor, scale float32) *ggml.Tenso
 
 // attentionPrecision is the precision of the attention's two products
 // under p in variant v: int8 for int8c (each product's int32 sums over its
-// whole depth), else as a product of f32 weights.
+// whole depth) with AVX-512 VNNI, or in the avx2 variant where its int8c
+// takes a vpdpbusd form; else as a product of f32 weights.
 func attentionPrecision(p Policy, v Variant) Precision {
 	if vnniTiles(p, v) {
 		return PrecisionInt8Channel
+	}
+	if p.Precision == PrecisionInt8Channel && v == VariantAVX2 {
+		if f, _ := setAVX2Int8Form(-1); f == avx2Int8VNNI512 || f == avx2Int8AVXVNNI {
+			return PrecisionInt8Channel
+		}
 	}
 	return precisionFor(p, v, ggml.TypeF32)
 }
@@ -411,9 +417,8 @@ func attentionPrecision(p Policy, v Variant) Precision {
 // call (ONNX Runtime's MLAS pre-packs its weights the same way). T holds the
 // packed words as an F32 tensor [W·NR, N/NR] (W = K, ⌈K/2⌉ bf16 pairs,
 // 5K/16 words of q8 blocks, scales and sums, or ⌈K/4⌉+2 words of int8c
-// quads, a scale and an excess; avx2's int8c: ⌈K/4⌉+1, no excess); the
-// kernel checks its shape, and a graph reads only the panels of its own
-// variant and precision (gemmPackedFits).
+// quads, a scale and an excess); the kernel checks its shape, and a graph
+// reads only the panels of its own variant and precision (gemmPackedFits).
 type PackedWeight struct {
 	T         *ggml.Tensor
 	K, N      int

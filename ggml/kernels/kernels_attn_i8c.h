@@ -1,24 +1,27 @@
-// The attention in int8 for int8c (kernels_body.h, AVX-512 VNNI only): both
-// products of softmax(q·kᵀ·scale)·v with int32 sums over their whole depth,
-// as the per-channel products (kernels_int8c.h) compute the linear layers:
+// The attention in int8 for int8c (kernels_body.h: AVX-512 VNNI, or the
+// avx2 variant's vpdpbusd forms, i8c_attention_runs): both products of
+// softmax(q·kᵀ·scale)·v with int32 sums over their whole depth, as the
+// per-channel products (kernels_int8c*.h) compute the linear layers:
 //
 //   - scores k·qᵀ: k quantized per key and q per query over the head dims
 //     (s = max|x|/127, round to nearest), k as unsigned A panels (q + 128),
-//     q as a signed B panel with its excesses (tile_i8c);
+//     q as a signed B panel with its excesses (i8c_tile);
 //   - probabilities: p = exp(s·scale − max) ∈ (0, 1] per query, as the bytes
 //     round(255·p) of an unsigned B panel; their integer sum per query is
 //     the softmax's denominator, so a probability rounded to 0 leaves both
 //     the numerator and the denominator alike;
 //   - outputs vᵀ·p: v quantized per head dim over the keys (signed A panels),
-//     times the probability bytes (tile_i8c_su), divided by the sum.
+//     times the probability bytes (i8c_tile_su), divided by the sum.
 //
 // Everything else (threads, items, the scores' maxima, the output's
-// transposition) is da3_attention's.
+// transposition) is da3_attention's. The panels of vᵀ are half a vector
+// tall (a vector of head dims fills two).
+_Static_assert(MR_I8C * 2 == VL, "pack_v_i8c stores a vector's halves as two panels");
 
 // pack_q_i8c quantizes w query rows of hd values (row stride ldq floats) per
 // row into the signed B panel p of NR columns: [quads][NR], then the scales
 // [NR] and the excesses 128·Σq [NR]; columns past w are zero.
-static ISA_INT8 void pack_q_i8c(const float * q, int64_t ldq, int64_t w, int64_t hd, int32_t * p) {
+static ISA_INT8C void pack_q_i8c(const float * q, int64_t ldq, int64_t w, int64_t hd, int32_t * p) {
     const int64_t kq = i8c_quads(hd);
     float * sc = (float *) (p + kq * NR);
     int32_t * ex = p + (kq + 1) * NR;
@@ -27,24 +30,20 @@ static ISA_INT8 void pack_q_i8c(const float * q, int64_t ldq, int64_t w, int64_t
     }
     for (int64_t j = 0; j < w; j++) {
         const float * x = q + j * ldq;
-        __m512 mx = _mm512_setzero_ps();
-        for (int64_t k = 0; k < hd; k += 16) {
-            mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_maskz_loadu_ps(m_first(hd - k), x + k)));
-        }
-        const float d = _mm512_reduce_max_ps(mx) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        __m512i sum = _mm512_setzero_si512();
-        for (int64_t k = 0; k < 4 * kq; k += 16) {
+        const float d = i8c_row_amax(x, hd) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        vi sum = vi_zero();
+        for (int64_t k = 0; k < 4 * kq; k += VL) {
             // round to nearest, ties to even; the depth's padding quantizes to 0
-            const __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m_first(hd - k), x + k), _mm512_set1_ps(id)));
-            sum = _mm512_add_epi32(sum, qi);
-            int32_t quads[4];
-            _mm_storeu_si128((__m128i *) quads, _mm512_cvtepi32_epi8(qi));
-            for (int qd = 0; qd < 4 && k / 4 + qd < kq; qd++) {
+            const vi qi = vi_round(v_mul(v_loadu_m(x + k, m_first(hd - k)), v_set1(id)));
+            sum = vi_add(sum, qi);
+            int32_t quads[VL / 4];
+            vi_bytes(qi, quads);
+            for (int qd = 0; qd < VL / 4 && k / 4 + qd < kq; qd++) {
                 p[(k / 4 + qd) * NR + j] = quads[qd];
             }
         }
         sc[j] = d;
-        ex[j] = 128 * _mm512_reduce_add_epi32(sum);
+        ex[j] = 128 * vi_hsum(sum);
     }
 }
 
@@ -52,7 +51,7 @@ static ISA_INT8 void pack_q_i8c(const float * q, int64_t ldq, int64_t w, int64_t
 // with stride ldv floats) with one scale per dim, as signed bytes in
 // MR_I8C-tall A panels of i8c_a_words(nk)·MR_I8C words ([quads of keys]
 // [MR_I8C], then the scales); keys and dims past the ends are zero.
-static ISA_INT8 void pack_v_i8c(const float * v, int64_t ldv, int64_t nk, int64_t hd, int32_t * out) {
+static ISA_INT8C void pack_v_i8c(const float * v, int64_t ldv, int64_t nk, int64_t hd, int32_t * out) {
     const int64_t kq = i8c_quads(nk), words = i8c_a_words(nk) * MR_I8C;
     const int64_t nvec = (hd + VL - 1) / VL, npan = (hd + MR_I8C - 1) / MR_I8C;
     float d[256 + VL], id[256 + VL];
@@ -74,16 +73,13 @@ static ISA_INT8 void pack_v_i8c(const float * v, int64_t ldv, int64_t nk, int64_
         for (int64_t c = 0; c < nvec; c++) {
             const vm m = m_first(hd - c * VL);
             const vf vid = v_loadu(id + c * VL);
-            __m512i r = _mm512_setzero_si512();
+            vi r = vi_zero();
             for (int i = 0; i < 4 && 4 * q + i < nk; i++) {
-                const __m512i e = _mm512_cvtps_epi32(v_mul(v_loadu_m(v + (4 * q + i) * ldv + c * VL, m), vid));
-                r = _mm512_or_si512(r, _mm512_slli_epi32(_mm512_and_si512(e, _mm512_set1_epi32(0xff)), 8 * i));
+                const vi e = vi_round(v_mul(v_loadu_m(v + (4 * q + i) * ldv + c * VL, m), vid));
+                r = vi_or(r, vi_slli(vi_and(e, vi_set1(0xff)), 8 * i));
             }
-            // lanes 0–7 are the dims of panel 2c, lanes 8–15 those of panel 2c+1
-            _mm256_storeu_si256((__m256i *) (out + 2 * c * words + q * MR_I8C), _mm512_castsi512_si256(r));
-            if (2 * c + 1 < npan) {
-                _mm256_storeu_si256((__m256i *) (out + (2 * c + 1) * words + q * MR_I8C), _mm512_extracti64x4_epi64(r, 1));
-            }
+            // the first half of the lanes are the dims of panel 2c, the second those of panel 2c+1
+            vi_store_halves(out + 2 * c * words + q * MR_I8C, 2 * c + 1 < npan ? out + (2 * c + 1) * words + q * MR_I8C : NULL, r);
         }
     }
     for (int64_t pn = 0; pn < npan; pn++) {
@@ -98,30 +94,30 @@ static ISA_INT8 void pack_v_i8c(const float * v, int64_t ldv, int64_t nk, int64_
 // bytes round(255·exp(x·vs − mx·vs)) of the unsigned B panel sp ([quads of
 // keys][NR], then the scales 1 and the excesses 0), and 1/Σ bytes per
 // column into inv.
-static ISA_INT8 void softmax_u8(const float * st, int64_t nk, const vf * mx, vf vs, int32_t * sp, vf * inv) {
+static ISA_INT8C void softmax_u8(const float * st, int64_t nk, const vf * mx, vf vs, int32_t * sp, vf * inv) {
     const int64_t kq = i8c_quads(nk);
     for (int part = 0; part < NV; part++) {
         const float * c = st + VL * part;
         const vf m = v_mul(mx[part], vs);
-        __m512i sum = _mm512_setzero_si512();
+        vi sum = vi_zero();
         for (int64_t q = 0; q < kq; q++) {
-            __m512i r = _mm512_setzero_si512();
+            vi r = vi_zero();
             for (int i = 0; i < 4 && 4 * q + i < nk; i++) {
                 const vf e = vexp_fast(v_fms(v_load(c + (4 * q + i) * NR), vs, m));
-                const __m512i b = _mm512_cvtps_epi32(v_mul(e, v_set1(255.0f)));
-                sum = _mm512_add_epi32(sum, b);
-                r = _mm512_or_si512(r, _mm512_slli_epi32(b, 8 * i));
+                const vi b = vi_round(v_mul(e, v_set1(255.0f)));
+                sum = vi_add(sum, b);
+                r = vi_or(r, vi_slli(b, 8 * i));
             }
-            _mm512_store_si512(sp + q * NR + VL * part, r);
+            vi_store(sp + q * NR + VL * part, r);
         }
-        inv[part] = v_div(v_set1(1.0f), _mm512_cvtepi32_ps(sum));
+        inv[part] = v_div(v_set1(1.0f), vi_float(sum));
         v_store((float *) (sp + kq * NR) + VL * part, v_set1(1.0f));
-        _mm512_store_si512(sp + (kq + 1) * NR + VL * part, _mm512_setzero_si512());
+        vi_store(sp + (kq + 1) * NR + VL * part, vi_zero());
     }
 }
 
 // attention_i8c computes da3_attention's items [i0, i1) in int8.
-static ISA_INT8 void attention_i8c(struct ggml_tensor * dst, float scale, int64_t i0, int64_t i1) {
+static ISA_INT8C void attention_i8c(struct ggml_tensor * dst, float scale, int64_t i0, int64_t i1) {
     const struct ggml_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2];
     const int64_t hd = q->ne[0], H = q->ne[1], n = q->ne[2], nk = k->ne[2];
     const int64_t nqb = (n + NR - 1) / NR;
@@ -137,7 +133,8 @@ static ISA_INT8 void attention_i8c(struct ggml_tensor * dst, float scale, int64_
         da3_fault(DA3_FAULT_NOMEM);
         return;
     }
-    int32_t * pp = qp + qw; // qw is a multiple of NR words: 64-byte aligned
+    int32_t * pp = qp + qw; // qw is a multiple of NR words: aligned as the tiles load B
+    const tile_fn scores = i8c_tile(), outputs = i8c_tile_su();
     const int64_t dld = H * hd;
     int64_t packed = -1;
     const int * abort = da3_abort_flag(dst);
@@ -161,7 +158,7 @@ static ISA_INT8 void attention_i8c(struct ggml_tensor * dst, float scale, int64_
         }
         for (int64_t j = 0; j < nk; j += MR_I8C) {
             const int64_t mr = nk - j < MR_I8C ? nk - j : MR_I8C;
-            tile_i8c(i8c_quads(hd), kp + j / MR_I8C * kw, qp, st + j * NR, NR, mr, NR, 0, NULL, 0, 0);
+            scores(i8c_quads(hd), kp + j / MR_I8C * kw, qp, st + j * NR, NR, mr, NR, 0, NULL, 0, 0);
             for (int64_t r = j; r < j + mr; r++) {
                 for (int part = 0; part < NV; part++) {
                     mx[part] = v_max(mx[part], v_load(st + r * NR + VL * part));
@@ -172,7 +169,7 @@ static ISA_INT8 void attention_i8c(struct ggml_tensor * dst, float scale, int64_
         softmax_u8(st, nk, mx, v_set1(scale), pp, inv);
         for (int64_t pn = 0; pn < npan; pn++) {
             const int64_t d = pn * MR_I8C, mr = hd - d < MR_I8C ? hd - d : MR_I8C;
-            tile_i8c_su(i8c_quads(nk), vp + pn * vw, pp, ot + d * NR, NR, mr, NR, 0, NULL, 0, 0);
+            outputs(i8c_quads(nk), vp + pn * vw, pp, ot + d * NR, NR, mr, NR, 0, NULL, 0, 0);
         }
         attention_store(ot, inv, hd, w, (float *) dst->data + ((b * n + t0) * H + h) * hd, dld);
     }

@@ -1502,7 +1502,7 @@ static void attention_store(float * ot, const vf * inv, int64_t hd, int64_t w, f
     }
 }
 
-#if defined(ISA_INT8)
+#if defined(ISA_INT8) || defined(ISA_INT8C_AVX2)
 #include "kernels_attn_i8c.h"
 #endif
 
@@ -1527,8 +1527,8 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
     if (i0 >= i1) {
         return;
     }
-#if defined(ISA_INT8)
-    if (prec == DA3_PREC_INT8C) {
+#if defined(ISA_INT8) || defined(ISA_INT8C_AVX2)
+    if (prec == DA3_PREC_INT8C && i8c_attention_runs()) {
         attention_i8c(dst, scale, i0, i1);
         return;
     }

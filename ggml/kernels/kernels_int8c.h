@@ -158,8 +158,11 @@ static __attribute__((noinline)) ISA_INT8 void tile_i8c_su(int64_t kq, const voi
     tile_i8c_body(1, kq, apv, bpv, c, ldc, mr, ncols, accumulate, e, row0, col0);
 }
 
-// i8c_tile is the tile of the per-channel products (one form here).
+// i8c_tile and i8c_tile_su are the tiles of the per-channel products (one
+// form here), and the int8 attention runs wherever the variant does.
 static inline tile_fn i8c_tile(void) { return tile_i8c; }
+static inline tile_fn i8c_tile_su(void) { return tile_i8c_su; }
+static inline int i8c_attention_runs(void) { return 1; }
 
 // i8c_scales returns the quantization scales max|x|/127 of the lanes' maxima
 // mx in *d and their reciprocals (0 for a scale of 0).

@@ -208,10 +208,16 @@ static inline ISA_VNNI512 __m256i i8c_dot4_vnni512(__m256i s, __m256i a, __m256i
     i8c_dot4(s, _mm256_set1_epi32(aq[i]), _mm256_set1_epi32(aq[MR_I8C + i]), w[h], ones)
 #define STEP_AVXVNNI(s, i, h) i8c_dot4_avxvnni(s, _mm256_set1_epi32(aq[i]), w[h])
 #define STEP_VNNI512(s, i, h) i8c_dot4_vnni512(s, _mm256_set1_epi32(aq[i]), w[h])
+// The steps of signed A by unsigned B (the attention's vᵀ by its
+// probability bytes; B's excesses are zero): the operands swapped.
+#define STEP_AVXVNNI_SU(s, i, h) i8c_dot4_avxvnni(s, w[h], _mm256_set1_epi32(aq[i]))
+#define STEP_VNNI512_SU(s, i, h) i8c_dot4_vnni512(s, w[h], _mm256_set1_epi32(aq[i]))
 
 DEFINE_TILE_I8C(tile_i8c, , 0, STEP_MADDUBS)
 DEFINE_TILE_I8C(tile_i8c_avxvnni, ISA_AVXVNNI, 1, STEP_AVXVNNI)
 DEFINE_TILE_I8C(tile_i8c_vnni512, ISA_VNNI512, 1, STEP_VNNI512)
+DEFINE_TILE_I8C(tile_i8c_su_avxvnni, ISA_AVXVNNI, 1, STEP_AVXVNNI_SU)
+DEFINE_TILE_I8C(tile_i8c_su_vnni512, ISA_VNNI512, 1, STEP_VNNI512_SU)
 
 // i8c_form_runs reports whether this CPU runs form f.
 static int i8c_form_runs(int f) {
@@ -249,13 +255,34 @@ static int i8c_form_now(void) {
     return f != I8C_FORM_AUTO ? f : da3_i8c_form_avx2(I8C_FORM_AUTO);
 }
 
-// i8c_tile is the int8c tile of the form in effect.
+// i8c_tile is the int8c tile of the form in effect, and i8c_tile_su its
+// tile of signed A by unsigned B (NULL in the vpmaddubsw form, whose int16
+// pair sums 2·255·127 would saturate).
 static tile_fn i8c_tile(void) {
     switch (i8c_form_now()) {
     case I8C_FORM_AVXVNNI: return tile_i8c_avxvnni;
     case I8C_FORM_VNNI512: return tile_i8c_vnni512;
     }
     return tile_i8c;
+}
+
+static tile_fn i8c_tile_su(void) {
+    switch (i8c_form_now()) {
+    case I8C_FORM_AVXVNNI: return tile_i8c_su_avxvnni;
+    case I8C_FORM_VNNI512: return tile_i8c_su_vnni512;
+    }
+    return NULL;
+}
+
+// i8c_attention_runs reports whether the attention runs in int8
+// (kernels_attn_i8c.h): in the vpdpbusd forms.
+static int i8c_attention_runs(void) { return i8c_vnni(); }
+
+// i8c_scales returns the quantization scales max|x|/127 of the lanes' maxima
+// mx in *d and their reciprocals (0 for a scale of 0).
+static inline vf i8c_scales(vf mx, vf * d) {
+    *d = v_div(mx, v_set1(127.0f));
+    return _mm256_and_ps(_mm256_cmp_ps(*d, v_zero(), _CMP_NEQ_OQ), v_div(v_set1(1.0f), *d));
 }
 
 // PEAK_I8C_BODY is peak_i8c's loop with the vpmaddubsw step P(s, a, |a|, w): rounds of

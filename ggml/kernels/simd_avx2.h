@@ -67,6 +67,33 @@ static inline vi vi_loadu(const int32_t * p) { return _mm256_loadu_si256((const 
 static inline vi vi_set1(int32_t x) { return _mm256_set1_epi32(x); }
 static inline vi vi_add(vi a, vi b) { return _mm256_add_epi32(a, b); }
 static inline vi vi_mul(vi a, vi b) { return _mm256_mullo_epi32(a, b); }
+static inline vi vi_zero(void) { return _mm256_setzero_si256(); }
+static inline void vi_store(int32_t * p, vi v) { _mm256_store_si256((__m256i *) p, v); }
+static inline vi vi_or(vi a, vi b) { return _mm256_or_si256(a, b); }
+static inline vi vi_and(vi a, vi b) { return _mm256_and_si256(a, b); }
+static inline vi vi_slli(vi a, int n) { return _mm256_sll_epi32(a, _mm_cvtsi32_si128(n)); }
+static inline vi vi_round(vf a) { return _mm256_cvtps_epi32(a); } // to nearest, ties to even
+static inline vf vi_float(vi a) { return _mm256_cvtepi32_ps(a); }
+static inline int32_t vi_hsum(vi a) {
+    const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    const __m128i t = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    return _mm_cvtsi128_si32(_mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1)));
+}
+// vi_store_halves stores lanes [0, VL/2) at lo and, unless hi is NULL, [VL/2, VL) at hi.
+static inline void vi_store_halves(int32_t * lo, int32_t * hi, vi v) {
+    _mm_storeu_si128((__m128i *) lo, _mm256_castsi256_si128(v));
+    if (hi != NULL) {
+        _mm_storeu_si128((__m128i *) hi, _mm256_extracti128_si256(v, 1));
+    }
+}
+// vi_bytes stores the lanes' low bytes, in order, as VL/4 quads (saturating:
+// exact for lanes in [-128, 127]).
+static inline void vi_bytes(vi v, int32_t * quads) {
+    const __m256i w16 = _mm256_packs_epi32(v, v);     // per 128-bit lane: its four values, twice
+    const __m256i b = _mm256_packs_epi16(w16, w16); // per lane: its four bytes in the low quad
+    quads[0] = _mm_cvtsi128_si32(_mm256_castsi256_si128(b));
+    quads[1] = _mm_cvtsi128_si32(_mm256_extracti128_si256(b, 1));
+}
 static inline vm m_inside(vi i, int32_t n) {
     return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), i), _mm256_cmpgt_epi32(i, _mm256_set1_epi32(-1)));
 }

@@ -43,6 +43,24 @@ static inline vi vi_loadu(const int32_t * p) { return _mm512_loadu_si512(p); }
 static inline vi vi_set1(int32_t x) { return _mm512_set1_epi32(x); }
 static inline vi vi_add(vi a, vi b) { return _mm512_add_epi32(a, b); }
 static inline vi vi_mul(vi a, vi b) { return _mm512_mullo_epi32(a, b); }
+static inline vi vi_zero(void) { return _mm512_setzero_si512(); }
+static inline void vi_store(int32_t * p, vi v) { _mm512_store_si512(p, v); }
+static inline vi vi_or(vi a, vi b) { return _mm512_or_si512(a, b); }
+static inline vi vi_and(vi a, vi b) { return _mm512_and_si512(a, b); }
+static inline vi vi_slli(vi a, int n) { return _mm512_slli_epi32(a, (unsigned) n); }
+static inline vi vi_round(vf a) { return _mm512_cvtps_epi32(a); } // to nearest, ties to even
+static inline vf vi_float(vi a) { return _mm512_cvtepi32_ps(a); }
+static inline int32_t vi_hsum(vi a) { return _mm512_reduce_add_epi32(a); }
+// vi_store_halves stores lanes [0, VL/2) at lo and, unless hi is NULL, [VL/2, VL) at hi.
+static inline void vi_store_halves(int32_t * lo, int32_t * hi, vi v) {
+    _mm256_storeu_si256((__m256i *) lo, _mm512_castsi512_si256(v));
+    if (hi != NULL) {
+        _mm256_storeu_si256((__m256i *) hi, _mm512_extracti64x4_epi64(v, 1));
+    }
+}
+// vi_bytes stores the lanes' low bytes, in order, as VL/4 quads (truncating:
+// exact for lanes in [-128, 255]).
+static inline void vi_bytes(vi v, int32_t * quads) { _mm_storeu_si128((__m128i *) quads, _mm512_cvtepi32_epi8(v)); }
 static inline vm m_inside(vi i, int32_t n) { return _mm512_cmplt_epu32_mask(i, _mm512_set1_epi32(n)); } // 0 <= i < n
 static inline vf v_gather_m(const float * base, vi idx, vm m) {
     return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, base, 4);
