@@ -29,7 +29,8 @@ All engines run the same network on the same float32 input tensor:
 * da3-go configurations (GO_CONFIGS): f32, q8_0, q4_k files; -precision bf16 / int8 (int8 also on a q8_0 file
   quantized with -pure: every matrix q8_0) / int8c (the f32 file requantized at load, one scale per output
   channel; paired with OpenVINO's int8); DA3_KERNELS=avx2 (the AVX2
-  variant of the kernels on this CPU: f32 and int8c). Those the binary does not offer are skipped;
+  variant of the kernels on this CPU: f32 and int8c, the latter with vpdpbusd where the CPU has it and with
+  DA3_AVX2_INT8=vpmaddubsw as every AVX2 CPU runs it). Those the binary does not offer are skipped;
 * threads: torch.set_num_threads(T), ONNX Runtime intra_op_num_threads, `--threads T`, `-threads T`;
 * every measurement is a fresh process (load time = checkpoint file to ready model, peak RSS = VmHWM of that
   process), with one warm-up run excluded from the median, and the engines alternate within each round
@@ -115,14 +116,19 @@ GO_CONFIGS = {
     # int8 with one scale per output channel, requantized at load from the q8_0 file (the file a deployer
     # downloads; from the f32 file: the same speed, a higher peak RSS, and depth closer to f32 by ~1e-4)
     "int8c": dict(weights="q8_0", args=["-precision", "int8c"], needs="precision", precision="int8"),
-    # the same in the AVX2 kernels (vpmaddubsw, no VNNI), beside "f32 avx2" (like it, not paired with OpenVINO)
+    # the same in the AVX2 kernels, beside "f32 avx2" (like it, not paired with OpenVINO): with 256-bit vpdpbusd
+    # where the CPU has AVX-VNNI or AVX512_VNNI (the attention in int8 too), and in the form any AVX2 CPU runs
+    # (vpmaddubsw, the attention in f32)
     "int8c avx2": dict(weights="q8_0", args=["-precision", "int8c"], env={"DA3_KERNELS": "avx2"}, needs="precision"),
+    "int8c avx2 vpmaddubsw": dict(weights="q8_0", args=["-precision", "int8c"],
+                                  env={"DA3_KERNELS": "avx2", "DA3_AVX2_INT8": "vpmaddubsw"}, needs="precision"),
 }
 # Configurations timed per model by default (--variants overrides for every model).
 MODEL_CONFIGS = {
-    "da3-base": ["f32", "q8_0", "q4_k", "bf16", "int8", "int8 pure", "int8c", "f32 avx2", "int8c avx2"],
+    "da3-base": ["f32", "q8_0", "q4_k", "bf16", "int8", "int8 pure", "int8c", "f32 avx2", "int8c avx2",
+                 "int8c avx2 vpmaddubsw"],
     "da3-small": ["f32", "q8_0", "bf16", "int8", "int8c"],
-    "da2-vits": ["f32", "q8_0", "bf16", "int8", "int8c", "f32 avx2", "int8c avx2"],
+    "da2-vits": ["f32", "q8_0", "bf16", "int8", "int8c", "f32 avx2", "int8c avx2", "int8c avx2 vpmaddubsw"],
     "da3-base-4v": ["f32", "bf16", "int8", "int8c"],
     "da3-small-4v": ["f32"],
 }

@@ -23,8 +23,9 @@ func deviceOr(flag string) string { return progenv.DeviceOr(flag) }
 // progenv.BackendDirs), refused ones warned about on the command's log.
 func backendDirs() []string { return progenv.BackendDirs(slog.Default()) }
 
-// applyKernelsEnv sets the CPU kernels' variant from DA3_KERNELS, warning
-// about a value it cannot use.
+// applyKernelsEnv sets the CPU kernels' variant from DA3_KERNELS (and the
+// avx2 kernels' int8 step from DA3_AVX2_INT8), warning about a value it
+// cannot use.
 func applyKernelsEnv(stderr io.Writer) {
 	if err := progenv.ApplyKernels(); err != nil {
 		fmt.Fprintf(stderr, "da3-go: warning: %v\n", err)

@@ -185,7 +185,7 @@ func (f *modelFlags) options() (model.Options, error) {
 
 const kernelsUsage = "kernel policy: auto (the fastest for the device), none (ggml's own ops), or a comma list of gemm, winograd, attention, resize, norm, strips, flash, directconv (GPU: ggml_conv_2d_direct) and a CPU variant avx512, avx2 or portable (alone: every kernel in that variant; default $DA3_KERNELS, else the best for the CPU)"
 
-const precisionUsage = "precision of the CPU products: f32, bf16 (linear layers and attention; AVX512_BF16 CPUs), int8 (q8_0 weight matrices in int8, the other products bf16; AVX512_VNNI CPUs) or int8c (the weight matrices quantized to int8 per output channel at load, the activations per row, int32 sums over the whole depth, and with AVX512_VNNI the attention too; AVX512_VNNI CPUs, or any AVX2 CPU in the avx2 kernels); convolutions stay f32 (see -narrow-convs)"
+const precisionUsage = "precision of the CPU products: f32, bf16 (linear layers and attention; AVX512_BF16 CPUs), int8 (q8_0 weight matrices in int8, the other products bf16; AVX512_VNNI CPUs) or int8c (the weight matrices quantized to int8 per output channel at load, the activations per row, int32 sums over the whole depth, and the attention too where the CPU has VNNI; AVX512_VNNI CPUs, or any AVX2 CPU in the avx2 kernels, with vpdpbusd where it has AVX-VNNI or AVX512_VNNI: DA3_AVX2_INT8); convolutions stay f32 (see -narrow-convs)"
 
 // parseKernels parses -kernels: the zero policy for auto.
 func parseKernels(s string) (kernels.Policy, error) {

@@ -45,6 +45,10 @@ func cpuKernels() string {
 			precs = append(precs, p.String())
 		}
 	}
+	if v == kernels.VariantAVX2 && kernels.PrecisionRuns(v, kernels.PrecisionInt8Channel) {
+		form, _ := kernels.SetAVX2Int8Form(-1)
+		precs[len(precs)-1] += fmt.Sprintf(" (%s, DA3_AVX2_INT8)", form)
+	}
 	line := fmt.Sprintf("%s (best for this CPU: %s; CPU features: %s; precisions: %s)", v, kernels.BestVariant(),
 		strings.Join(kernels.CPUFeatures(), " "), strings.Join(precs, " "))
 	if v == kernels.VariantOff {

@@ -403,7 +403,7 @@ func attentionPrecision(p Policy, v Variant) Precision {
 		return PrecisionInt8Channel
 	}
 	if p.Precision == PrecisionInt8Channel && v == VariantAVX2 {
-		if f, _ := setAVX2Int8Form(-1); f == avx2Int8VNNI512 || f == avx2Int8AVXVNNI {
+		if f, _ := SetAVX2Int8Form(-1); f == AVX2Int8VNNI512 || f == AVX2Int8AVXVNNI {
 			return PrecisionInt8Channel
 		}
 	}

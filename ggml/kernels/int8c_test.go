@@ -118,6 +118,16 @@ func TestAVX2Int8FormChoice(t *testing.T) {
 	assert.Equal(t, want, got, "CPU features %s", feats)
 	assert.Contains(t, kernels.Describe(kernels.Policy{GEMM: true, Variant: kernels.VariantAVX2,
 		Precision: kernels.PrecisionInt8Channel}), want.String())
+	for _, f := range []kernels.AVX2Int8Form{kernels.AVX2Int8Auto, kernels.AVX2Int8Maddubs, kernels.AVX2Int8VNNI512, kernels.AVX2Int8AVXVNNI} {
+		p, err := kernels.ParseAVX2Int8Form(f.String())
+		require.NoError(t, err)
+		assert.Equal(t, f, p)
+	}
+	p, err := kernels.ParseAVX2Int8Form("vpdpbusd")
+	require.NoError(t, err)
+	assert.Contains(t, []kernels.AVX2Int8Form{kernels.AVX2Int8VNNI512, kernels.AVX2Int8AVXVNNI}, p)
+	_, err = kernels.ParseAVX2Int8Form("vpdpwssd")
+	assert.ErrorContains(t, err, "vpdpwssd")
 	if !strings.Contains(feats, "avx_vnni") {
 		_, ok := kernels.SetAVX2Int8Form(kernels.AVX2Int8AVXVNNI)
 		assert.False(t, ok, "AVX-VNNI refused where the CPU lacks it")

@@ -136,11 +136,12 @@ const (
 	// int8 with one scale per output channel over the whole depth, times
 	// activations quantized with one scale per row over the whole depth;
 	// integer sums over all of K (AVX512_VNNI vpdpbusd in the avx512
-	// variant; vpmaddubsw in the avx2 variant, on any AVX2 CPU), scaled once
-	// per output: the same values in both. In the avx512 variant the
+	// variant; in the avx2 variant, on any AVX2 CPU, 256-bit vpdpbusd where
+	// the CPU has AVX-VNNI or AVX512_VNNI, else vpmaddubsw: AVX2Int8Form),
+	// scaled once per output: the same values in all. With vpdpbusd the
 	// attention's two products are int8 too (q and k quantized per token, v
 	// per head dim, the probabilities to bytes 255·p; see Attention); the
-	// avx2 variant computes the attention in f32. Weights not packed take
+	// vpmaddubsw form computes the attention in f32. Weights not packed take
 	// PrecisionInt8's path (Q8_0: q8_0 blocks; the others bf16 where the CPU
 	// has it, else float32), as do the convolutions.
 	PrecisionInt8Channel Precision = C.DA3_PREC_INT8C
@@ -238,40 +239,58 @@ func Describe(p Policy) string {
 		return "off (ggml's ops)"
 	}
 	if p.Variant == VariantAVX2 && p.Precision == PrecisionInt8Channel {
-		form, _ := setAVX2Int8Form(-1)
+		form, _ := SetAVX2Int8Form(-1)
 		return fmt.Sprintf("%s (%s, %s)", p.Variant, p.Precision, form)
 	}
 	return fmt.Sprintf("%s (%s)", p.Variant, p.Precision)
 }
 
-// avx2Int8Form is the step of the avx2 variant's int8c tiles: vpmaddubsw on
-// any AVX2 CPU, or vpdpbusd on 256-bit registers where the CPU has it
-// (EVEX with AVX512_VNNI, VEX with AVX-VNNI).
-type avx2Int8Form int
+// AVX2Int8Form is the step of the avx2 variant's int8c tiles: vpmaddubsw
+// (any AVX2 CPU), or vpdpbusd on 256-bit registers where the CPU has it
+// (EVEX with AVX512_VNNI, VEX with AVX-VNNI), which also computes the
+// attention in int8. All give the same linear layers' outputs.
+type AVX2Int8Form int
 
 const (
-	avx2Int8Auto avx2Int8Form = iota
-	avx2Int8Maddubs
-	avx2Int8VNNI512
-	avx2Int8AVXVNNI
+	AVX2Int8Auto    AVX2Int8Form = iota // the fastest this CPU runs
+	AVX2Int8Maddubs                     // vpmaddubsw, vpmaddwd: any AVX2 CPU
+	AVX2Int8VNNI512                     // EVEX vpdpbusd: AVX512_VNNI with VL
+	AVX2Int8AVXVNNI                     // VEX vpdpbusd: AVX-VNNI
 )
 
-var avx2Int8FormNames = []string{avx2Int8Auto: "auto", avx2Int8Maddubs: "vpmaddubsw", avx2Int8VNNI512: "vpdpbusd evex",
-	avx2Int8AVXVNNI: "vpdpbusd avx-vnni"}
+var avx2Int8FormNames = []string{AVX2Int8Auto: "auto", AVX2Int8Maddubs: "vpmaddubsw", AVX2Int8VNNI512: "vpdpbusd-evex",
+	AVX2Int8AVXVNNI: "vpdpbusd-avx-vnni"}
 
-func (f avx2Int8Form) String() string {
+func (f AVX2Int8Form) String() string {
 	if f >= 0 && int(f) < len(avx2Int8FormNames) {
 		return avx2Int8FormNames[f]
 	}
 	return "none"
 }
 
-// setAVX2Int8Form makes the avx2 variant's int8c tiles take form f (auto:
-// the fastest this CPU runs) and returns the form in effect, or false when
-// this CPU cannot run f; f < 0 only reports the form in effect. Not while
-// a graph computes.
-func setAVX2Int8Form(f avx2Int8Form) (avx2Int8Form, bool) {
-	got := avx2Int8Form(C.da3_i8c_avx2_form(C.int(f)))
+// ParseAVX2Int8Form parses auto, vpmaddubsw, vpdpbusd (the VEX form where
+// the CPU has AVX-VNNI, else EVEX), vpdpbusd-evex or vpdpbusd-avx-vnni.
+func ParseAVX2Int8Form(s string) (AVX2Int8Form, error) {
+	if s == "vpdpbusd" {
+		if C.da3_cpu_features()&C.DA3_CPU_AVXVNNI != 0 {
+			return AVX2Int8AVXVNNI, nil
+		}
+		return AVX2Int8VNNI512, nil
+	}
+	for i, n := range avx2Int8FormNames {
+		if s == n {
+			return AVX2Int8Form(i), nil
+		}
+	}
+	return 0, fmt.Errorf("avx2 int8 step %q: want auto, vpmaddubsw, vpdpbusd, vpdpbusd-evex or vpdpbusd-avx-vnni", s)
+}
+
+// SetAVX2Int8Form makes the avx2 variant's int8c tiles take form f and
+// returns the form in effect, or false when this CPU cannot run f (nothing
+// changes); f < 0 only reports the form in effect. Call it before building
+// graphs: one built under another form computes its attention in f32.
+func SetAVX2Int8Form(f AVX2Int8Form) (AVX2Int8Form, bool) {
+	got := AVX2Int8Form(C.da3_i8c_avx2_form(C.int(f)))
 	return got, got != 0
 }
 

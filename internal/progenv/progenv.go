@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/fetch"
@@ -18,6 +19,7 @@ const (
 	Device      = "DA3_DEVICE"         // the default device
 	BackendPath = "DA3_BACKEND_PATH"   // more folders of ggml backend libraries (absolute)
 	Kernels     = "DA3_KERNELS"        // the CPU kernels' instruction-set variant
+	AVX2Int8    = "DA3_AVX2_INT8"      // the avx2 kernels' int8 step (vpmaddubsw or vpdpbusd)
 	CacheDir    = "DA3_CACHE_DIR"      // the downloaded models
 	BaseURL     = "DA3_MODEL_BASE_URL" // where the published models are downloaded from
 )
@@ -51,19 +53,31 @@ func BackendDirs(log *slog.Logger) []string {
 }
 
 // ApplyKernels sets the CPU kernels' variant from DA3_KERNELS (avx512,
-// avx2, portable, off or auto), if set. A value it cannot use is an error
-// that names it and the variant that stays.
+// avx2, portable, off or auto) and the avx2 kernels' int8 step from
+// DA3_AVX2_INT8 (auto, vpmaddubsw, vpdpbusd, vpdpbusd-evex or
+// vpdpbusd-avx-vnni), where set. A value it cannot use is an error that
+// names it and what stays.
 func ApplyKernels() error {
-	env := os.Getenv(Kernels)
-	if env == "" {
-		return nil
+	if env := os.Getenv(Kernels); env != "" {
+		v, err := kernels.ParseVariant(env)
+		if err == nil {
+			err = kernels.SetDefaultVariant(v)
+		}
+		if err != nil {
+			return fmt.Errorf("%s=%s: %w; the kernels stay %s", Kernels, env, err, kernels.DefaultVariant())
+		}
 	}
-	v, err := kernels.ParseVariant(env)
-	if err == nil {
-		err = kernels.SetDefaultVariant(v)
-	}
-	if err != nil {
-		return fmt.Errorf("%s=%s: %w; the kernels stay %s", Kernels, env, err, kernels.DefaultVariant())
+	if env := os.Getenv(AVX2Int8); env != "" {
+		f, err := kernels.ParseAVX2Int8Form(env)
+		if err == nil {
+			if _, ok := kernels.SetAVX2Int8Form(f); !ok {
+				err = fmt.Errorf("this CPU cannot run %s (CPU features: %s)", f, strings.Join(kernels.CPUFeatures(), " "))
+			}
+		}
+		if err != nil {
+			now, _ := kernels.SetAVX2Int8Form(-1)
+			return fmt.Errorf("%s=%s: %w; the step stays %s", AVX2Int8, env, err, now)
+		}
 	}
 	return nil
 }
