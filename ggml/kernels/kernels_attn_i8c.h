@@ -152,6 +152,7 @@ static ISA_INT8C void attention_i8c(struct ggml_tensor * dst, float scale, int64
         const int64_t t0 = qb * NR;
         const int64_t w = n - t0 < NR ? n - t0 : NR;
         pack_q_i8c(attention_rows(q, b, h, t0), q->nb[2] / sizeof(float), w, hd, qp);
+        prefetch_queries(q, b, h, t0 + NR, n, hd);
         vf mx[NV];
         for (int part = 0; part < NV; part++) {
             mx[part] = v_set1(-INFINITY);

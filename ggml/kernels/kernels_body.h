@@ -1502,6 +1502,19 @@ static void attention_store(float * ot, const vf * inv, int64_t hd, int64_t w, f
     }
 }
 
+// prefetch_queries prefetches the rows of the block of queries from t0 of
+// head h (batch b), if any: the next block's, which the attention would
+// otherwise wait for on first touch (q's rows are a head's slice of every
+// token, far apart).
+static inline void prefetch_queries(const struct ggml_tensor * q, int64_t b, int64_t h, int64_t t0, int64_t n, int64_t hd) {
+    for (int64_t t = t0; t < n && t < t0 + NR; t++) {
+        const float * x = attention_rows(q, b, h, t);
+        for (int64_t k = 0; k < hd; k += 64 / sizeof(float)) {
+            v_prefetch(x + k);
+        }
+    }
+}
+
 #if defined(ISA_INT8) || defined(ISA_INT8C_AVX2)
 #include "kernels_attn_i8c.h"
 #endif
@@ -1613,6 +1626,7 @@ void ISA_FN(da3_attention)(struct ggml_tensor * dst, int ith, int nth, void * us
         const int64_t w = n - t0 < NR ? n - t0 : NR;
         const struct bsrc qs = { .b = attention_rows(q, b, h, t0), .ldb = q->nb[2] / sizeof(float) };
         pack_b_panels(&qs, 0, w, 0, hd, qp); // qᵀ [d][NR]
+        prefetch_queries(q, b, h, t0 + NR, n, hd);
 #if defined(ISA_BF16)
         if (qh != NULL) {
             pairs_panels(qp, NR, NR, hd, qh);
