@@ -254,12 +254,8 @@ func BenchmarkPeak(b *testing.B) {
 			if !v.Runs() || !kernels.PrecisionRuns(v, p) {
 				continue
 			}
-			forms := []int8ChannelForm{{"", func(testing.TB) {}}}
-			if p == kernels.PrecisionInt8Channel {
-				forms = int8ChannelForms(b, v)
-			}
-			for _, form := range forms {
-				b.Run(fmt.Sprintf("%s/%s%s", v, p, strings.ReplaceAll(form.name, " ", "_")), func(b *testing.B) {
+			for _, form := range precisionForms(b, v, p) {
+				b.Run(fmt.Sprintf("%s/%s%s", v, p, form.sub()), func(b *testing.B) {
 					form.set(b)
 					var r float64
 					for b.Loop() {

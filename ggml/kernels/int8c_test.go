@@ -70,6 +70,18 @@ type int8ChannelForm struct {
 	set  func(testing.TB)
 }
 
+// sub is the form's name in a benchmark's name ("_vpdpbusd-evex").
+func (f int8ChannelForm) sub() string { return strings.ReplaceAll(f.name, " ", "_") }
+
+// precisionForms lists the ways variant v computes precision p: for int8c
+// its forms, else one (no name).
+func precisionForms(tb testing.TB, v kernels.Variant, p kernels.Precision) []int8ChannelForm {
+	if p != kernels.PrecisionInt8Channel {
+		return []int8ChannelForm{{"", func(testing.TB) {}}}
+	}
+	return int8ChannelForms(tb, v)
+}
+
 // int8ChannelForms lists the forms of variant v this CPU runs, logging the
 // avx2 ones it cannot.
 func int8ChannelForms(tb testing.TB, v kernels.Variant) []int8ChannelForm {
@@ -392,11 +404,7 @@ func BenchmarkGEMMInt8Channel(b *testing.B) {
 				if !v.Runs() || !kernels.PrecisionRuns(v, p) {
 					continue
 				}
-				forms := []int8ChannelForm{{"", func(testing.TB) {}}}
-				if p == kernels.PrecisionInt8Channel {
-					forms = int8ChannelForms(b, v)
-				}
-				for _, form := range forms {
+				for _, form := range precisionForms(b, v, p) {
 					benchGEMMPacked(b, v, p, form, K, N, M)
 				}
 			}
@@ -407,7 +415,7 @@ func BenchmarkGEMMInt8Channel(b *testing.B) {
 // benchGEMMPacked is one product of BenchmarkGEMMInt8Channel: variant v,
 // precision p (in form), the weight [K, N] packed at load, M rows.
 func benchGEMMPacked(b *testing.B, v kernels.Variant, p kernels.Precision, form int8ChannelForm, K, N, M int) {
-	b.Run(fmt.Sprintf("%s/%s%s/K%d_N%d_M%d", v, p, strings.ReplaceAll(form.name, " ", "_"), K, N, M), func(b *testing.B) {
+	b.Run(fmt.Sprintf("%s/%s%s/K%d_N%d_M%d", v, p, form.sub(), K, N, M), func(b *testing.B) {
 		form.set(b)
 		h := optest.NewHarness(b, 16)
 		rng := optest.RNG(1)
