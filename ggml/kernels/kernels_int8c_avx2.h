@@ -54,9 +54,12 @@ static inline int i8c_vnni(void) { return i8c_form_now() != I8C_FORM_MADDUBS; }
 // per MR_I8C rows (A), in the vpdpbusd forms [quads][MR_I8C] quads of
 // q_a + 128, in the vpmaddubsw form per quad the MR_I8C quads of q_a, then
 // the MR_I8C quads of |q_a| ([quads][2][MR_I8C]); then the scales [MR_I8C]
-// (f32). Words per column of B and per row of A:
+// (f32). Words per column of B, and per row of A in every form (the
+// vpdpbusd forms leave the last quads unused): panels packed in one form and
+// read in another (a form changed while a graph computes, which the callers
+// must not do) give wrong numbers but stay in their buffers.
 static inline int64_t i8c_b_words(int64_t K) { return i8c_quads(K) + 2; }
-static inline int64_t i8c_a_words(int64_t K) { return (i8c_vnni() ? 1 : 2) * i8c_quads(K) + 1; }
+static inline int64_t i8c_a_words(int64_t K) { return 2 * i8c_quads(K) + 1; }
 
 // i8c_quantize_col quantizes one weight row x of K values per channel into
 // column j of the NR-wide panel p (i8c_b_words(K)·NR words), as the AVX-512
