@@ -51,37 +51,43 @@ static ISA_INT8 void i8c_quantize_col(const float * x, int64_t K, int j, int32_t
 }
 
 // pack_a_i8c quantizes A rows [m0, m0+mc) over all K values per row and
-// packs them into MR_I8C-tall panels of q + 128; rows past mc are zero.
+// packs them into MR_I8C-tall panels of q + 128; rows past mc are zero. A
+// whole panel's eight rows are quantized sixteen values at a time and their
+// quads transposed into place with two permutes.
 static ISA_INT8 void pack_a_i8c(const float * a, int64_t lda, int64_t m0, int64_t mc, int64_t K, int32_t * out) {
+    _Static_assert(MR_I8C == 8, "the transposition takes eight rows");
     const int64_t kq = i8c_quads(K), words = i8c_a_words(K) * MR_I8C;
+    const __m512i off = _mm512_set1_epi32(128);
+    // the quads of rows 0–3 (z0) and 4–7 (z1), four per row, to quads 0, 1 (lo) and 2, 3 (hi) of all rows
+    const __m512i lo = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(2));
     for (int64_t i0 = 0; i0 < mc; i0 += MR_I8C) {
         const int64_t h = mc - i0 < MR_I8C ? mc - i0 : MR_I8C;
         int32_t * p = out + (i0 / MR_I8C) * words;
         float * sc = (float *) (p + kq * MR_I8C);
-        if (h < MR_I8C) {
-            memset(p, 0, sizeof(int32_t) * words);
-        }
-        for (int64_t i = 0; i < h; i++) {
-            const float * x = a + (m0 + i0 + i) * lda;
-            __m512 mx = _mm512_setzero_ps();
-            for (int64_t k = 0; k < K; k += 16) {
-                const __mmask16 m = K - k >= 16 ? (__mmask16) 0xffff : (__mmask16) ((1u << (K - k)) - 1);
-                mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_maskz_loadu_ps(m, x + k)));
-            }
-            const float d = _mm512_reduce_max_ps(mx) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            const __m512 vid = _mm512_set1_ps(id);
-            const __m512i off = _mm512_set1_epi32(128);
-            for (int64_t k = 0; k < 4 * kq; k += 16) {
-                const __mmask16 m = K - k >= 16 ? (__mmask16) 0xffff : (__mmask16) ((1u << (K - k)) - 1);
-                // round to nearest, ties to even; the depth's padding quantizes to 0 (128)
-                const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + k), vid)), off);
-                int32_t quads[4];
-                _mm_storeu_si128((__m128i *) quads, _mm512_cvtepi32_epi8(q));
-                for (int qd = 0; qd < 4 && k / 4 + qd < kq; qd++) {
-                    p[(k / 4 + qd) * MR_I8C + i] = quads[qd];
-                }
-            }
+        __m512 vid[MR_I8C];
+        for (int i = 0; i < MR_I8C; i++) { // rows past mc quantize to 0 (128) with a scale of 0
+            const float d = i < h ? i8c_row_amax(a + (m0 + i0 + i) * lda, K) / 127.0f : 0.0f;
+            vid[i] = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
             sc[i] = d;
+        }
+        for (int64_t k = 0; k < 4 * kq; k += 16) {
+            const __mmask16 m = K - k >= 16 ? (__mmask16) 0xffff : (__mmask16) ((1u << (K - k)) - 1);
+            __m128i b[MR_I8C];
+            for (int i = 0; i < MR_I8C; i++) {
+                // round to nearest, ties to even; the depth's padding (and a missing row) quantizes to 0 (128)
+                const __m512 x = i < h ? _mm512_maskz_loadu_ps(m, a + (m0 + i0 + i) * lda + k) : _mm512_setzero_ps();
+                b[i] = _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x, vid[i])), off));
+            }
+            const __m512i z0 = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(b[0]), b[1], 1), b[2], 2), b[3], 3);
+            const __m512i z1 = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(b[4]), b[5], 1), b[6], 2), b[7], 3);
+            const int64_t nq = kq - k / 4 < 4 ? kq - k / 4 : 4; // quads of this step inside the depth
+            int32_t * dst = p + (k / 4) * MR_I8C;
+            _mm512_mask_storeu_epi32(dst, nq >= 2 ? (__mmask16) 0xffff : (__mmask16) 0x00ff, _mm512_permutex2var_epi32(z0, lo, z1));
+            if (nq > 2) {
+                _mm512_mask_storeu_epi32(dst + 2 * MR_I8C, nq >= 4 ? (__mmask16) 0xffff : (__mmask16) 0x00ff,
+                                         _mm512_permutex2var_epi32(z0, hi, z1));
+            }
         }
     }
 }
