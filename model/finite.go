@@ -28,24 +28,29 @@ var halfFields = map[loader.Type][]int{
 func firstNonFinite(t loader.Type, data []byte) int {
 	switch t {
 	case loader.TypeF32:
-		n := len(data) / 4
-		if n == 0 {
-			return -1
-		}
-		words := unsafe.Slice((*uint32)(unsafe.Pointer(&data[0])), n)
-		// Blocks of 16 words OR-reduced without branches, then located.
+		// Two floats per word: u has a zero exponent field exactly where a
+		// float has an all-ones exponent and the top bit of each lane clear,
+		// so (u − 1…) & 0x8000… flags the zero lanes (a borrow out of a zero
+		// low lane can flag the high one too, in a word already flagged).
+		// Blocks of 8 words are OR-reduced without branches, then located.
+		const exp, ones, high = 0x7f8000007f800000, 0x0080000000800000, 0x8000000080000000
 		i := 0
-		for ; i+16 <= n; i += 16 {
-			m := uint32(0x7f800000)
-			for _, w := range words[i : i+16] {
-				m = min(m, ^w&0x7f800000) // 0 for an all-ones exponent
+		if n := len(data) / 8; n > 0 {
+			words := unsafe.Slice((*uint64)(unsafe.Pointer(&data[0])), n)
+			for ; i+8 <= n; i += 8 {
+				f := uint64(0)
+				for _, w := range words[i : i+8] {
+					u := ^w & exp
+					f |= (u - ones) & high
+				}
+				if f != 0 {
+					break
+				}
 			}
-			if m == 0 {
-				break
-			}
+			i *= 2
 		}
-		for ; i < n; i++ {
-			if words[i]&0x7f800000 == 0x7f800000 {
+		for ; 4*i+4 <= len(data); i++ {
+			if binary.LittleEndian.Uint32(data[4*i:])&0x7f800000 == 0x7f800000 {
 				return i
 			}
 		}

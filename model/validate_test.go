@@ -95,13 +95,23 @@ func TestFirstNonFinite(t *testing.T) {
 		}
 		return b
 	}
-	long := make([]float32, 100)
-	assert.Equal(t, -1, firstNonFinite(loader.TypeF32, f32(long...)))
-	for _, at := range []int{0, 15, 16, 63, 99} {
+	for _, n := range []int{0, 1, 15, 16, 17, 100, 101} {
+		long := make([]float32, n)
+		for i := range long { // every exponent but all ones, in either half of a word
+			long[i] = math.Float32frombits(uint32(i%255)<<23 | uint32(i%2)<<31 | 0x7fffff)
+		}
+		assert.Equal(t, -1, firstNonFinite(loader.TypeF32, f32(long...)), "%d finite values", n)
+	}
+	for _, at := range []int{0, 1, 15, 16, 17, 62, 63, 99, 100} {
 		for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
-			x := make([]float32, 100)
+			x := make([]float32, 101)
+			for i := range x {
+				x[i] = math.MaxFloat32
+			}
 			x[at] = v
 			assert.Equal(t, at, firstNonFinite(loader.TypeF32, f32(x...)), "f32 %v at %d", v, at)
+			x[min(at+1, 100)], x[max(at-1, 0)] = v, v // the first of several
+			assert.Equal(t, max(at-1, 0), firstNonFinite(loader.TypeF32, f32(x...)), "f32 %v at %d and around", v, at)
 		}
 	}
 	assert.Equal(t, -1, firstNonFinite(loader.TypeF32, f32(math.MaxFloat32, -math.MaxFloat32, 1e-45)))
@@ -136,4 +146,19 @@ func TestFirstNonFinite(t *testing.T) {
 	q4k := make([]byte, 144)
 	binary.LittleEndian.PutUint16(q4k[2:], 0xfc00) // dmin −Inf
 	assert.Equal(t, 0, firstNonFinite(loader.TypeQ4K, q4k))
+}
+
+// BenchmarkFirstNonFinite scans 64 MiB of finite float32 weights, as the
+// load does every F32 tensor.
+func BenchmarkFirstNonFinite(b *testing.B) {
+	data := make([]byte, 64<<20)
+	for i := 0; i+4 <= len(data); i += 4 {
+		binary.LittleEndian.PutUint32(data[i:], math.Float32bits(float32(i%1000)*1e-3))
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if firstNonFinite(loader.TypeF32, data) != -1 {
+			b.Fatal("a finite tensor flagged")
+		}
+	}
 }
