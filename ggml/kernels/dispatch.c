@@ -37,16 +37,6 @@ int da3_cpu_features(void) {
     return f;
 }
 
-int da3_i8c_form_avx2(int want);
-
-int da3_i8c_avx2_form(int want) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    return (da3_cpu_features() & DA3_CPU_AVX2) != 0 ? da3_i8c_form_avx2(want) : 0;
-#else
-    (void) want;
-    return 0;
-#endif
-}
 
 typedef void (*op_fn)(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
@@ -82,6 +72,17 @@ static int cpu_features(void) {
         __atomic_store_n(&f, v, __ATOMIC_RELAXED);
     }
     return v;
+}
+
+int da3_i8c_form_avx2(int want);
+
+int da3_i8c_avx2_form(int want) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    return (cpu_features() & DA3_CPU_AVX2) != 0 ? da3_i8c_form_avx2(want) : 0;
+#else
+    (void) want;
+    return 0;
+#endif
 }
 
 int da3_variant_ok(int v) {

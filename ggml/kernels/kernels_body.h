@@ -379,6 +379,32 @@ static float i8c_row_amax(const float * x, int64_t K) {
 #include "kernels_int8c_avx2.h"
 #endif
 
+#if defined(ISA_INT8C)
+// i8c_quantize_col quantizes one weight row x of K values per channel into
+// column j of the NR-wide panel p (i8c_b_words(K)·NR words): the quads of
+// q_w, the scale and the excess 128·Σq_w, in both int8c headers' layout.
+static void i8c_quantize_col(const float * x, int64_t K, int j, int32_t * p) {
+    const int64_t kq = i8c_quads(K);
+    const float d = i8c_row_amax(x, K) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    int32_t sum = 0;
+    for (int64_t q = 0; q < kq; q++) {
+        uint8_t bytes[4] = { 0, 0, 0, 0 };
+        for (int i = 0; i < 4 && 4 * q + i < K; i++) {
+            float t = nearbyintf(x[4 * q + i] * id); // ties to even, as vcvtps2dq
+            t = t > 127.0f ? 127.0f : t < -127.0f ? -127.0f : t;
+            const int8_t v = (int8_t) t;
+            sum += v;
+            bytes[i] = (uint8_t) v;
+        }
+        int32_t w;
+        memcpy(&w, bytes, 4);
+        p[q * NR + j] = w;
+    }
+    ((float *) p)[kq * NR + j] = d;
+    p[(kq + 1) * NR + j] = 128 * sum;
+}
+#endif
+
 // choose_mr picks the tile height for m rows: the small tile when the big
 // one would compute more padding rows than its speed advantage is worth
 // (e.g. 32 output channels: three 14-row tiles compute 42 rows, four 8-row

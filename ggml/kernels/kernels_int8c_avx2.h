@@ -61,30 +61,6 @@ static inline int i8c_vnni(void) { return i8c_form_now() != I8C_FORM_MADDUBS; }
 static inline int64_t i8c_b_words(int64_t K) { return i8c_quads(K) + 2; }
 static inline int64_t i8c_a_words(int64_t K) { return 2 * i8c_quads(K) + 1; }
 
-// i8c_quantize_col quantizes one weight row x of K values per channel into
-// column j of the NR-wide panel p (i8c_b_words(K)·NR words), as the AVX-512
-// variant does.
-static void i8c_quantize_col(const float * x, int64_t K, int j, int32_t * p) {
-    const int64_t kq = i8c_quads(K);
-    const float d = i8c_row_amax(x, K) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    int32_t sum = 0;
-    for (int64_t q = 0; q < kq; q++) {
-        uint8_t bytes[4] = { 0, 0, 0, 0 };
-        for (int i = 0; i < 4 && 4 * q + i < K; i++) {
-            float t = nearbyintf(x[4 * q + i] * id); // ties to even, as vcvtps2dq
-            t = t > 127.0f ? 127.0f : t < -127.0f ? -127.0f : t;
-            const int8_t v = (int8_t) t;
-            sum += v;
-            bytes[i] = (uint8_t) v;
-        }
-        int32_t w;
-        memcpy(&w, bytes, 4);
-        p[q * NR + j] = w;
-    }
-    ((float *) p)[kq * NR + j] = d;
-    p[(kq + 1) * NR + j] = 128 * sum;
-}
-
 // pack_a_i8c quantizes A rows [m0, m0+mc) over all K values per row and
 // packs them into MR_I8C-tall panels of the form in effect (q_a + 128, or
 // q_a and |q_a|); rows past mc are zero.
