@@ -160,3 +160,34 @@ func TestRoPEViews(t *testing.T) {
 		require.Equal(t, out["ref"].Data, out["y"].Data, "global=%v", global)
 	}
 }
+
+// TestRoPETableCache: the cached tables are ropeTable's, one per key (base, head size, grid, local or
+// global), computed once while they stay cached, and correct again after the cache fills up.
+func TestRoPETableCache(t *testing.T) {
+	c := &ropeCache{m: map[ropeKey][]float32{}}
+	keys := []ropeKey{
+		{base: 100, hd: 16, grid: Grid{PH: 4, PW: 6}},
+		{base: 100, hd: 16, grid: Grid{PH: 4, PW: 6}, global: true},
+		{base: 100, hd: 32, grid: Grid{PH: 4, PW: 6}},
+		{base: 100, hd: 16, grid: Grid{PH: 6, PW: 4}},
+		{base: 10, hd: 16, grid: Grid{PH: 4, PW: 6}},
+	}
+	want := func(k ropeKey) []float32 {
+		py, px := ropePositions(k.grid, k.global)
+		return ropeTable(py, px, k.hd, k.base)
+	}
+	for round := range 2 {
+		for i, k := range keys {
+			got := c.get(k)
+			require.Equal(t, want(k), got, "key %d", i)
+			assert.Same(t, &got[0], &c.get(k)[0], "key %d computed again", i)
+			for j := range i {
+				assert.NotEqual(t, c.get(keys[j]), got, "keys %d and %d share a table", j, i)
+			}
+		}
+		for n := 0; round == 0 && n < ropeCacheMax; n++ { // fill it: the next get starts from empty
+			c.get(ropeKey{base: 1000, hd: 8, grid: Grid{PH: 1, PW: n + 1}})
+		}
+		assert.LessOrEqual(t, len(c.m), ropeCacheMax)
+	}
+}
