@@ -41,7 +41,7 @@ type Options struct {
 	// layers use, in which precision; see ggml/kernels). The zero value
 	// means auto: the fastest kernels for the device (DevicePolicy), in
 	// Kernels.Precision (default f32; bf16 and int8 on CPUs that have them)
-	// with Kernels.NarrowConvs. An Explicit policy replaces the kernels, for
+	// with Kernels.Convs (ConvsAuto: f32). An Explicit policy replaces the kernels, for
 	// A/B runs and research: kernels this build lacks are dropped, and on
 	// devices other than the CPU the CPU kernels are. Open validates it.
 	Kernels kernels.Policy
@@ -223,7 +223,7 @@ func resolvePolicy(given kernels.Policy, dev ggml.Device) (kernels.Policy, error
 		}
 	}
 	p.StripBytes, p.ScoreBytes = given.StripBytes, given.ScoreBytes
-	p.Precision, p.NarrowConvs = kernels.PrecisionF32, false
+	p.Precision, p.Convs = kernels.PrecisionF32, kernels.ConvsF32
 	if err := given.Validate(); err != nil {
 		return p, err
 	}
@@ -231,7 +231,10 @@ func resolvePolicy(given kernels.Policy, dev ggml.Device) (kernels.Policy, error
 		if !cpu {
 			return p, fmt.Errorf("%w: %s products are computed by the CPU kernels, not on %s", kernels.ErrPrecision, given.Precision, dev.Name())
 		}
-		p.Precision, p.NarrowConvs = given.Precision, given.NarrowConvs
+		p.Precision = given.Precision
+		if given.Convs == kernels.ConvsNarrow {
+			p.Convs = kernels.ConvsNarrow
+		}
 		if err := p.Check(); err != nil {
 			return p, err
 		}

@@ -52,7 +52,7 @@ typedef struct {
 	const char *device;       // NULL or "": $DA3_DEVICE, else the best device
 	int threads;              // 0: every core
 	const char *precision;    // NULL or "f32" (default), "bf16" or "int8": the CPU products' precision
-	int narrow_convs;         // non-zero, with bf16 or int8: the convolutions too
+	int narrow_convs;         // 0: the model's choice (narrow for DA3's any-view models under int8c); > 0, with bf16 or int8: the convolutions too; < 0: f32
 	const char *cache_dir;    // NULL or "": $DA3_CACHE_DIR, else the user's cache folder
 	int no_download;          // non-zero: a published name must be in the cache already
 } da3go_load_options;
@@ -234,7 +234,7 @@ func da3go_load_with(opt *C.da3go_load_options, out *C.da3go_model, err **C.char
 			return errors.New("da3go_load_with: opt, opt->model and out must not be NULL")
 		}
 		*out = 0
-		lo := loadOptions{model: goString(opt.model), threads: int(opt.threads), narrowConvs: opt.narrow_convs != 0,
+		lo := loadOptions{model: goString(opt.model), threads: int(opt.threads), narrowConvs: convsOf(int(opt.narrow_convs)),
 			noDownload: opt.no_download != 0}
 		lo.metricModel, lo.device = optString(opt.metric_model), optString(opt.device)
 		lo.precision, lo.cacheDir = optString(opt.precision), optString(opt.cache_dir)

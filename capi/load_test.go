@@ -31,8 +31,8 @@ func loadWithOptions(t *testing.T, o loadOptions) (_Ctype_da3go_model, string) {
 	}
 	opt := _Ctype_da3go_load_options{model: str(o.model), metric_model: str(o.metricModel), device: str(o.device),
 		threads: _Ctype_int(o.threads), precision: str(o.precision), cache_dir: str(o.cacheDir)}
-	if o.narrowConvs {
-		opt.narrow_convs = 1
+	if o.narrowConvs != kernels.ConvsAuto {
+		opt.narrow_convs = map[kernels.Convs]_Ctype_int{kernels.ConvsNarrow: 1, kernels.ConvsF32: -1}[o.narrowConvs]
 	}
 	if o.noDownload {
 		opt.no_download = 1
@@ -109,7 +109,7 @@ func TestLoadWithPrecision(t *testing.T) {
 	gguf := tinyGGUF(t, t.TempDir(), "da3-tiny.gguf")
 	_, msg := loadWithOptions(t, loadOptions{model: gguf, device: "cpu", precision: "f16"})
 	assert.Contains(t, msg, `precision "f16": want f32, bf16, int8 or int8c`)
-	_, msg = loadWithOptions(t, loadOptions{model: gguf, device: "cpu", narrowConvs: true})
+	_, msg = loadWithOptions(t, loadOptions{model: gguf, device: "cpu", narrowConvs: kernels.ConvsNarrow})
 	assert.NotEmpty(t, msg, "narrow_convs needs bf16 or int8")
 	_, msg = loadWithOptions(t, loadOptions{model: gguf, device: "cpu", threads: -1})
 	assert.Contains(t, msg, "must not be negative")

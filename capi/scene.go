@@ -41,8 +41,21 @@ func init() { ggml.SetLogger(logger) }
 type loadOptions struct {
 	model, metricModel, device, precision, cacheDir string
 	threads                                         int
-	narrowConvs, noDownload                         bool
+	narrowConvs                                     kernels.Convs
+	noDownload                                      bool
 	files                                           bool // model and metricModel are files (da3go_load): no name lookup
+}
+
+// convsOf is the convolutions' precision of narrow_convs: 0 the model's
+// choice, positive narrow, negative f32.
+func convsOf(n int) kernels.Convs {
+	switch {
+	case n > 0:
+		return kernels.ConvsNarrow
+	case n < 0:
+		return kernels.ConvsF32
+	}
+	return kernels.ConvsAuto
 }
 
 // loadWith opens a model. The C ABI is a program's entry, so, like the
@@ -65,7 +78,7 @@ func loadWith(o loadOptions) (scene, error) {
 	if o.threads < 0 {
 		return scene{}, fmt.Errorf("threads %d: must not be negative", o.threads)
 	}
-	policy := kernels.Policy{Precision: prec, NarrowConvs: o.narrowConvs}
+	policy := kernels.Policy{Precision: prec, Convs: o.narrowConvs}
 	if err := policy.Validate(); err != nil {
 		return scene{}, err
 	}

@@ -100,6 +100,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	}
 	bo := opts.Options
 	bo.Logger = log
+	bo.Kernels.Convs = cfg.convs(bo.Kernels)
 	rt, err := backend.Open(bo)
 	if err != nil {
 		return nil, err
@@ -173,6 +174,20 @@ func readConfig(f *loader.File, path string) (Config, error) {
 		return Config{}, fmt.Errorf("model %s: %w", path, err)
 	}
 	return cfg, nil
+}
+
+// convs resolves p's ConvsAuto for this model: narrow under int8c for the
+// DualDPT head (DA3's any-view models, within the int8c gate with its 3×3
+// convolutions in int8), f32 for every other head and precision (see
+// kernels.ConvsAuto).
+func (c Config) convs(p kernels.Policy) kernels.Convs {
+	switch {
+	case p.Convs != kernels.ConvsAuto:
+		return p.Convs
+	case p.Precision == kernels.PrecisionInt8Channel && c.Head.Kind == dpt.DualDPT:
+		return kernels.ConvsNarrow
+	}
+	return kernels.ConvsF32
 }
 
 // layer is a part of the network to bind to the weights under root.

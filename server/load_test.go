@@ -43,11 +43,11 @@ func TestLoadOptions(t *testing.T) {
 		t.Skip("this CPU lacks AVX512_BF16: bf16 not tested")
 	}
 	s, ts = newTestServer(t, Options{Device: "cpu", Models: []ModelSpec{{Path: da3}},
-		Load: model.Options{Options: backend.Options{Kernels: kernels.Policy{Precision: kernels.PrecisionBF16, NarrowConvs: true}}}})
+		Load: model.Options{Options: backend.Options{Kernels: kernels.Policy{Precision: kernels.PrecisionBF16, Convs: kernels.ConvsNarrow}}}})
 	got = policy(s)
 	require.Len(t, got, 1)
 	assert.Equal(t, kernels.PrecisionBF16, got[0].Precision)
-	assert.True(t, got[0].NarrowConvs)
+	assert.Equal(t, kernels.ConvsNarrow, got[0].Convs)
 	resp, body = postJSON(t, ts.URL, DepthRequest{Image: enc64(readFile(t, view0)), ProcessRes: 56})
 	assert.Equal(t, http.StatusOK, resp.StatusCode, truncate(body))
 }

@@ -80,13 +80,13 @@ func TestPrecisionAccuracy(t *testing.T) {
 	}
 }
 
-// TestNarrowConvs checks kernels.Policy.NarrowConvs: refused in f32; in bf16
-// the convolutions then run in bf16 too, which changes the depth (a little:
+// TestNarrowConvs checks kernels.ConvsNarrow: refused in f32; in bf16 the
+// convolutions then run in bf16 too, which changes the depth (a little:
 // still within the bf16 gate of the f32 model).
 func TestNarrowConvs(t *testing.T) {
 	fx := quantFixtures()[0]
 	f32 := fx.gguf(t)
-	_, err := model.Load(context.Background(), f32, model.Options{Options: backend.Options{Device: "cpu", Kernels: kernels.Policy{NarrowConvs: true}}})
+	_, err := model.Load(context.Background(), f32, model.Options{Options: backend.Options{Device: "cpu", Kernels: kernels.Policy{Convs: kernels.ConvsNarrow}}})
 	require.ErrorIs(t, err, kernels.ErrPrecision, "narrow convolutions in f32")
 	if !kernels.PrecisionRuns(kernels.DefaultVariant(), kernels.PrecisionBF16) {
 		t.Skipf("bf16 needs AVX-512 with AVX512_BF16 (CPU features %v)", kernels.CPUFeatures())
@@ -95,10 +95,10 @@ func TestNarrowConvs(t *testing.T) {
 	require.NoError(t, err)
 	ref := runPrecision(t, f32, kernels.PrecisionF32, img, fx.opts)
 	wide := runPrecision(t, f32, kernels.PrecisionBF16, img, fx.opts)
-	m, err := model.Load(context.Background(), f32, model.Options{Options: backend.Options{Device: "cpu", Kernels: kernels.Policy{Precision: kernels.PrecisionBF16, NarrowConvs: true}}})
+	m, err := model.Load(context.Background(), f32, model.Options{Options: backend.Options{Device: "cpu", Kernels: kernels.Policy{Precision: kernels.PrecisionBF16, Convs: kernels.ConvsNarrow}}})
 	require.NoError(t, err)
 	defer m.Close()
-	require.True(t, m.Kernels().NarrowConvs)
+	require.Equal(t, kernels.ConvsNarrow, m.Kernels().Convs)
 	narrow, err := m.Depth(context.Background(), img, fx.opts)
 	require.NoError(t, err)
 	assert.NotEqual(t, wide.Depth, narrow.Depth, "the convolutions ran in bf16")
@@ -106,6 +106,52 @@ func TestNarrowConvs(t *testing.T) {
 	_, _, cn := testutil.Stats(ref.Depth, narrow.Depth)
 	t.Logf("%s depth corr with f32: bf16 %.7f, bf16 with narrow convolutions %.7f", fx.name, cw, cn)
 	assert.GreaterOrEqual(t, cn, bf16Gate)
+}
+
+// TestConvsAuto checks the model's choice of the convolutions' precision
+// (kernels.ConvsAuto): narrow under int8c for DA3's DualDPT head, f32 for
+// DA2's DPT head, in every other precision, and when f32 is asked for. Where
+// the VNNI tiles compute them in int8, DA3's narrowed run differs from the
+// one with f32 convolutions and keeps the int8 gate.
+func TestConvsAuto(t *testing.T) {
+	v := kernels.DefaultVariant()
+	if !kernels.PrecisionRuns(v, kernels.PrecisionInt8Channel) {
+		t.Skipf("int8c needs the avx2 kernels or AVX512_VNNI (kernels %s, CPU features %v)", v, kernels.CPUFeatures())
+	}
+	da2, da3 := quantFixtures()[0], quantFixtures()[1]
+	load := func(path string, p kernels.Policy) *model.Model {
+		m, err := model.Load(context.Background(), path, model.Options{Options: backend.Options{Device: "cpu", Kernels: p}})
+		require.NoError(t, err)
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	int8c := kernels.Policy{Precision: kernels.PrecisionInt8Channel}
+	da2Path, da3Path := da2.gguf(t), da3.gguf(t)
+	assert.Equal(t, kernels.ConvsF32, load(da2Path, int8c).Kernels().Convs, "DA2 under int8c")
+	assert.Equal(t, kernels.ConvsF32, load(da3Path, kernels.Policy{}).Kernels().Convs, "DA3 in f32")
+	auto := load(da3Path, int8c)
+	assert.Equal(t, kernels.ConvsNarrow, auto.Kernels().Convs, "DA3 under int8c")
+	wide := int8c
+	wide.Convs = kernels.ConvsF32
+	f32Convs := load(da3Path, wide)
+	assert.Equal(t, kernels.ConvsF32, f32Convs.Kernels().Convs, "DA3 under int8c, f32 asked for")
+	if !kernels.PrecisionRuns(v, kernels.PrecisionInt8) {
+		assert.NotContains(t, kernels.Describe(auto.Kernels()), "narrow", "the %s kernels narrow no convolution under int8c", v)
+		t.Skipf("the 3×3 convolutions run in int8 on the avx512 kernels with AVX512_VNNI (kernels %s)", v)
+	}
+	assert.Contains(t, kernels.Describe(auto.Kernels()), "narrow convolutions")
+	img, err := imgio.Decode(da3.image)
+	require.NoError(t, err)
+	ref := runPrecision(t, da3Path, kernels.PrecisionF32, img, da3.opts)
+	got, err := auto.Depth(context.Background(), img, da3.opts)
+	require.NoError(t, err)
+	base, err := f32Convs.Depth(context.Background(), img, da3.opts)
+	require.NoError(t, err)
+	assert.NotEqual(t, base.Depth, got.Depth, "the convolutions ran in int8")
+	_, _, cb := testutil.Stats(ref.Depth, base.Depth)
+	_, _, cg := testutil.Stats(ref.Depth, got.Depth)
+	t.Logf("da3-tiny int8c depth corr with f32: f32 convolutions %.7f, narrow %.7f", cb, cg)
+	assert.GreaterOrEqual(t, cg, int8Gate)
 }
 
 func maxOf(v []float32) float64 {

@@ -256,5 +256,7 @@ func TestServeModelFlags(t *testing.T) {
 	}
 	o = serve("-device", "cpu", "-precision", "bf16", "-narrow-convs")
 	assert.Equal(t, kernels.PrecisionBF16, o.Load.Kernels.Precision)
-	assert.True(t, o.Load.Kernels.NarrowConvs)
+	assert.Equal(t, kernels.ConvsNarrow, o.Load.Kernels.Convs)
+	o = serve("-device", "cpu", "-precision", "bf16", "-narrow-convs=false")
+	assert.Equal(t, kernels.ConvsF32, o.Load.Kernels.Convs)
 }

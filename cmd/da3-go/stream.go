@@ -254,9 +254,9 @@ func (f *modelFlags) frames(paths, names []string, rotate bool) []stream.Frame {
 // and tensor table) and the settings that change results (resolution, method, reference view, ray pose,
 // precision, kernels, device, Exif rotation).
 func (f *modelFlags) fingerprint(cfg model.Config) string {
-	return fmt.Sprintf("model=%s (%s) metric=%s (%s) name=%s process-res=%d method=%s ref-view=%s ray-pose=%v/%d exif-rotate=%v precision=%s kernels=%s narrow-convs=%v device=%s",
+	return fmt.Sprintf("model=%s (%s) metric=%s (%s) name=%s process-res=%d method=%s ref-view=%s ray-pose=%v/%d exif-rotate=%v precision=%s kernels=%s narrow-convs=%s device=%s",
 		f.model, fileIdentity(f.model), f.metricModel, fileIdentity(f.metricModel), cfg.Name, f.processRes, f.method, f.refView,
-		f.rayPose, f.raySeed, f.exifRotate.String(), f.precision, f.kernels, f.narrowConvs, f.device)
+		f.rayPose, f.raySeed, f.exifRotate.String(), f.precision, f.kernels, f.narrowConvs.String(), f.device)
 }
 
 // fileIdentity is a file's size and the SHA-256 of its first MiB, or "" for no file.

@@ -95,9 +95,9 @@ func precisionFor(p Policy, v Variant, w ggml.Type) Precision {
 }
 
 // convPrecision is the precision of a convolution of variant v under p:
-// f32 unless p.NarrowConvs.
+// f32 unless p.Convs is ConvsNarrow.
 func (p Policy) convPrecision(v Variant) Precision {
-	if !p.NarrowConvs {
+	if p.Convs != ConvsNarrow {
 		return PrecisionF32
 	}
 	return precisionFor(p, v, ggml.TypeF32)
@@ -114,7 +114,7 @@ func vnniTiles(p Policy, v Variant) bool {
 // products in int8, U_ξ per output channel, V_ξ per tile) where int8c
 // narrows the convolutions on the VNNI tiles.
 func (p Policy) winogradPrecision(v Variant) Precision {
-	if p.NarrowConvs && vnniTiles(p, v) {
+	if p.Convs == ConvsNarrow && vnniTiles(p, v) {
 		return PrecisionInt8Channel
 	}
 	return p.convPrecision(v)

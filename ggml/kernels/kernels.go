@@ -124,7 +124,7 @@ const (
 	// PrecisionBF16: both operands rounded to bfloat16 (8-bit significand),
 	// exact products summed in float32 (AVX512_BF16 vdpbf16ps), for the
 	// linear layers and the attention; the convolutions stay float32 unless
-	// Policy.NarrowConvs.
+	// Policy.Convs narrows them.
 	PrecisionBF16 Precision = C.DA3_PREC_BF16
 	// PrecisionInt8: q8_0 weight matrices times activations quantized to
 	// q8_0 blocks (32 values, scale max|x|/127) as ggml quantizes them,
@@ -232,17 +232,21 @@ func CPUFeatures() []string {
 }
 
 // Describe says which kernels a graph with policy p runs, e.g. "avx512
-// (bf16)" or "off (ggml's ops)".
+// (bf16)", "avx512 (int8c, narrow convolutions)" or "off (ggml's ops)".
 func Describe(p Policy) string {
 	p = p.Mask()
 	if !p.GEMM && !p.Attention {
 		return "off (ggml's ops)"
 	}
+	prec := p.Precision.String()
 	if p.Variant == VariantAVX2 && p.Precision == PrecisionInt8Channel {
 		form, _ := SetAVX2Int8Form(-1)
-		return fmt.Sprintf("%s (%s, %s)", p.Variant, p.Precision, form)
+		prec += ", " + form.String()
 	}
-	return fmt.Sprintf("%s (%s)", p.Variant, p.Precision)
+	if p.winogradPrecision(p.Variant) != PrecisionF32 { // narrowed, and the variant can
+		prec += ", narrow convolutions"
+	}
+	return fmt.Sprintf("%s (%s)", p.Variant, prec)
 }
 
 // AVX2Int8Form is the step of the avx2 variant's int8c tiles: vpmaddubsw
@@ -297,7 +301,7 @@ func SetAVX2Int8Form(f AVX2Int8Form) (AVX2Int8Form, bool) {
 // Policy is the kernel policy of a graph: which of the fused paths the
 // layers of model/nn take. Given to a runtime (backend.Options.Kernels),
 // the zero value means auto: the fastest kernels for the device, to which
-// Precision, NarrowConvs, StripBytes and ScoreBytes still apply; Explicit
+// Precision, Convs, StripBytes and ScoreBytes still apply; Explicit
 // makes the switches the policy as given (Policy{Explicit: true} is ggml's
 // own ops only). The policy set on a graph is always explicit.
 type Policy struct {
@@ -348,14 +352,45 @@ type Policy struct {
 	// NORM takes contiguous rows only (ggml-vulkan) would otherwise leave it
 	// to the CPU, splitting the graph at every block. Device routing.
 	ContiguousNorm bool
-	// NarrowConvs computes the convolutions (Conv2D, Winograd's included) in
-	// Precision too (bf16; in bf16 for int8; for int8c the Winograd ones in
-	// int8, F(2×2) with U_ξ per output channel and V_ξ per tile, where the
-	// variant has the VNNI tiles, the others in bf16). By default they stay f32:
-	// the depth heads' convolutions carry most of the error of the narrow
-	// modes (DA2-Small on an NYU photo: depth correlation with f32 0.99985
-	// with bf16 convolutions, 0.99996 without, for about 1–7 % of the time).
-	NarrowConvs bool
+	// Convs is the precision of the convolutions (Conv2D, Winograd's
+	// included): ConvsF32, or ConvsNarrow for Precision's (bf16; bf16 for
+	// int8; for int8c the Winograd ones in int8, F(2×2) with U_ξ per output
+	// channel and V_ξ per tile, where the variant has the VNNI tiles, the
+	// others in bf16). ConvsAuto, the zero value, leaves the choice to the
+	// model (model.Load); a runtime resolves it to ConvsF32.
+	Convs Convs
+}
+
+// Convs is the precision of a policy's convolutions.
+type Convs int8
+
+const (
+	// ConvsAuto: the model's choice. model.Load narrows the convolutions of
+	// the DualDPT head (DA3's any-view models) under int8c, where the VNNI
+	// tiles compute them in int8, and keeps every other head's in f32: the
+	// depth heads' convolutions carry most of the narrow modes' error, and
+	// DA2's DPT head does not keep the int8c gate with them narrowed (depth
+	// correlation with f32 on an NYU photo, random weights: DA3-BASE 0.99923,
+	// DA3-SMALL 0.99959, DA2-Small 0.99823; with f32 convolutions 0.99967,
+	// 0.99986, 0.99940).
+	ConvsAuto Convs = iota
+	// ConvsF32: the convolutions in float32 whatever the precision.
+	ConvsF32
+	// ConvsNarrow: the convolutions in the policy's narrow precision.
+	ConvsNarrow
+)
+
+// String is "auto", "f32" or "narrow".
+func (c Convs) String() string {
+	switch c {
+	case ConvsAuto:
+		return "auto"
+	case ConvsF32:
+		return "f32"
+	case ConvsNarrow:
+		return "narrow"
+	}
+	return fmt.Sprintf("Convs(%d)", int8(c))
 }
 
 // Available is what this binary can run on this CPU with the process's
@@ -412,9 +447,13 @@ func (p Policy) CPUOnlyOff() Policy {
 }
 
 // Validate reports what makes p invalid on any device: narrow convolutions
-// without a narrow precision. Check adds what this CPU cannot run.
+// without a narrow precision, or an unknown Convs. Check adds what this CPU
+// cannot run.
 func (p Policy) Validate() error {
-	if p.NarrowConvs && p.Precision == PrecisionF32 {
+	if p.Convs < ConvsAuto || p.Convs > ConvsNarrow {
+		return fmt.Errorf("%w: unknown convolution precision %s", ErrPrecision, p.Convs)
+	}
+	if p.Convs == ConvsNarrow && p.Precision == PrecisionF32 {
 		return fmt.Errorf("%w: narrow convolutions need the bf16 or int8 precision", ErrPrecision)
 	}
 	return nil

@@ -192,10 +192,10 @@ func checkBound(t *testing.T, got []float32, want, mag *optest.ND, c float64) {
 // the exact one, relative to its magnitude.
 const bf16Bound = 0x1p-7 + 0x1p-16
 
-// TestGEMMBF16 checks GEMM and Conv2D (with NarrowConvs) in bf16 precision
+// TestGEMMBF16 checks GEMM and Conv2D (with ConvsNarrow) in bf16 precision
 // against float64: every output within 2^-7·Σ|a·b| (both operands rounded
 // to bf16, exact products, float32 sums), on the tile and block edges of
-// TestGEMM; and that without NarrowConvs the convolutions stay float32
+// TestGEMM; and that without ConvsNarrow the convolutions stay float32
 // under a bf16 policy.
 func TestGEMMBF16(t *testing.T) {
 	if !kernels.PrecisionRuns(kernels.VariantAVX512, kernels.PrecisionBF16) {
@@ -228,7 +228,7 @@ func TestGEMMBF16(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("conv_k%d_%dx%dx%d_oc%d_s%d", s.k, s.w, s.h, s.ic, s.oc, s.p.Stride), func(t *testing.T) {
 			narrow := p
-			narrow.NarrowConvs = true
+			narrow.Convs = kernels.ConvsNarrow
 			h := optest.NewHarness(t, 16)
 			kernels.SetPolicy(h.G, narrow)
 			rng := optest.RNG(uint64(s.w))

@@ -105,13 +105,13 @@ func winogradInt8Bound(x, k *optest.ND, pad int) *optest.ND {
 // float32's (winogradBound), on odd sizes, a tile row wider than a panel,
 // padding 0–2, channel counts off the 8-row tile and the depth's quads, a
 // bias and ReLU; the error must be int8's, not float32's (int8 ran); and
-// F(4×4) and the policy without NarrowConvs stay float32.
+// F(4×4) and the policy without ConvsNarrow stay float32.
 func TestWinogradInt8Channel(t *testing.T) {
 	v := kernels.VariantAVX512
 	if !kernels.PrecisionRuns(v, kernels.PrecisionInt8) {
 		t.Skipf("needs the avx512 kernels and AVX512_VNNI (CPU features: %v)", kernels.CPUFeatures())
 	}
-	pol := kernels.Policy{GEMM: true, Winograd: true, Variant: v, Precision: kernels.PrecisionInt8Channel, NarrowConvs: true}
+	pol := kernels.Policy{GEMM: true, Winograd: true, Variant: v, Precision: kernels.PrecisionInt8Channel, Convs: kernels.ConvsNarrow}
 	for _, s := range []struct{ w, h, ic, oc, pad int }{
 		{7, 5, 8, 8, 1}, {45, 9, 16, 32, 1}, {30, 20, 64, 32, 1}, {21, 11, 24, 40, 0}, {13, 10, 9, 17, 2}, {70, 3, 130, 12, 1},
 	} {
@@ -149,11 +149,14 @@ func TestWinogradInt8Channel(t *testing.T) {
 	}
 	t.Run("routing", func(t *testing.T) {
 		// Conv2D takes a 3×3 convolution in int8 (F(2×2), though 40×40 would be F(4×4) in float32)
-		// under int8c with NarrowConvs, in float32 without.
+		// under int8c with ConvsNarrow, in float32 without.
 		for _, narrow := range []bool{true, false} {
 			h := optest.NewHarness(t, 16)
 			pl := pol
-			pl.NarrowConvs = narrow
+			pl.Convs = kernels.ConvsF32
+			if narrow {
+				pl.Convs = kernels.ConvsNarrow
+			}
 			kernels.SetPolicy(h.G, pl)
 			rng := optest.RNG(9)
 			k, kr := h.Rand(rng, 3, 3, 16, 16)

@@ -179,7 +179,7 @@ class Model:
 
     def __init__(self, path_or_name: Union[str, os.PathLike], *,
                  metric_path: Optional[Union[str, os.PathLike]] = None, device: str = "auto", threads: int = 0,
-                 precision: str = "f32", narrow_convs: bool = False,
+                 precision: str = "f32", narrow_convs: Optional[bool] = None,
                  cache_dir: Optional[Union[str, os.PathLike]] = None, download: bool = True) -> None:
         """Loads the model.
 
@@ -192,8 +192,9 @@ class Model:
         "bf16" (AVX512_BF16 CPUs), "int8" (AVX512_VNNI CPUs) or "int8c" (AVX512_VNNI
         or AVX2 CPUs; one int8 scale per output channel), the precision of the
         CPU products;
-        narrow_convs: with bf16 or int8, the convolutions
-        too. Raises Error with the library's message when the model cannot be
+        narrow_convs: True, with bf16 or int8, the convolutions too; False
+        keeps them f32; None lets the model choose (narrow for DA3's
+        any-view models under int8c, f32 otherwise). Raises Error with the library's message when the model cannot be
         loaded.
         """
         lib = _lib.lib()
@@ -204,7 +205,7 @@ class Model:
             device=None if device in ("", "auto") else device.encode(),
             threads=int(threads),
             precision=precision.encode(),
-            narrow_convs=int(bool(narrow_convs)),
+            narrow_convs=0 if narrow_convs is None else (1 if narrow_convs else -1),
             cache_dir=os.fsencode(cache_dir) if cache_dir is not None else None,
             no_download=int(not download),
         )

@@ -276,6 +276,8 @@ def test_precision(ref: Ref) -> None:
         da3go.Model(ref.gguf, precision="f16")
     with pytest.raises(da3go.Error, match="narrow"):
         da3go.Model(ref.gguf, narrow_convs=True)
+    with da3go.Model(ref.gguf, device="cpu", threads=1, narrow_convs=False):
+        pass  # f32 convolutions asked for: valid in every precision
     try:
         bf16 = da3go.Model(ref.gguf, device="cpu", threads=1, precision="bf16")
     except da3go.Error as e:
