@@ -3,6 +3,7 @@ package server
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -16,6 +17,8 @@ import (
 // scene is one request's processed-size views for package export, and the
 // point cloud made from them once.
 type scene struct {
+	// ctx is the request's: the long exports (gs_video) stop when it ends.
+	ctx        context.Context
 	views      []export.View
 	gaussians  []byte // the gs_ply file, when asked for
 	splats     *gs.Gaussians

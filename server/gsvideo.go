@@ -36,7 +36,10 @@ func writeGSVideo(w io.Writer, sc *scene) error {
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "gs_video.mp4")
 	fw, fh := v.Size()
-	ctx := context.Background()
+	ctx := sc.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if err := gsvideo.EncodeMP4(ctx, path, fw, fh, gsvideo.EncodeOptions{}, func(pipe io.Writer) error {
 		return v.WriteRaw(ctx, pipe, nil)
 	}); err != nil {

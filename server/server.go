@@ -440,7 +440,7 @@ func (s *Server) run(ctx context.Context, in *instance, p *parsed, m ModelInfo) 
 	if err != nil {
 		return nil, nil, decoded, err
 	}
-	return out.views, &scene{views: out.scene, gaussians: out.gaussians, splats: out.splats, cams: out.cams, confThresh: q.PointsConfThresh}, decoded, nil
+	return out.views, &scene{ctx: ctx, views: out.scene, gaussians: out.gaussians, splats: out.splats, cams: out.cams, confThresh: q.PointsConfThresh}, decoded, nil
 }
 
 // runError maps an error of the queue or the run to the answer.
@@ -528,6 +528,9 @@ func (s *Server) encode(p *parsed, m ModelInfo, views []view, sc *scene) (*Depth
 		if err != nil {
 			if ae := serverFault(err); ae != nil {
 				return nil, ae
+			}
+			if sc.ctx != nil && sc.ctx.Err() != nil { // the client went away or the time ran out
+				return nil, s.runError(sc.ctx, err)
 			}
 			// The exports refuse scenes they cannot hold (views of
 			// different sizes in one NPZ, no point passing the threshold).
