@@ -555,7 +555,7 @@ func (f *depthFlags) depthStreamed(ctx context.Context, m da3.Runner, in *inputs
 			return nil
 		}
 	}
-	rec, err := runStreamed(ctx, m, f.modelFlags.frames(in.paths, imageNames(in.names), f.rotates(m.Capabilities())), lay, &f.streamFlags,
+	rec, err := runStreamed(ctx, m, f.modelFlags.frames(in.paths, imageNames(in.names), f.rotates(m.Capabilities())), lay, &f.streamFlags, f.modelFlags.threads,
 		f.streamDir(out), f.fingerprint(cfg), opt, f.quiet, stderr, onWindow)
 	if err != nil {
 		return err

@@ -524,7 +524,7 @@ func (f *reconstructFlags) reconstructStreamed(ctx context.Context, m da3.Runner
 		fmt.Fprintf(stderr, "da3-go: %s\n", lay.describe(len(paths)))
 	}
 	cfg := m.Config()
-	rec, err := runStreamed(ctx, m, f.modelFlags.frames(paths, names, f.rotates(m.Capabilities())), lay, &f.streamFlags,
+	rec, err := runStreamed(ctx, m, f.modelFlags.frames(paths, names, f.rotates(m.Capabilities())), lay, &f.streamFlags, f.modelFlags.threads,
 		f.streamDir(f.out), f.fingerprint(cfg), opt, f.quiet, stderr, nil)
 	if err != nil {
 		return err

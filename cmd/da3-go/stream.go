@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/da3-go/da3-go/da3"
 	"github.com/da3-go/da3-go/internal/imgio"
@@ -282,15 +284,16 @@ func fileIdentity(path string) string {
 }
 
 // runStreamed runs the frames in windows; onWindow gets each window's views (in the run's frame) as it
-// finishes (or is read back when resuming).
-func runStreamed(ctx context.Context, m da3.Runner, frames []stream.Frame, lay layout, sf *streamFlags, dir, fingerprint string,
+// finishes (or is read back when resuming). threads is -threads (0: every core): loop closure, which runs
+// after the last window, uses as many.
+func runStreamed(ctx context.Context, m da3.Runner, frames []stream.Frame, lay layout, sf *streamFlags, threads int, dir, fingerprint string,
 	opt model.RunOptions, quiet bool, stderr io.Writer, onWindow func(w stream.Window, views []model.Result) error) (*stream.Reconstruction, error) {
 	opt.ChunkSize = lay.chunk
 	update, finish := newBar(int64(len(frames)), "windows", false, quiet, stderr)
 	defer finish()
 	r, st, err := stream.Run(ctx, m, frames, stream.Options{Window: lay.window, Overlap: lay.overlap, Run: opt, Dir: dir,
 		Fingerprint: fingerprint, Restart: sf.restart, OnWindow: onWindow, Logger: slog.Default(),
-		ICP: stream.ICPOptions{Seams: sf.icp}, Loop: stream.LoopOptions{Off: !sf.loop}, Metric: stream.MetricOptions{Rigid: sf.rigid},
+		ICP: stream.ICPOptions{Seams: sf.icp}, Loop: stream.LoopOptions{Off: !sf.loop, Workers: cmp.Or(threads, runtime.NumCPU())}, Metric: stream.MetricOptions{Rigid: sf.rigid},
 		Progress: func(done, total int) {
 			collect() // between windows: the finished window's buffers are garbage (see collect)
 			update(int64(done), int64(total))

@@ -139,8 +139,13 @@ const (
 // geometry does not constrain), or a seam error no better than the seed's.
 func refineICP(pairs []viewPair, seed Sim3, samePixel bool, mode icpScale, opt ICPOptions) (Sim3, ICPStats, error) {
 	opt = opt.withDefaults()
+	return refineWith(newICP(pairs, opt), seed, samePixel, mode, opt)
+}
+
+// refineWith is refineICP over the points and surfaces of ic, made by newICP with opt (with its defaults).
+// It changes ic's frame and scratch: see clone.
+func refineWith(ic *icp, seed Sim3, samePixel bool, mode icpScale, opt ICPOptions) (Sim3, ICPStats, error) {
 	st := ICPStats{}
-	ic := newICP(pairs, opt)
 	if len(ic.src) < opt.MinPoints {
 		st.Reason = fmt.Sprintf("%d source points (need %d)", len(ic.src), opt.MinPoints)
 		return seed, st, nil
@@ -218,6 +223,14 @@ type icp struct {
 	l    float64    // their RMS spread
 	res  []float64  // scratch: residuals
 	pair []match    // scratch
+}
+
+// clone is a copy of ic for another refinement: the points and surfaces shared (nothing changes them),
+// the frame and the scratch its own.
+func (ic *icp) clone() *icp {
+	c := *ic
+	c.res, c.pair = nil, nil
+	return &c
 }
 
 // srcPoint is a source pixel's point in the source window's frame.

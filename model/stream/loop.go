@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/da3-go/da3-go/model"
 )
@@ -44,6 +45,9 @@ type LoopOptions struct {
 	// windows share are at the edge of both their contexts) while a verified loop is one direct
 	// measurement, so a loop counts as several seams.
 	Weight float64
+	// Workers: with 2 or more, a candidate's two alignments (from its two seeds) run at once (default 1).
+	// The results are the same.
+	Workers int
 	// Graph tunes the pose-graph optimisation (its Length is the scene's median depth unless set).
 	Graph GraphOptions
 }
@@ -271,19 +275,42 @@ func (lc *loopCloser) verify(c loopCandidate) (loopStats, error) {
 		pairs = append(pairs, viewPair{src: &wj.results[f[1]-wj.meta.Window.Start], dst: &wi.results[f[0]-wi.meta.Window.Start]})
 	}
 	seeds := []Sim3{lc.toWorld[c.i].Inverse().Compose(lc.toWorld[c.j]), coincident(pairs[0], lc.fixed)}
-	for _, seed := range seeds {
-		z := lc.projectiveFit(pairs, seed)
+	opt := lc.icp.withDefaults()
+	base := newICP(pairs, opt) // the points and surfaces, once for every seed and stage
+	type outcome struct {
+		kept    bool
+		frac    float64
+		n       int
+		refined Sim3
+	}
+	out := make([]outcome, len(seeds))
+	try := func(k int) {
+		z := lc.projectiveFit(base, seeds[k])
 		mode := scaleJoint
 		if lc.fixed {
 			mode = scaleFixed
 		}
-		refined, ist, err := refineICP(pairs, z, false, mode, lc.icp)
+		refined, ist, err := refineWith(base.clone(), z, false, mode, opt)
 		if err != nil || !ist.Kept {
-			continue // not constrained enough to trust
+			return // not constrained enough to trust
 		}
-		frac, n := lc.inliers(pairs, refined, lc.opt.DepthTolerance)
-		if frac > st.Inliers || st.Points == 0 {
-			st.Inliers, st.Points, st.Z = frac, n, refined
+		frac, n := lc.inliers(base, refined, lc.opt.DepthTolerance)
+		out[k] = outcome{kept: true, frac: frac, n: n, refined: refined}
+	}
+	if lc.opt.Workers > 1 {
+		var wg sync.WaitGroup
+		for k := range seeds {
+			wg.Go(func() { try(k) })
+		}
+		wg.Wait()
+	} else {
+		for k := range seeds {
+			try(k)
+		}
+	}
+	for _, o := range out { // in the seeds' order, whichever finished first
+		if o.kept && (o.frac > st.Inliers || st.Points == 0) {
+			st.Inliers, st.Points, st.Z = o.frac, o.n, o.refined
 		}
 	}
 	st.Accepted = st.Inliers >= lc.opt.MinInliers && st.Points >= lc.opt.MinPoints
@@ -303,12 +330,11 @@ func coincident(p viewPair, fixed bool) Sim3 {
 	return extrinsicsToSim3(p.dst.Camera.Extrinsics).Inverse().Compose(Sim3{S: k, R: Identity().R}).Compose(extrinsicsToSim3(p.src.Camera.Extrinsics))
 }
 
-// projectiveFit refines a transform between the pairs' windows by reprojection: the source points, moved
+// projectiveFit refines a transform between the windows of ic's pairs by reprojection (ic unchanged): the source points, moved
 // and projected into their target frame, are paired with the target points at those pixels when the depths
 // agree within a tolerance that shrinks from 30 % to DepthTolerance, and the robust Umeyama fit of those
 // pairs is the next transform.
-func (lc *loopCloser) projectiveFit(pairs []viewPair, z Sim3) Sim3 {
-	ic := newICP(pairs, lc.icp.withDefaults())
+func (lc *loopCloser) projectiveFit(ic *icp, z Sim3) Sim3 {
 	scale := ScaleRMS
 	if lc.fixed {
 		scale = ScaleFixed
@@ -358,10 +384,9 @@ func (lc *loopCloser) reprojected(ic *icp, z Sim3, tol float64) (src, dst, w []f
 	return src, dst, w
 }
 
-// inliers is the fraction of the source points moved by z that project into their target frame onto a
+// inliers is, of ic's pairs (ic unchanged), the fraction of the source points moved by z that project into their target frame onto a
 // point whose depth agrees within tol, and the number of those that project onto a point.
-func (lc *loopCloser) inliers(pairs []viewPair, z Sim3, tol float64) (float64, int) {
-	ic := newICP(pairs, lc.icp.withDefaults())
+func (lc *loopCloser) inliers(ic *icp, z Sim3, tol float64) (float64, int) {
 	var in, all int
 	for _, sp := range ic.src {
 		s := &ic.dst[sp.view]

@@ -80,6 +80,14 @@ func TestLoopClosureRecorded(t *testing.T) {
 	for w := range chained {
 		assert.Equal(t, r.ToWorld(w), r2.ToWorld(w), "window %d", w)
 	}
+	// Two workers (each candidate's seeds at once): the same loops and transforms.
+	r4, _, err := runSynth(t, loopScene(), t.TempDir(), 16, 4, func(o *Options) { o.Loop.Workers = 2 })
+	require.NoError(t, err)
+	require.NotNil(t, r4.man.Graph)
+	assert.Equal(t, r.man.Graph.Loops, r4.man.Graph.Loops)
+	for w := range chained {
+		assert.Equal(t, r.ToWorld(w), r4.ToWorld(w), "window %d", w)
+	}
 	// Without loop closure: the chain.
 	r3, _, err := runSynth(t, loopScene(), dir, 16, 4, func(o *Options) { o.Loop.Off = true })
 	require.NoError(t, err)
