@@ -86,10 +86,6 @@ func (o LoopOptions) withDefaults() LoopOptions {
 	return o
 }
 
-// maxGraphWindows caps the windows of a loop-closed run: the normal equations are solved densely (within
-// their envelope), so their memory grows with the square of the windows.
-const maxGraphWindows = 400
-
 // frameCam is a frame's camera as one window placed it in the run's frame (chained).
 type frameCam struct {
 	window, frame int
@@ -419,10 +415,6 @@ func closeLoops(dir string, toWorld []Sim3, cams []frameCam, fixed bool, icpOpt 
 	if len(toWorld) < 2 || opt.Off && len(priors) == 0 {
 		return toWorld, nil, nil, nil
 	}
-	if len(toWorld) > maxGraphWindows {
-		log.Warn("stream: loop closure and the windows' metric scales skipped (too many windows for the pose graph)", "windows", len(toWorld), "max", maxGraphWindows)
-		return toWorld, nil, nil, nil
-	}
 	var depths []float64
 	for _, c := range cams {
 		if c.depth > 0 {
@@ -445,6 +437,7 @@ func closeLoops(dir string, toWorld []Sim3, cams []frameCam, fixed bool, icpOpt 
 			return nil, nil, nil, err
 		}
 	}
+	edges = fitEnvelope(len(toWorld), edges, loops, log)
 	if len(edges) == len(toWorld)-1 && len(priors) == 0 {
 		return toWorld, loops, nil, nil
 	}
@@ -470,6 +463,47 @@ func closeLoops(dir string, toWorld []Sim3, cams []frameCam, fixed bool, icpOpt 
 	}
 	return nodes, loops, gst.ScaleWeights, nil
 }
+
+// fitEnvelope drops the accepted loops that span the most windows, marking them not accepted in loops
+// (whose accepted ones are the loop edges in order), until the pose graph's normal equations fit
+// maxGraphEntries (with node 0's scale free, as a scale prior makes it). A chain of seams always fits.
+func fitEnvelope(n int, edges []GraphEdge, loops []loopStats, log *slog.Logger) []GraphEdge {
+	for {
+		_, entries := envelope(n, edges, true)
+		if entries <= maxGraphEntries {
+			return edges
+		}
+		far, span := -1, 0
+		for i, e := range edges {
+			if e.Loop && abs(e.J-e.I) > span {
+				far, span = i, abs(e.J-e.I)
+			}
+		}
+		if far < 0 {
+			return edges
+		}
+		k := 0 // the loop of edge far: the loops before it in edges
+		for _, e := range edges[:far] {
+			if e.Loop {
+				k++
+			}
+		}
+		for i := range loops {
+			if loops[i].Accepted {
+				if k == 0 {
+					loops[i].Accepted = false
+					break
+				}
+				k--
+			}
+		}
+		log.Warn("stream: loop dropped: the pose graph would be too large", "windows", fmt.Sprintf("%d-%d", edges[far].I, edges[far].J),
+			"entries", entries, "max", maxGraphEntries)
+		edges = slices.Delete(edges, far, far+1)
+	}
+}
+
+func abs(x int) int { return max(x, -x) }
 
 // verifyLoops finds the loop candidates among the windows, verifies them and adds the accepted ones to
 // edges: the edges and the loops tried.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // GraphEdge is a measurement between two windows of a run: Z is the transform from window J's frame to
@@ -108,6 +109,11 @@ func OptimizeGraph(nodes []Sim3, edges []GraphEdge, opt GraphOptions) ([]Sim3, G
 		g.scaleRobust[i] = 1
 		g.free0 = g.free0 || p.Node == 0
 	}
+	first, entries := envelope(n, edges, g.free0)
+	if entries > maxGraphEntries {
+		return nil, st, fmt.Errorf("%w: its normal equations hold %d entries (at most %d): fewer loops, or loops spanning fewer windows", ErrGraphTooLarge, entries, maxGraphEntries)
+	}
+	g.first = first
 	st.InitialCost = g.cost(g.nodes)
 	if n < 2 || len(edges) == 0 {
 		st.FinalCost = st.InitialCost
@@ -179,8 +185,12 @@ type graph struct {
 	opt         GraphOptions
 	robust      []float64
 	scaleRobust []float64
-	free0       bool // node 0's scale is a parameter (a prior measures it)
+	free0       bool  // node 0's scale is a parameter (a prior measures it)
+	first       []int // the normal equations' envelope (see envelope)
 }
+
+// ErrGraphTooLarge: the normal equations of the graph's loops would hold more than maxGraphEntries.
+var ErrGraphTooLarge = errors.New("pose graph: too large")
 
 // scaleResidual is scale prior p's residual log S(G_p) − log Sₚ at nodes.
 func scaleResidual(nodes []Sim3, p ScalePrior) float64 {
@@ -292,7 +302,7 @@ func (g *graph) step(lambda *float64) (ok, done bool, err error) {
 // normalEquations builds JᵀWJ and JᵀWr over the free parameters: nodes 1…n−1, and node 0's scale when
 // it is free (g.free0, last).
 func (g *graph) normalEquations() *normalEq {
-	sys := newNormalEq(g.params())
+	sys := newNormalEq(g.first)
 	for i, e := range g.edges {
 		r, raw := g.residual(g.nodes, e)
 		w := g.weight(i)
@@ -369,73 +379,128 @@ func dot7(a, b Vec7) float64 {
 	return s
 }
 
-// normalEq is a symmetric system H·δ = −g, dense.
+// normalEq is a symmetric system H·δ = −g, H's lower triangle stored within its envelope: row i from
+// column first[i] (its first structural non-zero) to the diagonal. A chain of windows is banded, and only
+// the rows of windows that close a loop reach back further.
 type normalEq struct {
-	n int
-	h []float64
-	g []float64
+	n     int
+	first []int // row i's first stored column
+	off   []int // row i's entries are h[off[i] : off[i]+i−first[i]+1]
+	h     []float64
+	g     []float64
 }
 
-func newNormalEq(n int) *normalEq {
-	return &normalEq{n: n, h: make([]float64, n*n), g: make([]float64, n)}
+// maxGraphEntries caps the envelope of the normal equations (stored twice while solving, H and its
+// factor: 64 MiB each): a chain of windows needs about 13 entries a parameter, a loop the parameters it
+// spans.
+const maxGraphEntries = 8 << 20
+
+// envelope is the first column of each row of the normal equations over the free parameters of a graph
+// of n nodes with edges (7 per node but node 0, and node 0's scale last when free0), and the number of
+// entries it holds. An edge couples every parameter of its two nodes.
+func envelope(n int, edges []GraphEdge, free0 bool) (first []int, entries int) {
+	g := &graph{nodes: make([]Sim3, n), free0: free0}
+	m := g.params()
+	first = make([]int, m)
+	for i := range first {
+		first[i] = i
+	}
+	var idx []int
+	for _, e := range edges {
+		idx, lo := idx[:0], m
+		for _, node := range []int{e.I, e.J} {
+			for p := range 7 {
+				if k := g.index(node, p); k >= 0 {
+					idx = append(idx, k)
+					lo = min(lo, k)
+				}
+			}
+		}
+		for _, k := range idx {
+			first[k] = min(first[k], lo)
+		}
+	}
+	for i, f := range first {
+		entries += i - f + 1
+	}
+	return first, entries
 }
 
-func (s *normalEq) add(i, j int, v float64) { s.h[i*s.n+j] += v }
+func newNormalEq(first []int) *normalEq {
+	n := len(first)
+	s := &normalEq{n: n, first: first, off: make([]int, n+1), g: make([]float64, n)}
+	for i, f := range first {
+		s.off[i+1] = s.off[i] + i - f + 1
+	}
+	s.h = make([]float64, s.off[n])
+	return s
+}
+
+// at is the position of H[i][j] (first[i] ≤ j ≤ i) in h.
+func (s *normalEq) at(i, j int) int { return s.off[i] + j - s.first[i] }
+
+// add adds v to H[i][j]; the upper triangle (j > i), symmetric, is not stored. An entry outside the
+// envelope is a bug in its making.
+func (s *normalEq) add(i, j int, v float64) {
+	if j > i {
+		return
+	}
+	if j < s.first[i] {
+		panic(fmt.Sprintf("pose graph: H[%d][%d] outside the envelope (row from %d)", i, j, s.first[i]))
+	}
+	s.h[s.at(i, j)] += v
+}
 
 var errIndefinite = errors.New("pose graph: the normal equations are not positive definite")
 
 // solve solves (H + λ·diag(H))·δ = −g by Cholesky factorisation within H's envelope (row i's entries
-// before its first non-zero stay zero in the factor): a chain of windows is banded, and only the rows of
-// windows that close a loop reach back further.
+// before first[i] stay zero in the factor).
 func (s *normalEq) solve(lambda float64) ([]float64, error) {
-	n := s.n
-	l := make([]float64, n*n)
-	copy(l, s.h)
-	first := make([]int, n)
+	n, first := s.n, s.first
+	l := slices.Clone(s.h)
 	for i := range n {
-		l[i*n+i] += lambda*l[i*n+i] + 1e-15
-		for first[i] = 0; first[i] < i && l[i*n+first[i]] == 0; first[i]++ {
-		}
+		l[s.at(i, i)] += lambda*l[s.at(i, i)] + 1e-15
 	}
 	for j := range n {
-		d := l[j*n+j]
-		for k := first[j]; k < j; k++ {
-			d -= l[j*n+k] * l[j*n+k]
+		rj := l[s.at(j, first[j]):s.at(j, j)]
+		d := l[s.at(j, j)]
+		for _, v := range rj {
+			d -= v * v
 		}
 		if !(d > 0) {
 			return nil, errIndefinite
 		}
 		d = math.Sqrt(d)
-		l[j*n+j] = d
+		l[s.at(j, j)] = d
 		for i := j + 1; i < n; i++ {
 			if j < first[i] {
 				continue
 			}
 			k0 := max(first[i], first[j])
-			v := l[i*n+j]
-			row, rj := l[i*n+k0:i*n+j], l[j*n+k0:j*n+j]
+			v := l[s.at(i, j)]
+			row, rk := l[s.at(i, k0):s.at(i, j)], l[s.at(j, k0):s.at(j, j)]
 			for k := range row {
-				v -= row[k] * rj[k]
+				v -= row[k] * rk[k]
 			}
-			l[i*n+j] = v / d
+			l[s.at(i, j)] = v / d
 		}
 	}
 	x := make([]float64, n)
 	for i := range n {
 		v := -s.g[i]
 		for k := first[i]; k < i; k++ {
-			v -= l[i*n+k] * x[k]
+			v -= l[s.at(i, k)] * x[k]
 		}
-		x[i] = v / l[i*n+i]
+		x[i] = v / l[s.at(i, i)]
 	}
 	for i := n - 1; i >= 0; i-- {
 		v := x[i]
 		for k := i + 1; k < n; k++ {
 			if i >= first[k] {
-				v -= l[k*n+i] * x[k]
+				v -= l[s.at(k, i)] * x[k]
 			}
 		}
-		x[i] = v / l[i*n+i]
+		x[i] = v / l[s.at(i, i)]
 	}
 	return x, nil
 }

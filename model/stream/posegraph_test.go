@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -261,4 +262,166 @@ func TestOptimizeGraphScalePriors(t *testing.T) {
 	assert.ErrorContains(t, err, "scale prior")
 	_, _, err = OptimizeGraph(nodes, edges, GraphOptions{Scales: []ScalePrior{{Node: 1, Scale: 0}}})
 	assert.ErrorContains(t, err, "scale prior")
+}
+
+// TestNormalEqEnvelope: the normal equations stored within their envelope. For a ring of 30 windows with
+// loops (one reaching from node 0, whose scale is free), the envelope holds every entry the edges couple;
+// H built from random blocks on the edges (both triangles added, as normalEquations does), solved with
+// λ, agrees with a dense Cholesky solve of the same system to 1e-10; an entry outside the envelope is
+// refused; a chain needs about 11 entries a parameter.
+func TestNormalEqEnvelope(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	const n = 30
+	_, edges := chainGraph(r, n)
+	edges = append(edges, GraphEdge{I: 4, J: 20, Loop: true}, GraphEdge{I: 0, J: 12, Loop: true})
+	g := &graph{nodes: make([]Sim3, n), free0: true}
+	first, entries := envelope(n, edges, true)
+	m := g.params()
+	require.Len(t, first, m)
+	s := newNormalEq(first)
+	assert.Len(t, s.h, entries)
+	dense := make([][]float64, m)
+	for i := range dense {
+		dense[i] = make([]float64, m)
+	}
+	for _, e := range edges {
+		var idx []int
+		for _, node := range []int{e.I, e.J} {
+			for p := range 7 {
+				if k := g.index(node, p); k >= 0 {
+					idx = append(idx, k)
+				}
+			}
+		}
+		b := make([]float64, len(idx)) // a rank-one block per edge, three times
+		for range 3 {
+			for k := range b {
+				b[k] = r.NormFloat64()
+			}
+			for a, i := range idx {
+				for c, j := range idx {
+					require.LessOrEqual(t, first[max(i, j)], min(i, j), "H[%d][%d] outside the envelope", i, j)
+					s.add(i, j, b[a]*b[c])
+					dense[i][j] += b[a] * b[c]
+				}
+			}
+		}
+	}
+	for i := range m {
+		s.g[i] = r.NormFloat64()
+		s.add(i, i, 0.1)
+		dense[i][i] += 0.1
+	}
+	const lambda = 1e-3
+	got, err := s.solve(lambda)
+	require.NoError(t, err)
+	// dense Cholesky of H + λ·diag(H) + 1e-15·I
+	l := make([][]float64, m)
+	for i := range l {
+		l[i] = append([]float64(nil), dense[i]...)
+		l[i][i] += lambda*l[i][i] + 1e-15
+	}
+	for j := range m {
+		for k := range j {
+			l[j][j] -= l[j][k] * l[j][k]
+		}
+		l[j][j] = math.Sqrt(l[j][j])
+		for i := j + 1; i < m; i++ {
+			for k := range j {
+				l[i][j] -= l[i][k] * l[j][k]
+			}
+			l[i][j] /= l[j][j]
+		}
+	}
+	want := make([]float64, m)
+	for i := range m {
+		v := -s.g[i]
+		for k := range i {
+			v -= l[i][k] * want[k]
+		}
+		want[i] = v / l[i][i]
+	}
+	for i := m - 1; i >= 0; i-- {
+		v := want[i]
+		for k := i + 1; k < m; k++ {
+			v -= l[k][i] * want[k]
+		}
+		want[i] = v / l[i][i]
+	}
+	var worst, size float64
+	for i := range want {
+		worst, size = max(worst, math.Abs(got[i]-want[i])), max(size, math.Abs(want[i]))
+	}
+	assert.Less(t, worst, 1e-10*size, "envelope against dense solve")
+	assert.Panics(t, func() { s.add(g.index(25, 0), g.index(2, 0), 1) }, "outside the envelope")
+
+	var seams []GraphEdge
+	for k := 1; k < 1000; k++ {
+		seams = append(seams, GraphEdge{I: k - 1, J: k})
+	}
+	_, chain := envelope(1000, seams, false)
+	assert.Less(t, chain, 12*7*999)
+}
+
+// TestFitEnvelope: a run of 2000 windows with 134 loops accepted, most of them spanning 1700 windows or
+// more, is more than the pose graph holds: the loops spanning the most windows are dropped (and marked not
+// accepted) until it fits, every one kept spanning no more than any dropped; a ring with two loops is left
+// alone and optimised.
+func TestFitEnvelope(t *testing.T) {
+	const n = 2000
+	var edges []GraphEdge
+	for k := 1; k < n; k++ {
+		edges = append(edges, GraphEdge{I: k - 1, J: k, Z: Identity()})
+	}
+	var loops []loopStats
+	for k := range 200 {
+		i, j := k%50, n-1-k
+		if k%7 == 0 {
+			j = i + 10
+		}
+		loops = append(loops, loopStats{I: i, J: j, Accepted: k%3 != 2})
+		if k%3 != 2 {
+			edges = append(edges, GraphEdge{I: i, J: j, Z: Identity(), Loop: true})
+		}
+	}
+	was := make([]bool, len(loops))
+	for i, l := range loops {
+		was[i] = l.Accepted
+	}
+	before := len(edges)
+	got := fitEnvelope(n, edges, loops, slog.New(slog.DiscardHandler))
+	_, entries := envelope(n, got, true)
+	assert.LessOrEqual(t, entries, maxGraphEntries)
+	require.Less(t, len(got), before, "loops dropped")
+	kept, maxKept, minDropped := 0, 0, n
+	for _, e := range got {
+		if e.Loop {
+			kept++
+			maxKept = max(maxKept, e.J-e.I)
+		}
+	}
+	accepted := 0
+	for i, l := range loops {
+		if l.Accepted {
+			accepted++
+		} else if was[i] {
+			minDropped = min(minDropped, l.J-l.I)
+		}
+	}
+	t.Logf("%d of %d loops dropped, %d entries; loops kept span up to %d windows, dropped from %d", before-len(got), before-(n-1), entries, maxKept, minDropped)
+	assert.Equal(t, kept, accepted, "the loops accepted are the loop edges kept")
+	assert.LessOrEqual(t, maxKept, minDropped, "the loops spanning the most windows dropped first")
+
+	// A ring with two loops fits: nothing dropped, and the graph optimises (consistent: the nodes stay).
+	few := append(append([]GraphEdge(nil), edges[:n-1]...), GraphEdge{I: 0, J: n - 1, Z: Identity(), Loop: true},
+		GraphEdge{I: 5, J: 1900, Z: Identity(), Loop: true})
+	fewLoops := []loopStats{{I: 0, J: n - 1, Accepted: true}, {I: 5, J: 1900, Accepted: true}}
+	assert.Len(t, fitEnvelope(n, few, fewLoops, slog.New(slog.DiscardHandler)), n+1)
+	nodes := make([]Sim3, n)
+	for i := range nodes {
+		nodes[i] = Identity()
+	}
+	out, _, err := OptimizeGraph(nodes, few, GraphOptions{Length: 1})
+	require.NoError(t, err)
+	sim3Close(t, nodes[n-1], out[n-1], 1e-12, "last node")
 }
