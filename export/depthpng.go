@@ -18,7 +18,8 @@ import (
 )
 
 // UnitMetres is the unit of metric depth (model.Metres). A DepthMap in metres is stored in
-// millimetres; any other unit is stored min–max normalised with its mapping.
+// steps of PNG16Options.MetricStep (millimetres by default); any other unit is stored min–max normalised
+// with its mapping.
 const UnitMetres = "metres"
 
 // The tEXt keywords of a depth PNG16: value = offset + scale · pixel.
@@ -31,8 +32,12 @@ const (
 // maxPNG16 bounds the bytes of a depth PNG read back.
 const maxPNG16 = 1 << 30
 
-// mmMax is the largest depth a metric PNG16 holds: 65535 mm.
-const mmMax = 65.535
+// MetricStepMM and MetricStepKITTI are metric PNG16 steps (PNG16Options.MetricStep): a millimetre (the
+// default, as NYU Depth V2's PNGs: up to 65.535 m) and KITTI's 1/256 m (up to 255.996 m).
+const (
+	MetricStepMM    = 0.001
+	MetricStepKITTI = 1.0 / 256
+)
 
 // DepthMap is a map of w×h values, row-major, top row first, with the unit of its values: "metres"
 // (UnitMetres), or a relative unit ("relative", "disparity", "focal-normalised", as model.DepthUnit
@@ -50,16 +55,41 @@ type PNG16Options struct {
 	Invert bool
 	// Compression is the zlib effort (default png.DefaultCompression).
 	Compression png.CompressionLevel
+	// MetricStep is the metres a pixel step of a metric map stands for (0: MetricStepMM): the map holds
+	// depths up to 65535 steps.
+	MetricStep float64
+}
+
+// metricStep is o's metric step, or an error naming a bad one.
+func (o PNG16Options) metricStep() (float64, error) {
+	switch {
+	case o.MetricStep == 0:
+		return MetricStepMM, nil
+	case !(o.MetricStep > 0) || math.IsInf(o.MetricStep, 0):
+		return 0, fmt.Errorf("metric PNG16 step %g: must be a positive number of metres", o.MetricStep)
+	}
+	return o.MetricStep, nil
+}
+
+// MetricRange is the largest depth a metric PNG16 with these options holds (larger ones are stored as
+// it).
+func (o PNG16Options) MetricRange() float64 {
+	s, err := o.metricStep()
+	if err != nil {
+		return 0
+	}
+	return 65535 * s
 }
 
 // EncodeDepthPNG16 writes m as a 16-bit grey PNG that keeps its values, with the mapping from pixel to
 // value in tEXt chunks: "depth:unit" (m.Unit, absent when empty), "depth:scale" and "depth:offset"
 // (decimal), value = offset + scale · pixel. DecodeDepthPNG16 reads it back.
 //
-//   - Metres: the pixel is the depth in millimetres (scale 0.001, offset 0), rounded, as NYU Depth V2's
-//     and most depth datasets' 16-bit PNGs store it (read as pixel / 1000 by tools that know nothing of
-//     the chunks). 0 means no value (NaN, ±Inf, depth ≤ 0); depths above 65.535 m are stored as 65535,
-//     positive depths below 1 mm as 1. Error at most 0.5 mm within that range.
+//   - Metres: the pixel is the depth in steps of opts.MetricStep, rounded (scale the step, offset 0): by
+//     default millimetres, as NYU Depth V2's and most depth datasets' 16-bit PNGs store it (read as
+//     pixel / 1000 by tools that know nothing of the chunks), or KITTI's 1/256 m (MetricStepKITTI). 0
+//     means no value (NaN, ±Inf, depth ≤ 0); depths above 65535 steps (65.535 m in millimetres) are
+//     stored as 65535, positive depths below one step as 1. Error at most half a step within that range.
 //   - Any other unit: the map has no absolute scale, so it is normalised between its finite minimum and
 //     maximum: pixel = round(65535 · (v − min) / (max − min)), or 65535 minus that with opts.Invert;
 //     scale and offset undo it (scale = (max − min) / 65535, offset = min; inverted: −scale and max), to
@@ -75,9 +105,13 @@ func EncodeDepthPNG16(w io.Writer, m DepthMap, opts PNG16Options) error {
 	img := image.NewGray16(image.Rect(0, 0, m.Width, m.Height))
 	var scale, offset float64
 	if m.Unit == UnitMetres {
-		scale = 0.001
+		step, err := opts.metricStep()
+		if err != nil {
+			return err
+		}
+		scale = step
 		for i, v := range m.Depth {
-			binary.BigEndian.PutUint16(img.Pix[2*i:], millimetres(v))
+			binary.BigEndian.PutUint16(img.Pix[2*i:], metricPixel(v, step))
 		}
 	} else {
 		scale, offset = normalise(m.Depth, img.Pix, opts.Invert)
@@ -101,16 +135,19 @@ func WriteDepthPNG16(path string, m DepthMap, opts PNG16Options) error {
 	return nil
 }
 
-// millimetres is a metric depth's pixel (see EncodeDepthPNG16).
-func millimetres(v float32) uint16 {
+// metricPixel is a metric depth's pixel in steps of step metres (see EncodeDepthPNG16).
+func metricPixel(v float32, step float64) uint16 {
 	f := float64(v)
 	switch {
 	case math.IsNaN(f) || f <= 0:
 		return 0
-	case f >= mmMax:
+	case f >= 65535*step:
 		return math.MaxUint16
 	}
-	return uint16(max(1, math.Round(f*1000)))
+	if step == MetricStepMM { // exactly as before the step was an option: f·1000, not f/0.001
+		return uint16(min(65535, max(1, math.Round(f*1000))))
+	}
+	return uint16(min(65535, max(1, math.Round(f/step))))
 }
 
 // normalise fills pix (big-endian uint16) with data min–max normalised and returns the mapping back.

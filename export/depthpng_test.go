@@ -56,6 +56,34 @@ func TestDepthPNG16MetricRoundTrip(t *testing.T) {
 	assert.Equal(t, uint16(0), g.Gray16At(0, 0).Y, "NaN: 0")
 }
 
+// TestDepthPNG16MetricStep: in KITTI's steps of 1/256 m an outdoor map (to 250 m) reads back within half
+// a step, beyond 255.996 m clamps to it, and tools that know nothing of the chunks read pixel / 256; a
+// step that is not a positive number of metres is refused.
+func TestDepthPNG16MetricStep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	m := DepthMap{Width: 32, Height: 24, Depth: make([]float32, 32*24), Unit: UnitMetres}
+	for i := range m.Depth {
+		m.Depth[i] = 1 + 249*rng.Float32()
+	}
+	m.Depth[0] = 300
+	opts := PNG16Options{MetricStep: MetricStepKITTI}
+	assert.InDelta(t, 255.996, opts.MetricRange(), 1e-3)
+	assert.InDelta(t, 65.535, PNG16Options{}.MetricRange(), 1e-9)
+	data := encodePNG16(t, m, opts)
+	got, err := DecodeDepthPNG16(bytes.NewReader(data))
+	require.NoError(t, err)
+	assert.InDelta(t, opts.MetricRange(), got.Depth[0], 1e-4, "beyond the range: clamped")
+	for i := 1; i < len(m.Depth); i++ {
+		require.InDelta(t, m.Depth[i], got.Depth[i], MetricStepKITTI/2+1e-5, "pixel %d within half a step", i)
+	}
+	img, err := png.Decode(bytes.NewReader(data))
+	require.NoError(t, err)
+	assert.Equal(t, uint16(math.Round(float64(m.Depth[7])*256)), img.(*image.Gray16).Gray16At(7, 0).Y)
+	for _, bad := range []float64{-0.001, math.NaN(), math.Inf(1)} {
+		assert.ErrorContains(t, EncodeDepthPNG16(&bytes.Buffer{}, m, PNG16Options{MetricStep: bad}), "positive number of metres")
+	}
+}
+
 func TestDepthPNG16RelativeRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	m := DepthMap{Width: 40, Height: 30, Depth: make([]float32, 40*30), Unit: "relative"}

@@ -41,6 +41,7 @@ type depthFlags struct {
 	out           string
 	formats       string
 	cmap          string
+	png16Step     float64 // metres per level of metric png16 maps (0: millimetres)
 	conf, sky     bool
 	independent   bool
 	processedSize bool
@@ -62,6 +63,23 @@ func (f *depthFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.out, "o", "", "output directory (created if missing; default: next to each image), or, with a .png/.pfm/.npy extension, the one output file (its extension sets the format)")
 	fs.StringVar(&f.formats, "format", "png", "comma-separated outputs: png (colourised), png16 (16-bit), pfm, npy")
 	fs.StringVar(&f.cmap, "cmap", "turbo", "colour map for png: turbo or gray")
+	fs.Func("png16-step", "metres per level of metric depth in png16 maps: mm (default: millimetres, as NYU's PNGs, up to 65.535 m), kitti (1/256 m, as KITTI's, up to 256 m) or a number",
+		func(s string) error {
+			switch s {
+			case "mm":
+				f.png16Step = export.MetricStepMM
+				return nil
+			case "kitti":
+				f.png16Step = export.MetricStepKITTI
+				return nil
+			}
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil || !(v > 0) || math.IsInf(v, 0) {
+				return errors.New("want mm, kitti or a positive number of metres")
+			}
+			f.png16Step = v
+			return nil
+		})
 	fs.BoolVar(&f.conf, "conf", false, "also write the confidence map (DA3 any-view models)")
 	fs.BoolVar(&f.sky, "sky", false, "also write the sky map (DA3 mono/metric models)")
 	fs.BoolVar(&f.independent, "independent", false, "run each image as its own scene instead of as views of one scene (same-size images are batched, -chunk-size at a time)")
@@ -343,7 +361,7 @@ func (d *depthRun) run(ctx context.Context, m da3.Runner) error {
 	if err := d.checkModel(m); err != nil {
 		return err
 	}
-	w := &mapWriter{plan: d.outputs, set: d.out.set, cmap: d.cmap, original: !f.processedSize,
+	w := &mapWriter{plan: d.outputs, set: d.out.set, cmap: d.cmap, png16: export.PNG16Options{MetricStep: f.png16Step}, original: !f.processedSize,
 		quiet: f.quiet, stdout: d.stdout, stderr: d.stderr, inputs: d.in.names, paths: d.in.paths, align: d.align,
 		lens: &f.lens}
 	if f.tile.mode != tileOff {
@@ -652,6 +670,7 @@ type mapWriter struct {
 	paths  []string      // the inputs' files
 	align  *depthAligner // aligns each result to metres before it is written (-align-depth), or nil
 	cmap   imgio.Colormap
+	png16  export.PNG16Options
 	quiet  bool
 	// original: the maps are written at the image size (each resized as
 	// it is written, Result.OriginalMap), else as the run returned them.
@@ -699,7 +718,10 @@ func (w *mapWriter) write(i int, r *model.Result) error {
 		if o.kind == "depth" {
 			unit = r.Unit.String()
 		}
-		if err := writeMap(o.path, o.format, export.DepthMap{Width: mw, Height: mh, Depth: data, Unit: unit}, w.cmap, invert); err != nil {
+		if o.format == "png16" && unit == export.UnitMetres {
+			warnBeyondRange(w.stderr, w.inputs[i], data, w.png16.MetricRange())
+		}
+		if err := writeMap(o.path, o.format, export.DepthMap{Width: mw, Height: mh, Depth: data, Unit: unit}, w.cmap, w.png16, invert); err != nil {
 			return err
 		}
 		if !w.quiet {
@@ -709,15 +731,16 @@ func (w *mapWriter) write(i int, r *model.Result) error {
 	return nil
 }
 
-// writeMap writes m in format; png16 keeps the values (millimetres for metric depth, else the min–max
-// mapping in text chunks: export.EncodeDepthPNG16).
-func writeMap(path, format string, m export.DepthMap, cmap imgio.Colormap, invert bool) error {
+// writeMap writes m in format; png16 keeps the values (metric depth in steps of png16.MetricStep,
+// millimetres by default, else the min–max mapping in text chunks: export.EncodeDepthPNG16).
+func writeMap(path, format string, m export.DepthMap, cmap imgio.Colormap, png16 export.PNG16Options, invert bool) error {
 	data, w, h := m.Depth, m.Width, m.Height
 	switch format {
 	case "png":
 		return imgio.WritePNGColor(path, data, w, h, cmap, invert)
 	case "png16":
-		return export.WriteDepthPNG16(path, m, export.PNG16Options{Invert: invert})
+		png16.Invert = invert
+		return export.WriteDepthPNG16(path, m, png16)
 	case "pfm":
 		return imgio.WritePFM(path, data, w, h)
 	case "npy":

@@ -375,6 +375,20 @@ func warnNonFinite(stderr io.Writer, input string, r *model.Result) {
 	}
 }
 
+// warnBeyondRange warns when a metric map holds depths past what its png16 file keeps (they are stored
+// as the largest).
+func warnBeyondRange(stderr io.Writer, input string, depth []float32, limit float64) {
+	n := 0
+	for _, v := range depth {
+		if float64(v) > limit {
+			n++
+		}
+	}
+	if n > 0 {
+		fmt.Fprintf(stderr, "da3-go: warning: %s: %d depths beyond %.6g m are stored as %.6g m in the png16 map (-png16-step kitti keeps up to 256 m)\n", input, n, limit, limit)
+	}
+}
+
 // rotates reports whether the inputs are turned by their Exif orientation:
 // as -exif-rotate says, else as the model's reference pipeline does
 // (Capabilities.ExifRotate).
