@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"image"
 	"net/http"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/backend"
+	"github.com/da3-go/da3-go/export"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/model"
 	"github.com/da3-go/da3-go/model/nested"
@@ -45,6 +48,22 @@ func TestMetricUnits(t *testing.T) {
 	want, err = m.Depth(context.Background(), im, model.RunOptions{ProcessRes: 70, Intrinsics: &model.Intrinsics{Fx: 50, Fy: 60, Cx: 22, Cy: 30}})
 	require.NoError(t, err)
 	assert.Equal(t, want.Depth, f32s(t, r.Views[0].Depth.F32))
+
+	// png16 in KITTI's steps (png16_step): the metres back within half a step of 1/256 m.
+	resp, body = postJSON(t, ts.URL, DepthRequest{Model: "metric", Image: enc64(readFile(t, img)), ProcessRes: 70, Intrinsics: []float64{50, 60, 22, 30},
+		MapFormats: []string{"png16"}, PNG16Step: export.MetricStepKITTI})
+	require.Equal(t, http.StatusOK, resp.StatusCode, truncate(body))
+	raw, err := base64.StdEncoding.DecodeString(decodeResponse(t, body).Views[0].Depth.PNG16)
+	require.NoError(t, err)
+	d16, err := export.DecodeDepthPNG16(bytes.NewReader(raw))
+	require.NoError(t, err)
+	require.Len(t, d16.Depth, len(want.Depth))
+	for i, v := range want.Depth {
+		require.InDelta(t, v, d16.Depth[i], export.MetricStepKITTI/2+1e-5, "pixel %d", i)
+	}
+	resp, body = postJSON(t, ts.URL, DepthRequest{Model: "metric", Image: enc64(readFile(t, img)), MapFormats: []string{"png16"}, PNG16Step: -1})
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, decodeError(t, body).Message, "png16_step")
 
 	// The nested pair: metres, confidence, sky and cameras, several views as one scene.
 	views := []string{"../tests/fixtures/da3-tiny-nested/three/images/view0.png", "../tests/fixtures/da3-tiny-nested/three/images/view1.png"}

@@ -94,10 +94,14 @@ type DepthRequest struct {
 
 	// MapFormats are the encodings of each map: f32 (default: little-endian
 	// float32, row-major, base64), npy, png (colour-mapped 8-bit), png16
-	// (16-bit grey keeping the values: metric depth in millimetres, other
-	// maps min-max normalised with the mapping back in tEXt chunks; read with
-	// export.DecodeDepthPNG16).
+	// (16-bit grey keeping the values: metric depth in steps of png16_step,
+	// other maps min-max normalised with the mapping back in tEXt chunks;
+	// read with export.DecodeDepthPNG16).
 	MapFormats []string `json:"map_formats,omitempty"`
+	// PNG16Step is the metres a level of a metric png16 map stands for:
+	// 0.001 (default, millimetres: up to 65.535 m), 0.00390625 (KITTI's
+	// 1/256 m: up to 256 m) or any positive step.
+	PNG16Step float64 `json:"png16_step,omitempty"`
 	// Colormap of png maps: turbo (default) or gray.
 	Colormap string `json:"colormap,omitempty"`
 
@@ -482,6 +486,9 @@ func (p *parsed) validateOutputs(m ModelInfo, canExport func(string) bool) *apiE
 	}
 	if q.PointsConfThresh < 0 || q.PointsConfThresh != q.PointsConfThresh {
 		return badRequest("points_conf_thresh must be a number ≥ 0")
+	}
+	if q.PNG16Step < 0 || q.PNG16Step != q.PNG16Step || math.IsInf(q.PNG16Step, 0) {
+		return badRequest("png16_step must be a positive number of metres")
 	}
 	return nil
 }

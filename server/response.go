@@ -122,7 +122,7 @@ var b64 = base64.StdEncoding
 
 // encodeMap encodes dm in each format; invert colour-maps low values warm
 // (depth: near = warm). png16 keeps the values (export.EncodeDepthPNG16).
-func encodeMap(dm export.DepthMap, formats []string, cmap imgio.Colormap, invert bool) (*Map, error) {
+func encodeMap(dm export.DepthMap, formats []string, cmap imgio.Colormap, png16Step float64, invert bool) (*Map, error) {
 	data, w, h := dm.Depth, dm.Width, dm.Height
 	m := &Map{Width: w, Height: h}
 	for _, f := range formats {
@@ -138,7 +138,7 @@ func encodeMap(dm export.DepthMap, formats []string, cmap imgio.Colormap, invert
 			m.NPY = b64.EncodeToString(buf.Bytes())
 			continue
 		case "png16":
-			if err := export.EncodeDepthPNG16(&buf, dm, export.PNG16Options{Invert: invert, Compression: png.BestSpeed}); err != nil {
+			if err := export.EncodeDepthPNG16(&buf, dm, export.PNG16Options{Invert: invert, Compression: png.BestSpeed, MetricStep: png16Step}); err != nil {
 				return nil, err
 			}
 			m.PNG16 = b64.EncodeToString(buf.Bytes())

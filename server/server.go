@@ -486,17 +486,17 @@ func (s *Server) encode(p *parsed, m ModelInfo, views []view, sc *scene) (*Depth
 		var err error
 		if want.depth && v.Depth != nil {
 			// Colour maps show near as warm: disparity is already larger when nearer.
-			if out.Depth, err = encodeMap(export.DepthMap{Width: v.Width, Height: v.Height, Depth: v.Depth, Unit: v.Unit}, formats, cmap, v.Unit != "disparity"); err != nil {
+			if out.Depth, err = encodeMap(export.DepthMap{Width: v.Width, Height: v.Height, Depth: v.Depth, Unit: v.Unit}, formats, cmap, q.PNG16Step, v.Unit != "disparity"); err != nil {
 				return nil, internal(err)
 			}
 		}
 		if want.conf && v.Conf != nil {
-			if out.Confidence, err = encodeMap(export.DepthMap{Width: v.Width, Height: v.Height, Depth: v.Conf}, formats, cmap, false); err != nil {
+			if out.Confidence, err = encodeMap(export.DepthMap{Width: v.Width, Height: v.Height, Depth: v.Conf}, formats, cmap, q.PNG16Step, false); err != nil {
 				return nil, internal(err)
 			}
 		}
 		if want.sky && v.Sky != nil {
-			if out.Sky, err = encodeMap(export.DepthMap{Width: v.Width, Height: v.Height, Depth: v.Sky}, formats, cmap, false); err != nil {
+			if out.Sky, err = encodeMap(export.DepthMap{Width: v.Width, Height: v.Height, Depth: v.Sky}, formats, cmap, q.PNG16Step, false); err != nil {
 				return nil, internal(err)
 			}
 		}
