@@ -30,8 +30,9 @@ const maxPixels = 1 << 28
 //
 //   - .npy: a float32 or float64 array of shape (H, W) (or (1, H, W),
 //     (H, W, 1)) in metres, 0 or NaN where there is no measurement;
-//   - .png: a 16-bit grey PNG in millimetres, 0 where there is none (a
-//     depth PNG16 that da3-go wrote in metres reads the same; one holding
+//   - .png: a 16-bit grey PNG in millimetres (ReadOptions.PNGScale: in
+//     other steps, KITTI's 1/256 m), 0 where there is none (a depth PNG16
+//     that da3-go wrote in metres reads as its chunks say; one holding
 //     relative depth is refused);
 //   - .pfm: a single-channel PFM in metres (rows bottom first, as written
 //     by da3-go and the C++ engine);
@@ -42,20 +43,37 @@ const maxPixels = 1 << 28
 //
 // Dense maps come back with their size; points with Width and Height 0,
 // which the caller sets to the input image's size before Fit.
-func ReadFile(path string) (Samples, error) {
-	s, err := readFile(path)
+func ReadFile(path string) (Samples, error) { return ReadFileWith(path, ReadOptions{}) }
+
+// ReadOptions tune ReadFileWith.
+type ReadOptions struct {
+	// PNGScale is the pixel value of one metre in a plain 16-bit PNG (one without da3-go's depth chunks,
+	// which say their own): 1000, the default (millimetres, as NYU Depth V2's and most depth sensors'
+	// PNGs), or 256 (KITTI's depth PNGs).
+	PNGScale float64
+}
+
+// ReadFileWith is ReadFile with options.
+func ReadFileWith(path string, o ReadOptions) (Samples, error) {
+	if o.PNGScale == 0 {
+		o.PNGScale = 1000
+	}
+	if !(o.PNGScale > 0) || math.IsInf(o.PNGScale, 0) {
+		return Samples{}, fmt.Errorf("read metric depth %s: PNG scale %g: want a positive number of values per metre", path, o.PNGScale)
+	}
+	s, err := readFile(path, o)
 	if err != nil {
 		return Samples{}, fmt.Errorf("read metric depth %s: %w", path, err)
 	}
 	return s, nil
 }
 
-func readFile(path string) (Samples, error) {
+func readFile(path string, o ReadOptions) (Samples, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".npy":
 		return readNPY(path)
 	case ".png":
-		return readPNG(path)
+		return readPNG(path, o.PNGScale)
 	case ".pfm":
 		return readPFM(path)
 	}
@@ -148,7 +166,7 @@ func readNPY(path string) (Samples, error) {
 	return Samples{}, fmt.Errorf("array of %T: want float32 or float64 metres", data)
 }
 
-func readPNG(path string) (Samples, error) {
+func readPNG(path string, scale float64) (Samples, error) {
 	m, err := export.ReadDepthPNG16(path)
 	switch {
 	case err == nil && m.Unit != export.UnitMetres:
@@ -158,7 +176,7 @@ func readPNG(path string) (Samples, error) {
 	case !errors.Is(err, export.ErrNoDepthMapping):
 		return Samples{}, err
 	}
-	// A plain 16-bit PNG: millimetres, as depth sensors write them.
+	// A plain 16-bit PNG: scale values a metre (millimetres, as depth sensors write them, by default).
 	b, err := safeio.ReadFile(path, maxFile)
 	if err != nil {
 		return Samples{}, err
@@ -175,7 +193,7 @@ func readPNG(path string) (Samples, error) {
 	d := make([]float32, w*h)
 	for y := range h {
 		for x := range w {
-			d[y*w+x] = float32(g.Gray16At(g.Rect.Min.X+x, g.Rect.Min.Y+y).Y) / 1000
+			d[y*w+x] = float32(g.Gray16At(g.Rect.Min.X+x, g.Rect.Min.Y+y).Y) / float32(scale)
 		}
 	}
 	return dense(w, h, d)

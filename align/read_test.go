@@ -57,6 +57,21 @@ func TestReadDenseFormats(t *testing.T) {
 		})
 	}
 
+	// The same plain PNG in KITTI's steps (values per metre 256): read as 1000/256 times the metres; a
+	// da3-go PNG16 says its own step, whatever the option; a bad scale is refused.
+	kitti, err := align.ReadFileWith(plain, align.ReadOptions{PNGScale: 256})
+	require.NoError(t, err)
+	mm, err := align.ReadFile(plain)
+	require.NoError(t, err)
+	for i := range kitti.Dense {
+		assert.InDelta(t, mm.Dense[i]*1000/256, kitti.Dense[i], 1e-5, "pixel %d", i)
+	}
+	own, err := align.ReadFileWith(metric, align.ReadOptions{PNGScale: 256})
+	require.NoError(t, err)
+	assert.InDelta(t, smallMap[1], own.Dense[1], 1e-3)
+	_, err = align.ReadFileWith(plain, align.ReadOptions{PNGScale: -5})
+	assert.ErrorContains(t, err, "values per metre")
+
 	rel := filepath.Join(dir, "rel.png")
 	require.NoError(t, export.WriteDepthPNG16(rel, export.DepthMap{Width: 3, Height: 2, Depth: smallMap, Unit: "relative"}, export.PNG16Options{}))
 	_, err = align.ReadFile(rel)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,9 +15,12 @@ import (
 
 // alignDepthUsage documents -align-depth (depth and reconstruct).
 const alignDepthUsage = "metric depth measurements that bring depth to metres (scale, or scale and shift for disparity, fitted robustly): " +
-	".npy or .pfm in metres, 16-bit PNG in millimetres (0 or NaN = none, any resolution), or text points \"x y depth_m\" in pixels of the input image; " +
+	".npy or .pfm in metres, 16-bit PNG in millimetres (-align-depth-scale 256: KITTI's steps) (0 or NaN = none, any resolution), or text points \"x y depth_m\" in pixels of the input image; " +
 	"for several images a comma list (one file per image, in input order) or a directory holding FILE named as each image (photo.jpg: photo.npy, photo.png, photo.pfm, photo.csv or photo.txt); " +
 	"a scene's views share one scale"
+
+// alignScaleUsage documents -align-depth-scale.
+const alignScaleUsage = "the value of one metre in plain 16-bit PNG measurements of -align-depth: 1000 (millimetres, as NYU's and most depth sensors' PNGs) or 256 (KITTI's depth PNGs); da3-go's own png16 maps say their step"
 
 // alignExts are the measurement files a -align-depth directory is searched for.
 var alignExts = []string{".npy", ".png", ".pfm", ".csv", ".txt"}
@@ -24,6 +28,7 @@ var alignExts = []string{".npy", ".png", ".pfm", ".csv", ".txt"}
 // depthAligner applies -align-depth: the measurement file of each input.
 type depthAligner struct {
 	files  map[string]string // input path → its measurement file
+	read   align.ReadOptions
 	quiet  bool
 	stderr io.Writer
 }
@@ -31,11 +36,14 @@ type depthAligner struct {
 // planAlign finds the measurement file of each input (paths) from the
 // -align-depth value; nil without one. Files are checked now and read when
 // their image's result is there.
-func planAlign(spec string, paths []string, quiet bool, stderr io.Writer) (*depthAligner, error) {
+func planAlign(spec string, pngScale float64, paths []string, quiet bool, stderr io.Writer) (*depthAligner, error) {
 	if spec == "" {
 		return nil, nil
 	}
-	a := &depthAligner{files: map[string]string{}, quiet: quiet, stderr: stderr}
+	if !(pngScale > 0) || math.IsInf(pngScale, 0) {
+		return nil, errUsage(fmt.Sprintf("-align-depth-scale %g: want a positive number of values per metre", pngScale))
+	}
+	a := &depthAligner{files: map[string]string{}, read: align.ReadOptions{PNGScale: pngScale}, quiet: quiet, stderr: stderr}
 	fi, err := os.Stat(spec)
 	switch {
 	case err == nil && fi.IsDir():
@@ -113,7 +121,7 @@ func (a *depthAligner) alignResults(what string, paths []string, rs []*model.Res
 		if file == "" {
 			continue
 		}
-		s, err := align.ReadFile(file)
+		s, err := align.ReadFileWith(file, a.read)
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"math"
 	"os"
 	"path/filepath"
@@ -74,6 +77,38 @@ func TestDepthAlignDenseNPY(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, export.UnitMetres, png16.Unit, "the 16-bit PNG is in millimetres of metres")
 	assert.InDelta(t, got[len(got)/2], png16.Depth[len(got)/2], 1e-3)
+}
+
+// TestDepthAlignKITTIPNG: a plain 16-bit PNG in KITTI's steps (value = metres × 256, 0 where the LiDAR
+// has none) aligns with -align-depth-scale 256 to the scale it holds; read as millimetres (the default) it
+// would give 256/1000 of it. A bad scale is a usage error.
+func TestDepthAlignKITTIPNG(t *testing.T) {
+	m := tinyDA3(t)
+	img := fixtureImage(t, "da3-tiny/one/images/view0.png")
+	plain, w, h := plainDepth(t, m, img, "56")
+	g := image.NewGray16(image.Rect(0, 0, w, h))
+	for i, v := range plain {
+		if i%3 != 0 { // sparse, as LiDAR
+			g.SetGray16(i%w, i/w, color.Gray16{Y: uint16(math.Round(float64(20*v) * 256))})
+		}
+	}
+	meas := filepath.Join(t.TempDir(), "lidar.png")
+	f, err := os.Create(meas)
+	require.NoError(t, err)
+	require.NoError(t, png.Encode(f, g))
+	require.NoError(t, f.Close())
+	for _, tc := range []struct {
+		scale string
+		want  float64
+	}{{"256", 20}, {"1000", 20 * 256.0 / 1000}} {
+		out := filepath.Join(t.TempDir(), "d.npy")
+		code, _, stderr := runCLI("depth", "-model", m, "-process-res", "56", "-align-depth", meas, "-align-depth-scale", tc.scale, "-o", out, img)
+		require.Equal(t, exitOK, code, stderr)
+		assert.InDelta(t, tc.want, reportedScale(t, stderr), 0.02*tc.want, "-align-depth-scale %s", tc.scale)
+	}
+	code, _, stderr := runCLI("depth", "-model", m, "-align-depth", meas, "-align-depth-scale", "0", img)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "values per metre")
 }
 
 // TestDepthAlignPointsCSV: text points in pixels of the input image.

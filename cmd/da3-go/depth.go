@@ -52,6 +52,7 @@ type depthFlags struct {
 	shard         string
 	skipExisting  bool
 	alignDepth    string
+	alignScale    float64 // -align-depth-scale
 }
 
 func (f *depthFlags) register(fs *flag.FlagSet) {
@@ -90,6 +91,7 @@ func (f *depthFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.shard, "shard", "", "i/n: run only the images in shard i of n (0 ≤ i < n; the shard of an image is a hash of its path relative to the directory of all inputs, so n jobs given the same inputs, e.g. a Slurm array, share them out, each image to one); needs -independent")
 	fs.BoolVar(&f.skipExisting, "skip-existing", false, "leave out the images whose every output exists (a non-empty file), to resume an interrupted run; without -independent the images are one scene, left out only when every image's outputs exist")
 	fs.StringVar(&f.alignDepth, "align-depth", "", alignDepthUsage)
+	fs.Float64Var(&f.alignScale, "align-depth-scale", 1000, alignScaleUsage)
 	fs.BoolVar(&f.metric, "metric", false, "require depth in metres: fail before running unless the model gives metres (DA2 metric models, the DA3 metric model with -intrinsics, the nested pair)")
 }
 
@@ -222,7 +224,7 @@ func (d *depthRun) plan(in *inputs) error {
 	}
 	// Measurement files are matched to every input, before -shard and
 	// -skip-existing choose some.
-	if d.align, err = planAlign(f.alignDepth, in.paths, f.quiet, d.stderr); err != nil {
+	if d.align, err = planAlign(f.alignDepth, f.alignScale, in.paths, f.quiet, d.stderr); err != nil {
 		return asUsage(err)
 	}
 	if d.align != nil && f.lens.base != nil && !f.lens.keep {

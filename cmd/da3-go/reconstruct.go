@@ -76,6 +76,7 @@ type reconstructFlags struct {
 	intrinsics                   string
 	overwrite                    bool
 	alignDepth                   string
+	alignScale                   float64 // -align-depth-scale
 	voxel, maxDepth              float64
 	maxBlocks                    int
 	gsVideo                      gsVideoFlags
@@ -111,6 +112,7 @@ func (f *reconstructFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.maxDepth, "max-depth", 0, "mesh_ply/mesh_glb: ignore depths beyond this (0: none)")
 	fs.BoolVar(&f.overwrite, "overwrite", false, "replace files at the output paths that no earlier run into -o wrote (refused without it)")
 	fs.StringVar(&f.alignDepth, "align-depth", "", alignDepthUsage+" (and the cameras' translations scale with it)")
+	fs.Float64Var(&f.alignScale, "align-depth-scale", 1000, alignScaleUsage)
 	fs.StringVar(&f.intrinsics, "intrinsics", "", "fx,fy,cx,cy of the input images' camera, in their pixels, for models without a camera head: "+
 		"the camera placed at the world origin for 3D outputs (and metres from the DA3 metric model)")
 }
@@ -302,7 +304,7 @@ func (r *reconstructRun) plan(in *inputs) error {
 			return err
 		}
 	}
-	if r.align, err = planAlign(f.alignDepth, r.in.paths, f.quiet, r.stderr); err != nil {
+	if r.align, err = planAlign(f.alignDepth, f.alignScale, r.in.paths, f.quiet, r.stderr); err != nil {
 		return asUsage(err)
 	}
 	if r.align != nil && f.lens.base != nil && !f.lens.keep {
