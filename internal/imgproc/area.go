@@ -3,6 +3,8 @@ package imgproc
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sort"
 )
 
 // ResizeAreaU8 is cv2.resize(src, (w, h), interpolation=cv2.INTER_AREA) on a uint8 RGB image, for
@@ -124,43 +126,54 @@ func computeResizeAreaTab(ssize, dsize, cn int, scale float64) []areaTab {
 	return tab
 }
 
-// resizeAreaGenericU8 is ResizeArea_Invoker<uchar, float>.
+// resizeAreaGenericU8 is ResizeArea_Invoker<uchar, float>. Each output row is the sum of its own run
+// of ytab's entries, so bands of output rows run in their own goroutines with the results of one loop.
 func resizeAreaGenericU8(src []uint8, sw, sh, cn, dw, dh int, scaleX, scaleY float64) []uint8 {
 	xtab := computeResizeAreaTab(sw, dw, cn, scaleX)
 	ytab := computeResizeAreaTab(sh, dh, 1, scaleY)
 	width := dw * cn
 	rowLen := sw * cn
 	dst := make([]uint8, dh*width)
-	buf := make([]float32, width)
-	sum := make([]float32, width)
-	flush := func(dy int) {
-		D := dst[dy*width : (dy+1)*width]
-		for i, v := range sum {
-			D[i] = satU8(int32(math.RoundToEven(float64(v))))
+	bands := min(runtime.GOMAXPROCS(0), dh)
+	EachChannel(bands, func(band int) {
+		// the entries of output rows [dh·band/bands, dh·(band+1)/bands)
+		lo, hi := dh*band/bands, dh*(band+1)/bands
+		y0 := sort.Search(len(ytab), func(k int) bool { return ytab[k].di >= lo })
+		y1 := sort.Search(len(ytab), func(k int) bool { return ytab[k].di >= hi })
+		if y0 >= y1 {
+			return
 		}
-	}
-	prevDy := ytab[0].di
-	for _, yt := range ytab {
-		beta := yt.alpha
-		S := src[yt.si*rowLen : (yt.si+1)*rowLen]
-		clear(buf)
-		for _, xt := range xtab {
-			for c := range cn {
-				buf[xt.di+c] = buf[xt.di+c] + float32(float32(S[xt.si+c])*xt.alpha)
+		buf := make([]float32, width)
+		sum := make([]float32, width)
+		flush := func(dy int) {
+			D := dst[dy*width : (dy+1)*width]
+			for i, v := range sum {
+				D[i] = satU8(int32(math.RoundToEven(float64(v))))
 			}
 		}
-		if yt.di != prevDy {
-			flush(prevDy)
-			for i, v := range buf {
-				sum[i] = beta * v
+		prevDy := ytab[y0].di
+		for _, yt := range ytab[y0:y1] { // the loop of one band's rows, as the whole loop has it
+			beta := yt.alpha
+			S := src[yt.si*rowLen : (yt.si+1)*rowLen]
+			clear(buf)
+			for _, xt := range xtab {
+				for c := range cn {
+					buf[xt.di+c] = buf[xt.di+c] + float32(float32(S[xt.si+c])*xt.alpha)
+				}
 			}
-			prevDy = yt.di
-		} else {
-			for i, v := range buf {
-				sum[i] = sum[i] + float32(beta*v)
+			if yt.di != prevDy {
+				flush(prevDy)
+				for i, v := range buf {
+					sum[i] = beta * v
+				}
+				prevDy = yt.di
+			} else {
+				for i, v := range buf {
+					sum[i] = sum[i] + float32(beta*v)
+				}
 			}
 		}
-	}
-	flush(prevDy)
+		flush(prevDy)
+	})
 	return dst
 }

@@ -1,6 +1,9 @@
 package imgproc
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // This file reproduces OpenCV's own INTER_CUBIC code (modules/imgproc/src/resize.cpp: resize(),
 // interpolateCubic, HResizeCubic, VResizeCubic and the SSE2 baseline vector ops) as compiled into the
@@ -213,8 +216,8 @@ func ResizeCubicF64(src *Planar64, w, h int) *Planar64 {
 	xofs, xa := cubicAxis(sw, w)
 	yofs, yb := cubicAxis(sh, h)
 	out := &Planar64{W: w, H: h, C: cn, Pix: make([]float64, w*h*cn)}
-	rows := make([]float64, sh*w)
-	for c := range cn {
+	EachChannel(cn, func(c int) {
+		rows := make([]float64, sh*w)
 		plane := src.Pix[c*sw*sh : (c+1)*sw*sh]
 		for y := range sh {
 			s := plane[y*sw : (y+1)*sw]
@@ -243,6 +246,19 @@ func ResizeCubicF64(src *Planar64, w, h int) *Planar64 {
 				o[dy*w+x] = float64(v + float64(S[3][x]*float64(b[3])))
 			}
 		}
-	}
+	})
 	return out
+}
+
+// EachChannel runs f for 0 … n−1 (the channels of a planar image, or bands of rows), each in its own
+// goroutine; the parts are independent, so the results are those of a loop.
+func EachChannel(n int, f func(c int)) {
+	var wg sync.WaitGroup
+	for c := 1; c < n; c++ {
+		wg.Go(func() { f(c) })
+	}
+	if n > 0 {
+		f(0)
+	}
+	wg.Wait()
 }

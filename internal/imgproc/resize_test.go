@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -34,22 +35,28 @@ func TestResizeCubicU8MatchesOpenCV(t *testing.T) {
 	t.Logf("INTER_CUBIC uint8, OpenCV fixed point: %d/%d size pairs bit-exact", exact, len(cases))
 }
 
+// TestResizeAreaU8MatchesOpenCV: bit-exact with cv2 in one band of rows and in five (the generic path
+// splits the output rows into GOMAXPROCS bands).
 func TestResizeAreaU8MatchesOpenCV(t *testing.T) {
 	m, _, _ := loadManifest(t)
 	cases := m.Cases["area_u8"]
 	require.NotEmpty(t, cases)
-	exact, fast := 0, 0
-	for _, c := range cases {
-		if c.SW%c.DW == 0 && c.SH%c.DH == 0 {
-			fast++
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 5} {
+		runtime.GOMAXPROCS(procs)
+		exact, fast := 0, 0
+		for _, c := range cases {
+			if c.SW%c.DW == 0 && c.SH%c.DH == 0 {
+				fast++
+			}
+			got := resizeAreaU8(c.src(), c.SW, c.SH, c.CN, c.DW, c.DH)
+			if assert.Equal(t, c.Hash, hash16(got), "cv2 %s INTER_AREA uint8 %s, %d bands", m.OpenCV, caseName(c), procs) {
+				exact++
+			}
 		}
-		got := resizeAreaU8(c.src(), c.SW, c.SH, c.CN, c.DW, c.DH)
-		if assert.Equal(t, c.Hash, hash16(got), "cv2 %s INTER_AREA uint8 %s", m.OpenCV, caseName(c)) {
-			exact++
-		}
+		assert.Greater(t, fast, 10, "integer-scale (fast path) cases present")
+		t.Logf("INTER_AREA uint8, %d bands: %d/%d size pairs bit-exact (%d integer-scale)", procs, exact, len(cases), fast)
 	}
-	assert.Greater(t, fast, 10, "integer-scale (fast path) cases present")
-	t.Logf("INTER_AREA uint8: %d/%d size pairs bit-exact (%d integer-scale)", exact, len(cases), fast)
 }
 
 func TestResizeCubicU8IPPMatchesDefaultOpenCV(t *testing.T) {

@@ -165,12 +165,18 @@ func DA3(img image.Image, opt Options) (*View, error) {
 	p.Width, p.Height, p.RGB = rgb.W, rgb.H, rgb.Pix
 	p.Pixels = make([]float32, 3*rgb.W*rgb.H)
 	n := rgb.W * rgb.H
+	var lut [3][256]float32 // each byte's value, computed as the loop over pixels would
 	for c := range 3 {
-		plane := p.Pixels[c*n : (c+1)*n]
-		for i := range plane {
-			plane[i] = (float32(rgb.Pix[3*i+c])/255 - mean[c]) / std[c]
+		for x := range 256 {
+			lut[c][x] = (float32(x)/255 - mean[c]) / std[c]
 		}
 	}
+	imgproc.EachChannel(3, func(c int) {
+		plane := p.Pixels[c*n : (c+1)*n]
+		for i := range plane {
+			plane[i] = lut[c][rgb.Pix[3*i+c]]
+		}
+	})
 	return p, nil
 }
 
@@ -285,11 +291,11 @@ func DA2(img image.Image, inputSize, patch int, mean, std [3]float32) (*View, er
 	}
 	n := ow * oh
 	src := &imgproc.Planar64{W: ow, H: oh, C: 3, Pix: make([]float64, 3*n)}
-	for c := range 3 {
+	imgproc.EachChannel(3, func(c int) {
 		for i := range n {
-			src.Pix[c*n+i] = float64(rgb.Pix[3*i+c]) / 255
+			src.Pix[c*n+i] = unit8[rgb.Pix[3*i+c]]
 		}
-	}
+	})
 	res := imgproc.ResizeCubicF64(src, nw, nh)
 	p := &View{
 		Width: nw, Height: nh, OrigWidth: ow, OrigHeight: oh,
@@ -298,16 +304,29 @@ func DA2(img image.Image, inputSize, patch int, mean, std [3]float32) (*View, er
 		RGB:    make([]uint8, len(res.Pix)),
 	}
 	m := nw * nh
+	var mc, sc [3]float64
 	for c := range 3 {
-		mc, sc := widen(m32[c]), widen(s32[c])
-		for i := range m {
-			v := res.Pix[c*m+i]
-			p.Pixels[c*m+i] = float32((v - mc) / sc)
-			p.RGB[3*i+c] = uint8(max(0, min(255, math.RoundToEven(v*255))))
-		}
+		mc[c], sc[c] = widen(m32[c]), widen(s32[c])
 	}
+	imgproc.EachChannel(3, func(part int) { // thirds of the pixels: RGB interleaves the channels
+		for i := m * part / 3; i < m*(part+1)/3; i++ {
+			for c := range 3 {
+				v := res.Pix[c*m+i]
+				p.Pixels[c*m+i] = float32((v - mc[c]) / sc[c])
+				p.RGB[3*i+c] = uint8(max(0, min(255, math.RoundToEven(v*255))))
+			}
+		}
+	})
 	return p, nil
 }
+
+// unit8 is x/255 in float64 for every byte x (image/255.0 of DA2's preprocessing).
+var unit8 = func() (t [256]float64) {
+	for i := range t {
+		t[i] = float64(i) / 255
+	}
+	return t
+}()
 
 // da2TargetSize is Resize(keep_aspect_ratio, ensure_multiple_of=patch, resize_method="lower_bound").get_size.
 func da2TargetSize(w, h, size, patch int) (int, int) {
