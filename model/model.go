@@ -100,7 +100,7 @@ func Load(ctx context.Context, path string, opts Options) (m *Model, err error) 
 	}
 	bo := opts.Options
 	bo.Logger = log
-	bo.Kernels.Convs = cfg.convs(bo.Kernels)
+	bo.Kernels.Convs = cfg.Convs(bo.Kernels)
 	rt, err := backend.Open(bo)
 	if err != nil {
 		return nil, err
@@ -176,11 +176,12 @@ func readConfig(f *loader.File, path string) (Config, error) {
 	return cfg, nil
 }
 
-// convs resolves p's ConvsAuto for this model: narrow under int8c for the
+// Convs is the convolutions' precision of this model under p, as Load
+// resolves it: p's own choice, or for ConvsAuto narrow under int8c for the
 // DualDPT head (DA3's any-view models, within the int8c gate with its 3×3
-// convolutions in int8), f32 for every other head and precision (see
+// convolutions in int8) and f32 for every other head and precision (see
 // kernels.ConvsAuto).
-func (c Config) convs(p kernels.Policy) kernels.Convs {
+func (c Config) Convs(p kernels.Policy) kernels.Convs {
 	switch {
 	case p.Convs != kernels.ConvsAuto:
 		return p.Convs

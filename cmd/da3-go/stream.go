@@ -15,6 +15,7 @@ import (
 	"runtime"
 
 	"github.com/da3-go/da3-go/da3"
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/imgio"
 	"github.com/da3-go/da3-go/internal/sysmem"
 	"github.com/da3-go/da3-go/model"
@@ -256,9 +257,12 @@ func (f *modelFlags) frames(paths, names []string, rotate bool) []stream.Frame {
 // and tensor table) and the settings that change results (resolution, method, reference view, ray pose,
 // precision, kernels, device, Exif rotation).
 func (f *modelFlags) fingerprint(cfg model.Config) string {
+	// the convolutions' precision as the model resolves it: auto and the flag that says the same agree
+	prec, _ := kernels.ParsePrecision(f.precision)
+	convs := cfg.Convs(kernels.Policy{Precision: prec, Convs: kernels.Convs(f.narrowConvs)})
 	return fmt.Sprintf("model=%s (%s) metric=%s (%s) name=%s process-res=%d method=%s ref-view=%s ray-pose=%v/%d exif-rotate=%v precision=%s kernels=%s narrow-convs=%s device=%s",
 		f.model, fileIdentity(f.model), f.metricModel, fileIdentity(f.metricModel), cfg.Name, f.processRes, f.method, f.refView,
-		f.rayPose, f.raySeed, f.exifRotate.String(), f.precision, f.kernels, f.narrowConvs.String(), f.device)
+		f.rayPose, f.raySeed, f.exifRotate.String(), f.precision, f.kernels, convs, f.device)
 }
 
 // fileIdentity is a file's size and the SHA-256 of its first MiB, or "" for no file.

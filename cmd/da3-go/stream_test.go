@@ -24,7 +24,9 @@ import (
 	"github.com/da3-go/da3-go/backend"
 	"github.com/da3-go/da3-go/convert"
 	"github.com/da3-go/da3-go/export"
+	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/model"
+	"github.com/da3-go/da3-go/model/dpt"
 	"github.com/da3-go/da3-go/model/stream"
 )
 
@@ -450,4 +452,20 @@ func TestStreamNestedMetres(t *testing.T) {
 	dm, err := export.ReadDepthPNG16(filepath.Join(out2, "00008_depth_16.png"))
 	require.NoError(t, err)
 	assert.Equal(t, export.UnitMetres, dm.Unit)
+}
+
+// TestFingerprintConvs: a streamed run's fingerprint names the convolutions' precision as the model
+// resolves it, so a resumed run with -narrow-convs saying what auto chose finds its windows, and one that
+// changes it does not.
+func TestFingerprintConvs(t *testing.T) {
+	fp := func(kind dpt.Kind, prec string, c kernels.Convs) string {
+		f := modelFlags{precision: prec, narrowConvs: convsFlag(c)}
+		return f.fingerprint(model.Config{Head: dpt.Config{Kind: kind}})
+	}
+	auto, narrow, wide := kernels.ConvsAuto, kernels.ConvsNarrow, kernels.ConvsF32
+	assert.Equal(t, fp(dpt.DualDPT, "int8c", auto), fp(dpt.DualDPT, "int8c", narrow), "DA3 under int8c: auto narrows")
+	assert.NotEqual(t, fp(dpt.DualDPT, "int8c", auto), fp(dpt.DualDPT, "int8c", wide))
+	assert.Equal(t, fp(dpt.DA2, "int8c", auto), fp(dpt.DA2, "int8c", wide), "DA2 under int8c: auto keeps f32")
+	assert.Equal(t, fp(dpt.DualDPT, "bf16", auto), fp(dpt.DualDPT, "bf16", wide), "bf16: auto keeps f32")
+	assert.NotEqual(t, fp(dpt.DualDPT, "bf16", auto), fp(dpt.DualDPT, "bf16", narrow))
 }
