@@ -5,6 +5,8 @@ import (
 	"math"
 	"runtime"
 	"sort"
+
+	"github.com/da3-go/da3-go/internal/par"
 )
 
 // ResizeAreaU8 is cv2.resize(src, (w, h), interpolation=cv2.INTER_AREA) on a uint8 RGB image, for
@@ -135,7 +137,7 @@ func resizeAreaGenericU8(src []uint8, sw, sh, cn, dw, dh int, scaleX, scaleY flo
 	rowLen := sw * cn
 	dst := make([]uint8, dh*width)
 	bands := min(runtime.GOMAXPROCS(0), dh)
-	EachChannel(bands, func(band int) {
+	par.For(bands, bands, func(band int) {
 		// the entries of output rows [dh·band/bands, dh·(band+1)/bands)
 		lo, hi := dh*band/bands, dh*(band+1)/bands
 		y0 := sort.Search(len(ytab), func(k int) bool { return ytab[k].di >= lo })

@@ -2,7 +2,8 @@ package imgproc
 
 import (
 	"math"
-	"sync"
+
+	"github.com/da3-go/da3-go/internal/par"
 )
 
 // This file reproduces OpenCV's own INTER_CUBIC code (modules/imgproc/src/resize.cpp: resize(),
@@ -216,7 +217,7 @@ func ResizeCubicF64(src *Planar64, w, h int) *Planar64 {
 	xofs, xa := cubicAxis(sw, w)
 	yofs, yb := cubicAxis(sh, h)
 	out := &Planar64{W: w, H: h, C: cn, Pix: make([]float64, w*h*cn)}
-	EachChannel(cn, func(c int) {
+	par.For(cn, cn, func(c int) {
 		rows := make([]float64, sh*w)
 		plane := src.Pix[c*sw*sh : (c+1)*sw*sh]
 		for y := range sh {
@@ -248,17 +249,4 @@ func ResizeCubicF64(src *Planar64, w, h int) *Planar64 {
 		}
 	})
 	return out
-}
-
-// EachChannel runs f for 0 … n−1 (the channels of a planar image, or bands of rows), each in its own
-// goroutine; the parts are independent, so the results are those of a loop.
-func EachChannel(n int, f func(c int)) {
-	var wg sync.WaitGroup
-	for c := 1; c < n; c++ {
-		wg.Go(func() { f(c) })
-	}
-	if n > 0 {
-		f(0)
-	}
-	wg.Wait()
 }

@@ -35,3 +35,17 @@ func For(workers, n int, fn func(i int)) {
 	}
 	wg.Wait()
 }
+
+// Runs splits [0, n) into at most parts runs of at least least items each (one run when n < 2·least),
+// in order: the runs' results concatenated are the loop's.
+func Runs(n, parts, least int) [][2]int {
+	k := max(1, parts)
+	if least > 0 {
+		k = max(1, min(k, n/least))
+	}
+	out := make([][2]int, k)
+	for i := range k {
+		out[i] = [2]int{n * i / k, n * (i + 1) / k}
+	}
+	return out
+}

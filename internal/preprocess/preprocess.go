@@ -20,6 +20,8 @@ import (
 	"strconv"
 
 	"github.com/da3-go/da3-go/internal/imgproc"
+
+	"github.com/da3-go/da3-go/internal/par"
 )
 
 // Defaults of the reference implementations.
@@ -171,7 +173,7 @@ func DA3(img image.Image, opt Options) (*View, error) {
 			lut[c][x] = (float32(x)/255 - mean[c]) / std[c]
 		}
 	}
-	imgproc.EachChannel(3, func(c int) {
+	par.For(3, 3, func(c int) {
 		plane := p.Pixels[c*n : (c+1)*n]
 		for i := range plane {
 			plane[i] = lut[c][rgb.Pix[3*i+c]]
@@ -291,7 +293,7 @@ func DA2(img image.Image, inputSize, patch int, mean, std [3]float32) (*View, er
 	}
 	n := ow * oh
 	src := &imgproc.Planar64{W: ow, H: oh, C: 3, Pix: make([]float64, 3*n)}
-	imgproc.EachChannel(3, func(c int) {
+	par.For(3, 3, func(c int) {
 		for i := range n {
 			src.Pix[c*n+i] = unit8[rgb.Pix[3*i+c]]
 		}
@@ -308,7 +310,7 @@ func DA2(img image.Image, inputSize, patch int, mean, std [3]float32) (*View, er
 	for c := range 3 {
 		mc[c], sc[c] = widen(m32[c]), widen(s32[c])
 	}
-	imgproc.EachChannel(3, func(part int) { // thirds of the pixels: RGB interleaves the channels
+	par.For(3, 3, func(part int) { // thirds of the pixels: RGB interleaves the channels
 		for i := m * part / 3; i < m*(part+1)/3; i++ {
 			for c := range 3 {
 				v := res.Pix[c*m+i]

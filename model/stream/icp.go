@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/da3-go/da3-go/model"
+
+	"github.com/da3-go/da3-go/internal/par"
 )
 
 // ICPOptions tune the point-to-plane refinement (ICP) of the alignments between windows: of each seam
@@ -216,13 +218,15 @@ func refineWith(ic *icp, seed Sim3, samePixel bool, mode icpScale, opt ICPOption
 
 // icp holds the target surfaces and source points of a refinement.
 type icp struct {
-	opt  ICPOptions
-	dst  []surface
-	src  []srcPoint
-	c    [3]float64 // centroid of the first pairs' target points
-	l    float64    // their RMS spread
-	res  []float64  // scratch: residuals
-	pair []match    // scratch
+	opt ICPOptions
+	// workers: the goroutines the loops over the source points take (at most; 0 or 1: one)
+	workers int
+	dst     []surface
+	src     []srcPoint
+	c       [3]float64 // centroid of the first pairs' target points
+	l       float64    // their RMS spread
+	res     []float64  // scratch: residuals
+	pair    []match    // scratch
 }
 
 // clone is a copy of ic for another refinement: the points and surfaces shared (nothing changes them),
@@ -413,14 +417,36 @@ func (s *surface) project(p [3]float64) (x, y int, z float64, ok bool) {
 // associate pairs the source points, moved by a, with target points: the same pixel (samePixel), or the
 // nearest within Radius pixels of where they project, dropping pairs further apart than Gate × depth.
 func (ic *icp) associate(a Sim3, samePixel bool) []match {
+	runs := ic.runs()
+	if len(runs) == 1 {
+		ic.pair = ic.associateRun(ic.pair[:0], 0, len(ic.src), a, samePixel)
+		return ic.pair
+	}
+	parts := make([][]match, len(runs))
+	par.For(len(runs), len(runs), func(k int) { parts[k] = ic.associateRun(nil, runs[k][0], runs[k][1], a, samePixel) })
 	ic.pair = ic.pair[:0]
+	for _, p := range parts {
+		ic.pair = append(ic.pair, p...)
+	}
+	return ic.pair
+}
+
+// minRun is the fewest source points a goroutine of icp's loops takes (a variable: tests lower it).
+var minRun = 2048
+
+// runs are the runs of source points icp's loops take at once (par.Runs), in order.
+func (ic *icp) runs() [][2]int { return par.Runs(len(ic.src), ic.workers, minRun) }
+
+// associateRun appends to out the pairs of source points [i0, i1) (associate).
+func (ic *icp) associateRun(out []match, i0, i1 int, a Sim3, samePixel bool) []match {
 	r := ic.opt.Radius
-	for i, sp := range ic.src {
+	for i := i0; i < i1; i++ {
+		sp := ic.src[i]
 		s := &ic.dst[sp.view]
 		if samePixel {
 			// The same pixel of the same frame: the pair whatever the seed, no gate.
 			if s.wt[sp.pix] > 0 {
-				ic.pair = append(ic.pair, match{i: i, q: s.pts[sp.pix], n: s.nrm[sp.pix], w: math.Sqrt(sp.w * s.wt[sp.pix])})
+				out = append(out, match{i: i, q: s.pts[sp.pix], n: s.nrm[sp.pix], w: math.Sqrt(sp.w * s.wt[sp.pix])})
 			}
 			continue
 		}
@@ -443,10 +469,10 @@ func (ic *icp) associate(a Sim3, samePixel bool) []match {
 			}
 		}
 		if best >= 0 {
-			ic.pair = append(ic.pair, match{i: i, q: s.pts[best], n: s.nrm[best], w: math.Sqrt(sp.w * s.wt[best])})
+			out = append(out, match{i: i, q: s.pts[best], n: s.nrm[best], w: math.Sqrt(sp.w * s.wt[best])})
 		}
 	}
-	return ic.pair
+	return out
 }
 
 // frame fixes the increment's centre and length unit from the first pairs' target points.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/da3-go/da3-go/internal/par"
 	"github.com/da3-go/da3-go/model"
 )
 
@@ -45,8 +46,9 @@ type LoopOptions struct {
 	// windows share are at the edge of both their contexts) while a verified loop is one direct
 	// measurement, so a loop counts as several seams.
 	Weight float64
-	// Workers: with 2 or more, a candidate's two alignments (from its two seeds) run at once (default 1).
-	// The results are the same.
+	// Workers: with 2 or more, a candidate's two alignments (from its two seeds) run at once, and with
+	// 4 or more each splits its loops over the points among Workers/2 goroutines (default 1). The results
+	// are the same.
 	Workers int
 	// Graph tunes the pose-graph optimisation (its Length is the scene's median depth unless set).
 	Graph GraphOptions
@@ -273,6 +275,7 @@ func (lc *loopCloser) verify(c loopCandidate) (loopStats, error) {
 	seeds := []Sim3{lc.toWorld[c.i].Inverse().Compose(lc.toWorld[c.j]), coincident(pairs[0], lc.fixed)}
 	opt := lc.icp.withDefaults()
 	base := newICP(pairs, opt) // the points and surfaces, once for every seed and stage
+	base.workers = max(1, lc.opt.Workers/len(seeds))
 	type outcome struct {
 		kept    bool
 		frac    float64
@@ -358,7 +361,25 @@ func (lc *loopCloser) projectiveFit(ic *icp, z Sim3) Sim3 {
 // reprojected pairs the source points moved by z with the target points at the pixels they project to,
 // when their depths agree within tol.
 func (lc *loopCloser) reprojected(ic *icp, z Sim3, tol float64) (src, dst, w []float64) {
-	for _, sp := range ic.src {
+	runs := ic.runs()
+	if len(runs) == 1 {
+		return lc.reprojectedRun(ic, 0, len(ic.src), z, tol)
+	}
+	type part struct{ src, dst, w []float64 }
+	parts := make([]part, len(runs))
+	par.For(len(runs), len(runs), func(k int) {
+		p := &parts[k]
+		p.src, p.dst, p.w = lc.reprojectedRun(ic, runs[k][0], runs[k][1], z, tol)
+	})
+	for _, p := range parts { // in order: the loop's pairs
+		src, dst, w = append(src, p.src...), append(dst, p.dst...), append(w, p.w...)
+	}
+	return src, dst, w
+}
+
+// reprojectedRun is reprojected of source points [i0, i1).
+func (lc *loopCloser) reprojectedRun(ic *icp, i0, i1 int, z Sim3, tol float64) (src, dst, w []float64) {
+	for _, sp := range ic.src[i0:i1] {
 		s := &ic.dst[sp.view]
 		p := z.Apply(sp.p)
 		x, y, depth, ok := s.project(p)
@@ -380,24 +401,32 @@ func (lc *loopCloser) reprojected(ic *icp, z Sim3, tol float64) (src, dst, w []f
 	return src, dst, w
 }
 
-// inliers is, of ic's pairs (ic unchanged), the fraction of the source points moved by z that project into their target frame onto a
-// point whose depth agrees within tol, and the number of those that project onto a point.
+// inliers is, of ic's pairs (ic unchanged), the fraction of the source points moved by z that project
+// into their target frame onto a point whose depth agrees within tol, and the number of those that
+// project onto a point.
 func (lc *loopCloser) inliers(ic *icp, z Sim3, tol float64) (float64, int) {
+	runs := ic.runs()
+	counts := make([][2]int, len(runs)) // per run: agreeing, projecting onto a point
+	par.For(len(runs), len(runs), func(k int) {
+		for _, sp := range ic.src[runs[k][0]:runs[k][1]] {
+			s := &ic.dst[sp.view]
+			x, y, depth, ok := s.project(z.Apply(sp.p))
+			if !ok {
+				continue
+			}
+			j := y*s.w + x
+			if s.wt[j] == 0 {
+				continue
+			}
+			counts[k][1]++
+			if dq := s.cam.Apply(s.pts[j])[2]; math.Abs(depth-dq) <= tol*dq {
+				counts[k][0]++
+			}
+		}
+	})
 	var in, all int
-	for _, sp := range ic.src {
-		s := &ic.dst[sp.view]
-		x, y, depth, ok := s.project(z.Apply(sp.p))
-		if !ok {
-			continue
-		}
-		j := y*s.w + x
-		if s.wt[j] == 0 {
-			continue
-		}
-		all++
-		if dq := s.cam.Apply(s.pts[j])[2]; math.Abs(depth-dq) <= tol*dq {
-			in++
-		}
+	for _, c := range counts {
+		in, all = in+c[0], all+c[1]
 	}
 	if all == 0 {
 		return 0, 0

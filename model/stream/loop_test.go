@@ -80,13 +80,18 @@ func TestLoopClosureRecorded(t *testing.T) {
 	for w := range chained {
 		assert.Equal(t, r.ToWorld(w), r2.ToWorld(w), "window %d", w)
 	}
-	// Two workers (each candidate's seeds at once): the same loops and transforms.
-	r4, _, err := runSynth(t, loopScene(), t.TempDir(), 16, 4, func(o *Options) { o.Loop.Workers = 2 })
-	require.NoError(t, err)
-	require.NotNil(t, r4.man.Graph)
-	assert.Equal(t, r.man.Graph.Loops, r4.man.Graph.Loops)
-	for w := range chained {
-		assert.Equal(t, r.ToWorld(w), r4.ToWorld(w), "window %d", w)
+	// Two workers (each candidate's seeds at once) and six (each seed's point loops in runs too): the
+	// same loops and transforms.
+	defer func(m int) { minRun = m }(minRun)
+	minRun = 256 // the scene's few thousand points in runs
+	for _, workers := range []int{2, 6} {
+		r4, _, err := runSynth(t, loopScene(), t.TempDir(), 16, 4, func(o *Options) { o.Loop.Workers = workers })
+		require.NoError(t, err)
+		require.NotNil(t, r4.man.Graph)
+		assert.Equal(t, r.man.Graph.Loops, r4.man.Graph.Loops, "%d workers", workers)
+		for w := range chained {
+			assert.Equal(t, r.ToWorld(w), r4.ToWorld(w), "%d workers, window %d", workers, w)
+		}
 	}
 	// Without loop closure: the chain.
 	r3, _, err := runSynth(t, loopScene(), dir, 16, 4, func(o *Options) { o.Loop.Off = true })
