@@ -144,10 +144,8 @@ func metricPixel(v float32, step float64) uint16 {
 	case f >= 65535*step:
 		return math.MaxUint16
 	}
-	if step == MetricStepMM { // exactly as before the step was an option: f·1000, not f/0.001
-		return uint16(min(65535, max(1, math.Round(f*1000))))
-	}
-	return uint16(min(65535, max(1, math.Round(f/step))))
+	// f·(1/step): 1/MetricStepMM is exactly 1000, so millimetres round as f·1000
+	return uint16(min(65535, max(1, math.Round(f*(1/step)))))
 }
 
 // normalise fills pix (big-endian uint16) with data min–max normalised and returns the mapping back.

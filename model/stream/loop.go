@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"slices"
-	"sync"
 
 	"github.com/da3-go/da3-go/internal/par"
 	"github.com/da3-go/da3-go/model"
@@ -296,17 +295,8 @@ func (lc *loopCloser) verify(c loopCandidate) (loopStats, error) {
 		frac, n := lc.inliers(base, refined, lc.opt.DepthTolerance)
 		out[k] = outcome{kept: true, frac: frac, n: n, refined: refined}
 	}
-	if lc.opt.Workers > 1 {
-		var wg sync.WaitGroup
-		for k := range seeds {
-			wg.Go(func() { try(k) })
-		}
-		wg.Wait()
-	} else {
-		for k := range seeds {
-			try(k)
-		}
-	}
+	// the seeds at once with 2 or more workers, one at a time otherwise
+	par.For(min(lc.opt.Workers, len(seeds)), len(seeds), try)
 	for _, o := range out { // in the seeds' order, whichever finished first
 		if o.kept && (o.frac > st.Inliers || st.Points == 0) {
 			st.Inliers, st.Points, st.Z = o.frac, o.n, o.refined
@@ -504,8 +494,8 @@ func fitEnvelope(n int, edges []GraphEdge, loops []loopStats, log *slog.Logger) 
 		}
 		far, span := -1, 0
 		for i, e := range edges {
-			if e.Loop && abs(e.J-e.I) > span {
-				far, span = i, abs(e.J-e.I)
+			if e.Loop && e.J-e.I > span { // a loop's I < J, as verifyLoops adds them
+				far, span = i, e.J-e.I
 			}
 		}
 		if far < 0 {
@@ -531,8 +521,6 @@ func fitEnvelope(n int, edges []GraphEdge, loops []loopStats, log *slog.Logger) 
 		edges = slices.Delete(edges, far, far+1)
 	}
 }
-
-func abs(x int) int { return max(x, -x) }
 
 // verifyLoops finds the loop candidates among the windows, verifies them and adds the accepted ones to
 // edges: the edges and the loops tried.
