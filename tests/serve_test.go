@@ -43,6 +43,15 @@ var (
 	binErr  error
 )
 
+// TestMain removes the binary's directory when the tests end.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 func da3goBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
