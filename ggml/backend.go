@@ -3,6 +3,7 @@ package ggml
 /*
 #cgo linux LDFLAGS: -ldl
 #include <stdlib.h>
+#include <string.h>
 #include "da3_ggml.h"
 #ifdef _WIN32
 #include <windows.h>
@@ -56,6 +57,51 @@ static int da3_set_n_threads(ggml_backend_t b, int n) {
     if (fn == NULL) return 0;
     fn(b, n);
     return 1;
+}
+
+// A CPU backend computes every graph on a thread pool of its own, kept for
+// the backend's life: without one, ggml starts and joins a pool of threads
+// per graph, and the kernels' per-thread scratch buffers (da3_scratch,
+// freed when their thread ends) are allocated and faulted in again every
+// run. poll 0: between graphs the workers sleep on the pool's condition
+// variable instead of spinning. Only the CPU registry has it (its
+// set_threadpool asserts a CPU backend); other CPU-like backends (BLAS) keep
+// ggml's per-graph threads.
+typedef struct ggml_threadpool * (*da3_tp_new_t)(struct ggml_threadpool_params *);
+typedef void (*da3_tp_free_t)(struct ggml_threadpool *);
+typedef void (*da3_tp_set_t)(ggml_backend_t, struct ggml_threadpool *);
+static ggml_backend_reg_t da3_cpu_reg(ggml_backend_t b) {
+    ggml_backend_dev_t dev = ggml_backend_get_device(b);
+    if (dev == NULL || ggml_backend_dev_type(dev) != GGML_BACKEND_DEVICE_TYPE_CPU) return NULL;
+    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
+    if (reg == NULL || strcmp(ggml_backend_reg_name(reg), "CPU") != 0) return NULL;
+    return reg;
+}
+// da3_set_pool gives b a new pool of n threads and returns it (NULL where
+// b is not of the CPU registry, or the pool cannot be made); a pool b had
+// before is then unused and must be freed.
+static void * da3_set_pool(ggml_backend_t b, int n) {
+    ggml_backend_reg_t reg = da3_cpu_reg(b);
+    if (reg == NULL) return NULL;
+    da3_tp_new_t mk = (da3_tp_new_t) ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new");
+    da3_tp_set_t set = (da3_tp_set_t) ggml_backend_reg_get_proc_address(reg, "ggml_backend_cpu_set_threadpool");
+    da3_tp_free_t fr = (da3_tp_free_t) ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free");
+    if (mk == NULL || set == NULL || fr == NULL) return NULL;
+    struct ggml_threadpool_params p;
+    ggml_threadpool_params_init(&p, n);
+    p.poll = 0;
+    struct ggml_threadpool * tp = mk(&p);
+    set(b, tp); // NULL: ggml's per-graph threads again
+    return tp;
+}
+// da3_free_pool frees a pool da3_set_pool made for a backend of the CPU
+// registry, once no backend uses it (after ggml_backend_free, or after
+// another pool took its place).
+static void da3_free_pool(void * tp) {
+    if (tp == NULL) return;
+    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU));
+    da3_tp_free_t fr = reg == NULL ? NULL : (da3_tp_free_t) ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free");
+    if (fr != NULL) fr((struct ggml_threadpool *) tp);
 }
 
 // The abort callback ggml's CPU backend calls after every node (from one
@@ -305,9 +351,11 @@ func LoadBackend(path string) error {
 
 // Backend is an initialised ggml_backend_t. Close it when done.
 type Backend struct {
-	b     C.ggml_backend_t
-	dev   Device
-	abort *C.int // the flag of the abort callback (C memory), nil without one
+	b       C.ggml_backend_t
+	dev     Device
+	abort   *C.int         // the flag of the abort callback (C memory), nil without one
+	pool    unsafe.Pointer // the CPU backend's thread pool (SetThreads), nil without one
+	poolLen int            // its threads
 }
 
 // Name is ggml_backend_name.
@@ -323,7 +371,9 @@ func (b *Backend) Device() Device { return b.dev }
 
 // SetThreads sets the thread count of a CPU-like backend (through the
 // registry's ggml_backend_set_n_threads). It reports whether the backend
-// supports it.
+// supports it. The CPU backend then computes on a pool of that many threads
+// kept until Close (ggml would otherwise start and join threads for every
+// graph); they sleep between graphs.
 func (b *Backend) SetThreads(n int) (bool, error) {
 	if b == nil || b.b == nil {
 		return false, ErrClosed
@@ -331,7 +381,15 @@ func (b *Backend) SetThreads(n int) (bool, error) {
 	if n < 1 {
 		return false, fmt.Errorf("ggml: thread count %d must be positive", n)
 	}
-	return C.da3_set_n_threads(b.b, C.int(n)) != 0, nil
+	if C.da3_set_n_threads(b.b, C.int(n)) == 0 {
+		return false, nil
+	}
+	if b.pool == nil || b.poolLen != n {
+		tp := C.da3_set_pool(b.b, C.int(n))
+		C.da3_free_pool(b.pool)
+		b.pool, b.poolLen = tp, n
+	}
+	return true, nil
 }
 
 // EnableAbort installs an abort callback (through the registry's
@@ -462,6 +520,8 @@ func (b *Backend) Close() error {
 	}
 	C.ggml_backend_free(b.b)
 	b.b = nil
+	C.da3_free_pool(b.pool)
+	b.pool = nil
 	if b.abort != nil {
 		C.free(unsafe.Pointer(b.abort))
 		b.abort = nil
