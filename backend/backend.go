@@ -183,6 +183,10 @@ type Runtime struct {
 	// device graph is stopped.
 	abortEvery     int
 	schedAbortOnly bool
+	// profiling times every node of the runs (ProfileOps), gathered by op
+	// in opTimes.
+	profiling bool
+	opTimes   map[string]*OpTime
 }
 
 // UsePacked makes the graphs of later runs multiply by the packed forms of

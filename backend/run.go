@@ -170,6 +170,9 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 	if err := kernels.FaultsSince(faults); err != nil {
 		return nil, fmt.Errorf("compute: %w", err)
 	}
+	if rt.profiling {
+		rt.gatherOps()
+	}
 	out = make(map[string]Tensor, len(b.outputs))
 	for name, t := range b.outputs {
 		if !t.IsContiguous() {
@@ -376,6 +379,10 @@ func (rt *Runtime) ensureSched(n int) error {
 		return err
 	}
 	if err := s.EnableAbort(rt.abortEvery); err != nil {
+		s.Close()
+		return err
+	}
+	if err := s.ProfileNodes(rt.profiling); err != nil {
 		s.Close()
 		return err
 	}

@@ -2,6 +2,8 @@ package ggml
 
 /*
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include "da3_ggml.h"
 
 // The scheduler's eval callback (ggml_backend_sched_set_eval_callback),
@@ -12,28 +14,81 @@ package ggml
 // node only. every > 0 also asks for every every-th node: the scheduler
 // then computes a split in pieces (synchronising the backend after each)
 // and the flag is read between them.
+//
+// With profile set it also asks for every node that computes something
+// (views, reshapes and permutations run with the node after them), so the
+// scheduler computes them one at a time, and records each one's op, custom
+// kernel and time from the end of the node before (or of da3_prof_begin)
+// to its end, in up to cap records.
+typedef struct {
+    int64_t ns;      // the node's time
+    const char * op; // ggml_op_desc: a static string
+    void * fn;       // a custom op's kernel, else NULL
+    int64_t ne[4];   // the node's shape
+    int64_t src[4];  // its first source's shape (0 without one)
+} da3_node_time;
+
 typedef struct {
     int flag;     // set to stop
     int stopped;  // the callback stopped a split
     int every;    // ask for every every-th node too (0: split boundaries only)
     int seen;     // nodes asked about
     int after;    // set flag once seen reaches it (0: never)
+    int profile;  // time every node
+    int n, cap;   // records made, room for
+    da3_node_time * rec;
+    int64_t last; // when the last node ended, ns
 } da3_sched_stop;
 
+static int64_t da3_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int da3_is_view(const struct ggml_tensor * t) {
+    switch (t->op) {
+    case GGML_OP_NONE: case GGML_OP_VIEW: case GGML_OP_RESHAPE: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static bool da3_sched_eval(struct ggml_tensor * t, bool ask, void * data) {
-    (void) t;
     da3_sched_stop * s = (da3_sched_stop *) data;
     if (ask) {
         s->seen++;
         if (s->after > 0 && s->seen >= s->after) __atomic_store_n(&s->flag, 1, __ATOMIC_RELAXED);
         if (__atomic_load_n(&s->flag, __ATOMIC_RELAXED)) return true;
+        if (s->profile && !da3_is_view(t)) return true;
         return s->every > 0 && s->seen % s->every == 0;
     }
     if (__atomic_load_n(&s->flag, __ATOMIC_RELAXED)) {
         s->stopped = 1;
         return false;
     }
+    if (s->profile && s->n < s->cap) {
+        const int64_t now = da3_now_ns();
+        da3_node_time * r = &s->rec[s->n++];
+        r->ns = now - s->last;
+        r->op = ggml_op_desc(t);
+        r->fn = NULL;
+        if (t->op == GGML_OP_CUSTOM) {
+            memcpy(&r->fn, t->op_params, sizeof r->fn); // ggml_custom_op_params' first word: the kernel
+        }
+        for (int i = 0; i < 4; i++) {
+            r->ne[i] = t->ne[i];
+            r->src[i] = t->src[0] != NULL ? t->src[0]->ne[i] : 0;
+        }
+        s->last = now;
+    }
     return true;
+}
+
+static void da3_prof_begin(da3_sched_stop * s) {
+    s->n = 0;
+    s->last = da3_now_ns();
 }
 
 static void da3_sched_enable_stop(ggml_backend_sched_t sched, da3_sched_stop * s) {
@@ -46,6 +101,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 )
 
@@ -254,15 +310,80 @@ func (s *Scheduler) EnableAbort(every int) error {
 	if s == nil || s.s == nil {
 		return ErrClosed
 	}
+	st, err := s.stopState()
+	if err != nil {
+		return err
+	}
+	st.every = C.int(max(every, 0))
+	return nil
+}
+
+// stopState returns the eval callback's state, installing the callback
+// the first time.
+func (s *Scheduler) stopState() (*C.da3_sched_stop, error) {
 	if s.stop == nil {
 		s.stop = (*C.da3_sched_stop)(C.calloc(1, C.size_t(unsafe.Sizeof(C.da3_sched_stop{}))))
 		if s.stop == nil {
-			return fmt.Errorf("ggml: scheduler abort state: %w", ErrOutOfMemory)
+			return nil, fmt.Errorf("ggml: scheduler abort state: %w", ErrOutOfMemory)
 		}
 		C.da3_sched_enable_stop(s.s, s.stop)
 	}
-	s.stop.every = C.int(max(every, 0))
+	return s.stop, nil
+}
+
+// NodeTime is the time of one node of a profiled Compute (ProfileNodes):
+// from the end of the node before to its end, so that the data copies
+// between backends and any views before it count too.
+type NodeTime struct {
+	Op     string         // ggml_op_desc: "MUL_MAT", "ADD", "CUSTOM", a unary op's name …
+	Kernel unsafe.Pointer // a CUSTOM node's kernel (its ggml_custom_op_t), else nil
+	Shape  [4]int         // the node's ne
+	Src    [4]int         // its first source's ne (zeros without one)
+	Time   time.Duration
+}
+
+// ProfileNodes makes later Computes time every node (NodeTimes), up to the
+// scheduler's graph size. The scheduler then computes the nodes one at a
+// time, waiting for the backend after each, which costs some speed (tens
+// of microseconds a node on the CPU): for profiling, not for timing.
+func (s *Scheduler) ProfileNodes(on bool) error {
+	if s == nil || s.s == nil {
+		return ErrClosed
+	}
+	st, err := s.stopState()
+	if err != nil {
+		return err
+	}
+	if on && st.rec == nil {
+		st.rec = (*C.da3_node_time)(C.calloc(C.size_t(s.graphSize), C.size_t(unsafe.Sizeof(C.da3_node_time{}))))
+		if st.rec == nil {
+			return fmt.Errorf("ggml: scheduler profile records: %w", ErrOutOfMemory)
+		}
+		st.cap = C.int(s.graphSize)
+	}
+	st.n = 0
+	st.profile = 0
+	if on {
+		st.profile = 1
+	}
 	return nil
+}
+
+// NodeTimes returns the node times of the last Compute since ProfileNodes
+// (nil when not profiling).
+func (s *Scheduler) NodeTimes() []NodeTime {
+	if s == nil || s.stop == nil || s.stop.profile == 0 {
+		return nil
+	}
+	recs := unsafe.Slice(s.stop.rec, int(s.stop.n))
+	out := make([]NodeTime, len(recs))
+	for i, r := range recs {
+		out[i] = NodeTime{Op: C.GoString(r.op), Kernel: r.fn, Time: time.Duration(r.ns)}
+		for j := range 4 {
+			out[i].Shape[j], out[i].Src[j] = int(r.ne[j]), int(r.src[j])
+		}
+	}
+	return out
 }
 
 // Abort asks the graph the scheduler is computing (or the next one) to stop
@@ -308,6 +429,9 @@ func (s *Scheduler) Compute(g *Context) error {
 	g.sched = s
 	if s.stop != nil {
 		s.stop.stopped, s.stop.seen = 0, 0
+		if s.stop.profile != 0 {
+			C.da3_prof_begin(s.stop)
+		}
 	}
 	if st := C.ggml_backend_sched_graph_compute(s.s, g.gf); st != C.GGML_STATUS_SUCCESS {
 		if st == C.GGML_STATUS_ALLOC_FAILED {
@@ -373,6 +497,7 @@ func (s *Scheduler) Close() error {
 	C.ggml_backend_sched_free(s.s)
 	C.free(unsafe.Pointer(&s.cb[0]))
 	if s.stop != nil {
+		C.free(unsafe.Pointer(s.stop.rec))
 		C.free(unsafe.Pointer(s.stop))
 	}
 	s.s, s.cb, s.allocated, s.stop = nil, nil, nil, nil

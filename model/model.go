@@ -366,6 +366,15 @@ func (m *Model) Kernels() kernels.Policy { return m.rt.Kernels() }
 // buffers, ops that fell back to the CPU).
 func (m *Model) Stats() backend.Stats { return m.rt.LastStats() }
 
+// ProfileOps starts (on) or stops timing every node of the model's later
+// runs by op (backend.Runtime.ProfileOps: profiled runs are slower; use
+// their shares, not their times); OpProfile returns what was gathered.
+func (m *Model) ProfileOps(on bool) error { return m.rt.ProfileOps(on) }
+
+// OpProfile returns the op times of the runs since ProfileOps(true),
+// longest first.
+func (m *Model) OpProfile() []backend.OpTime { return m.rt.OpProfile() }
+
 // WeightBytes is the size of the uploaded weights.
 func (m *Model) WeightBytes() uint64 { return m.w.Bytes() }
 

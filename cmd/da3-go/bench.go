@@ -30,7 +30,7 @@ func init() {
 	register(command{
 		name: "bench",
 		usage: "da3-go bench -model M.gguf [-image I[,I2...] | -size WxH | -pixels X.npy] [-views N] [-repeat N] " +
-			"[-independent] [-threads T] [-process-res R] [-device D] [-kernels auto|none|LIST] [-precision f32|bf16|int8|int8c] [-json] [-save-depth F.npy] [-cpuprofile F]",
+			"[-independent] [-threads T] [-process-res R] [-device D] [-kernels auto|none|LIST] [-precision f32|bf16|int8|int8c] [-json] [-save-depth F.npy] [-op-profile N] [-cpuprofile F]",
 		summary: "time a model: load, first run, median/p90/min per run, peak resident memory, device and buffers",
 		run:     runBench,
 	})
@@ -96,6 +96,18 @@ type benchReport struct {
 	DeviceFreeMiB     float64        `json:"device_free_mib,omitempty"`
 	DeviceTotalMiB    float64        `json:"device_total_mib,omitempty"`
 	Fallbacks         map[string]int `json:"fallbacks,omitempty"`
+	// OpProfile (-op-profile): where the time of the profiled runs went,
+	// by op, longest first.
+	OpProfile []benchOp `json:"op_profile,omitempty"`
+}
+
+// benchOp is one op's part of the profiled runs: its nodes and
+// milliseconds per run, and its share of their total.
+type benchOp struct {
+	Op      string  `json:"op"`
+	Nodes   float64 `json:"nodes_per_run"`
+	MS      float64 `json:"ms_per_run"`
+	Percent float64 `json:"percent"`
 }
 
 // benchFlags are bench's flags: the model's, as depth and pose take them,
@@ -107,6 +119,7 @@ type benchFlags struct {
 	independent, json   bool
 	cpuProfile          string
 	saveDepth           string
+	opProfile           int
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
@@ -119,6 +132,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.repeat, "repeat", 5, "timed runs after the first (warm-up) run")
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile (pprof) of the whole command to this file")
+	fs.IntVar(&f.opProfile, "op-profile", 0, "after the timed runs, N more with every node timed, and print where their time went by op (ggml's ops and the CPU kernels); nodes then run one at a time, so these runs are slower and not in the timings")
 	fs.StringVar(&f.saveDepth, "save-depth", "", "write the depth of the last run to this file: float32 .npy of shape (views, H, W), for accuracy checks against other engines (after the timings and the peak RSS are taken)")
 }
 
@@ -157,6 +171,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, err)
 	}
 	b.measure(m)
+	if err := b.profileOps(ctx, m); err != nil {
+		return fail(stderr, err)
+	}
 	if err := b.writeDepth(); err != nil {
 		return fail(stderr, err)
 	}
@@ -193,6 +210,8 @@ func (b *bench) validate(fs *flag.FlagSet) error {
 		return errUsage("bench times one model: -metric-model is not supported")
 	case f.repeat < 1:
 		return errUsage(fmt.Sprintf("-repeat %d: want at least 1", f.repeat))
+	case f.opProfile < 0:
+		return errUsage(fmt.Sprintf("-op-profile %d: want a number of runs, 0 for none", f.opProfile))
 	case f.views < 0:
 		return errUsage(fmt.Sprintf("-views %d: must not be negative", f.views))
 	case f.pixels != "" && f.image != "":
@@ -401,6 +420,39 @@ func (b *bench) time(ctx context.Context, m *model.Model) error {
 	return nil
 }
 
+// profileOps runs -op-profile more runs with every node timed and adds
+// where their time went to the report.
+func (b *bench) profileOps(ctx context.Context, m *model.Model) error {
+	n := b.f.opProfile
+	if n == 0 {
+		return nil
+	}
+	if err := m.ProfileOps(true); err != nil {
+		return err
+	}
+	for i := range n {
+		d, err := b.once(ctx, m)
+		if err != nil {
+			return err
+		}
+		b.progress("profiled run %d/%d: %.1f ms", i+1, n, millis(d))
+	}
+	ops := m.OpProfile()
+	if err := m.ProfileOps(false); err != nil {
+		return err
+	}
+	var total float64
+	for _, o := range ops {
+		total += o.Time.Seconds() * 1000
+	}
+	for _, o := range ops {
+		ms := o.Time.Seconds() * 1000
+		b.rep.OpProfile = append(b.rep.OpProfile, benchOp{Op: o.Op, Nodes: float64(o.Nodes) / float64(n),
+			MS: ms / float64(n), Percent: 100 * ms / max(total, 1e-9)})
+	}
+	return nil
+}
+
 // measure adds the graphs' and the device's memory to the report.
 func (b *bench) measure(m *model.Model) {
 	rep, opt := &b.rep, b.opt
@@ -476,6 +528,16 @@ func writeBench(w io.Writer, r *benchReport) error {
 		}
 		fmt.Fprintf(&b, "on device  weights %.1f MiB, compute %.1f MiB (planned %.1f MiB); %.0f of %.0f MiB free; CPU fallbacks: %s\n",
 			r.DeviceWeightsMiB, r.DeviceComputeMiB, r.EstimateDeviceMiB, r.DeviceFreeMiB, r.DeviceTotalMiB, fb)
+	}
+	if len(r.OpProfile) > 0 {
+		var total float64
+		for _, o := range r.OpProfile {
+			total += o.MS
+		}
+		fmt.Fprintf(&b, "op profile %.1f ms per profiled run (nodes one at a time):\n", total)
+		for _, o := range r.OpProfile {
+			fmt.Fprintf(&b, "  %-24s %6.1f nodes %8.2f ms %5.1f %%\n", o.Op, o.Nodes, o.MS, o.Percent)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -102,6 +102,41 @@ func TestBenchPixelsViews(t *testing.T) {
 	}
 }
 
+// TestBenchOpProfile: -op-profile runs N more runs with every node timed
+// and reports where their time went by op: the CPU kernels by name, every
+// node of a run counted (the profile's nodes per run add up to the graph's
+// nodes less the views), shares adding up to 100 %, longest first; the
+// timed runs stay as many as -repeat. The text report prints the table.
+func TestBenchOpProfile(t *testing.T) {
+	gguf := tinyDA3(t)
+	px := writePixels(t, 1, 3, 42, 56)
+	rep := runBenchJSON(t, "-model", gguf, "-pixels", px, "-repeat", "2", "-quiet", "-op-profile", "2")
+	require.Len(t, rep.RunsMS, 2)
+	require.NotEmpty(t, rep.OpProfile)
+	var pct, nodes float64
+	ops := map[string]bool{}
+	for i, o := range rep.OpProfile {
+		pct += o.Percent
+		nodes += o.Nodes
+		ops[o.Op] = true
+		assert.GreaterOrEqual(t, o.MS, 0.0, o.Op)
+		if i > 0 {
+			assert.LessOrEqual(t, o.MS, rep.OpProfile[i-1].MS, "longest first")
+		}
+	}
+	assert.InDelta(t, 100, pct, 0.01)
+	assert.Positive(t, rep.OpProfile[0].MS)
+	assert.True(t, ops["kernel gemm"] && ops["kernel layer_norm"], "the CPU kernels by name: %v", ops)
+	assert.LessOrEqual(t, nodes, float64(rep.Nodes))
+	assert.Greater(t, nodes, float64(rep.Nodes)/3, "most nodes compute something")
+
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"bench", "-model", gguf, "-pixels", px, "-repeat", "1", "-quiet", "-op-profile", "1"}, &stdout, &stderr)
+	require.Equal(t, exitOK, code, stderr.String())
+	assert.Contains(t, stdout.String(), "op profile")
+	assert.Contains(t, stdout.String(), "kernel gemm")
+}
+
 // TestBenchSaveDepth: -save-depth writes the last run's depth of every view,
 // the same numbers a direct Forward of the same pixels gives.
 func TestBenchSaveDepth(t *testing.T) {
@@ -164,6 +199,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"bad kernels", []string{"-model", "m.gguf", "-kernels", "fast"}, "want auto, none or a comma list"},
 		{"narrow convs in f32", []string{"-model", "m.gguf", "-narrow-convs"}, "-narrow-convs needs -precision bf16 or int8"},
 		{"bad size", []string{"-model", "m.gguf", "-size", "640"}, "want WxH"},
+		{"negative op-profile", []string{"-model", "m.gguf", "-op-profile", "-1"}, "-op-profile -1: want a number of runs"},
 		{"pixels and image", []string{"-model", "m.gguf", "-pixels", "a.npy", "-image", "b.png"}, "exclude each other"},
 		{"unknown flag", []string{"-bogus"}, "bogus"},
 	} {

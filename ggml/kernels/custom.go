@@ -196,3 +196,37 @@ func AddScaled(g *ggml.Context, x, y, gamma *ggml.Tensor) *ggml.Tensor {
 	mustFit(AddScaledFits(x, y, gamma), "add_scaled", []*ggml.Tensor{x, y, gamma}, "want contiguous f32 x and y of one shape and a gamma of x.Dim(0) f32 values")
 	return g.Custom(opAddScaled, ggml.TypeF32, dims(x), []*ggml.Tensor{x, y, gamma}, 0)
 }
+
+// KernelName names the kernel of a custom node (ggml.NodeTime.Kernel):
+// "gemm", "conv2d", "winograd", "wino_kernel", "attention", "bilinear",
+// "bilinear_window", "layer_norm", "sum_parts", "stack_rows" or
+// "add_scaled"; "" for a kernel not of this package.
+func KernelName(fn unsafe.Pointer) string {
+	switch fn {
+	case nil:
+		return ""
+	case opGEMM:
+		return "gemm"
+	case opConv2D:
+		return "conv2d"
+	case opWinograd:
+		return "winograd"
+	case opWinoKernel:
+		return "wino_kernel"
+	case opAttention:
+		return "attention"
+	case opBilinear:
+		return "bilinear"
+	case opBilinearWindow:
+		return "bilinear_window"
+	case opLayerNorm:
+		return "layer_norm"
+	case opSumParts:
+		return "sum_parts"
+	case opStackRows:
+		return "stack_rows"
+	case opAddScaled:
+		return "add_scaled"
+	}
+	return ""
+}
