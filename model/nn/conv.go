@@ -97,7 +97,13 @@ func (c *ConvTranspose2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor 
 			wm = wm.Cast(g, ggml.TypeF32)
 		}
 		xt := x.Permute(g, 1, 2, 0, 3).Cont(g).Reshape(g, IC, W*H*N) // [IC, W·H·N]
-		r := MatMul(g, wm, xt)                                       // [KW·KH·OC, W·H·N] = (i, j, oc, x, y, n)
+		// The bias, one per (i, j, oc) row of the product, is added by its store (the GEMM's
+		// epilogue: the same sums without a broadcast pass over the upsampled map).
+		var b *ggml.Tensor
+		if c.Bias != nil {
+			b = c.Bias.Reshape(g, 1, 1, OC).Repeat(g, g.NewTensor(ggml.TypeF32, KW, KH, OC)).Reshape(g, KW*KH*OC)
+		}
+		r := dense(g, wm, b, xt, kernels.ActNone) // [KW·KH·OC, W·H·N] = (i, j, oc, x, y, n)
 		// (i, (j,oc), x, y·n) → (i, x, (j,oc), y·n)
 		r = r.Reshape(g, KW, KH*OC, W, H*N).Permute(g, 0, 2, 1, 3).Cont(g)
 		// (i·x, j, oc, y·n) → (i·x, j, y·n, oc)
@@ -108,13 +114,13 @@ func (c *ConvTranspose2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor 
 			// (i·x, j, y, n, oc) → (i·x, (j, y), oc, n)
 			y = r.Reshape(g, KW*W, KH*H, N, OC).Permute(g, 0, 1, 3, 2).Cont(g)
 		}
-	} else {
-		w := c.Weight
-		if w.Type() != ggml.TypeF16 {
-			w = w.Cast(g, ggml.TypeF16)
-		}
-		y = w.ConvTranspose2D(g, x, s)
+		return y
 	}
+	w := c.Weight
+	if w.Type() != ggml.TypeF16 {
+		w = w.Cast(g, ggml.TypeF16)
+	}
+	y = w.ConvTranspose2D(g, x, s)
 	if c.Bias != nil {
 		y = y.Add(g, c.Bias.Reshape(g, 1, 1, c.Bias.Dim(0), 1))
 	}
