@@ -240,16 +240,26 @@ func TestWinograd(t *testing.T) {
 // BenchmarkWinograd compares Conv2DWinogradTile, F(2×2) and F(4×4), with
 // the direct Conv2D on the 3×3 convolutions of the DA3-BASE head at 504×336
 // (features 128: the fusion blocks at 18×12 … 144×96, output_conv1 at
-// 288×192, output_conv2 at full size with 32 channels out).
+// 288×192, output_conv2 at full size with 32 channels out); F2i8 is F(2×2)
+// in int8 (int8c with ConvsNarrow, where the CPU has AVX512_VNNI).
 func BenchmarkWinograd(b *testing.B) {
 	for _, s := range [][4]int{{18, 12, 128, 128}, {36, 24, 128, 128}, {72, 48, 128, 128}, {144, 96, 128, 128}, {288, 192, 128, 64}, {504, 336, 64, 32},
 		{18, 12, 768, 128}, {36, 24, 384, 128}, {72, 48, 192, 128}, {144, 96, 96, 128}} { // the layerN_rn convs
 		W, H, IC, OC := s[0], s[1], s[2], s[3]
-		for _, tile := range []int{0, 2, 4} {
-			name := map[int]string{0: "direct", 2: "F2", 4: "F4"}[tile]
+		for _, tile := range []int{0, 2, 4, -2} {
+			name := map[int]string{0: "direct", 2: "F2", 4: "F4", -2: "F2i8"}[tile]
 			b.Run(fmt.Sprintf("%dx%d_ic%d_oc%d/%s", W, H, IC, OC, name), func(b *testing.B) {
 				h := optest.NewHarness(b, 16)
-				kernels.SetPolicy(h.G, kernels.Policy{GEMM: true})
+				pol := kernels.Policy{GEMM: true}
+				if tile < 0 {
+					v := kernels.VariantAVX512
+					if !kernels.PrecisionRuns(v, kernels.PrecisionInt8) {
+						b.Skip("needs the avx512 kernels and AVX512_VNNI")
+					}
+					pol = kernels.Policy{GEMM: true, Winograd: true, Variant: v, Precision: kernels.PrecisionInt8Channel, Convs: kernels.ConvsNarrow}
+					tile = 2
+				}
+				kernels.SetPolicy(h.G, pol)
 				rng := optest.RNG(1)
 				k := h.Input(ggml.TypeF32, optest.Randn(rng, 9*IC*OC, 1), 3, 3, IC, OC)
 				x := h.Input(ggml.TypeF32, optest.Randn(rng, W*H*IC, 1), W, H, IC, 1)
