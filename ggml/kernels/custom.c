@@ -392,6 +392,51 @@ void da3_op_stack_rows(struct ggml_tensor * dst, int ith, int nth, void * userda
     }
 }
 
+// da3_op_concat: dst = src0 and src1 joined along dim (userdata, 0 to 3),
+// as ggml_concat, for F32 sources with contiguous rows (any strides above:
+// views such as the patch tokens after the class token) and a contiguous
+// dst: each row of dst is one row of a source, or along dim 0 a row of
+// each, copied whole (ggml's concat copies value by value, computing each
+// one's source). The threads take runs of rows.
+static const float * concat_row(const struct ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
+    return (const float *) ((const char *) t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3]);
+}
+
+void da3_op_concat(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const struct ggml_tensor * a = dst->src[0], * b = dst->src[1];
+    const int dim = (int) (intptr_t) userdata;
+    int ok = a != NULL && b != NULL && dim >= 0 && dim < 4 && a->type == GGML_TYPE_F32 && b->type == GGML_TYPE_F32 &&
+             dst->type == GGML_TYPE_F32 && a->nb[0] == sizeof(float) && b->nb[0] == sizeof(float) && ggml_is_contiguous(dst);
+    for (int d = 0; ok && d < 4; d++) {
+        ok = d == dim ? dst->ne[d] == a->ne[d] + b->ne[d] : a->ne[d] == dst->ne[d] && b->ne[d] == dst->ne[d];
+    }
+    if (!ok) {
+        if (ith == 0) {
+            da3_fault(DA3_FAULT_OPERANDS);
+        }
+        return;
+    }
+    const int64_t n0 = dst->ne[0], n1 = dst->ne[1], n2 = dst->ne[2];
+    const int64_t rows = n1 * n2 * dst->ne[3];
+    const int64_t r0 = rows * ith / nth, r1 = rows * (ith + 1) / nth;
+    const int64_t split = a->ne[dim];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i[4] = { 0, r % n1, (r / n1) % n2, r / (n1 * n2) };
+        float * y = (float *) dst->data + r * n0;
+        if (dim == 0) {
+            memcpy(y, concat_row(a, i[1], i[2], i[3]), sizeof(float) * (size_t) a->ne[0]);
+            memcpy(y + a->ne[0], concat_row(b, i[1], i[2], i[3]), sizeof(float) * (size_t) b->ne[0]);
+            continue;
+        }
+        const struct ggml_tensor * s = a;
+        if (i[dim] >= split) {
+            s = b;
+            i[dim] -= split;
+        }
+        memcpy(y, concat_row(s, i[1], i[2], i[3]), sizeof(float) * (size_t) n0);
+    }
+}
+
 // da3_op_add_scaled: dst = src0 + src1 ⊙ src2 for contiguous F32 src0,
 // src1 and dst of one shape and src2 [ne0] (one factor per channel): a
 // transformer block's LayerScale and skip connection in one pass over the

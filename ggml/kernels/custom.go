@@ -197,10 +197,38 @@ func AddScaled(g *ggml.Context, x, y, gamma *ggml.Tensor) *ggml.Tensor {
 	return g.Custom(opAddScaled, ggml.TypeF32, dims(x), []*ggml.Tensor{x, y, gamma}, 0)
 }
 
+// opConcat is the C kernel of Concat.
+var opConcat = unsafe.Pointer(C.da3_op_concat)
+
+// ConcatFits reports whether Concat accepts a, b and dim: F32 tensors with
+// contiguous rows (views too), equal in every dim but dim (0 to 3).
+func ConcatFits(a, b *ggml.Tensor, dim int) bool {
+	if !nonNil(a, b) || dim < 0 || dim > 3 || a.Type() != ggml.TypeF32 || b.Type() != ggml.TypeF32 || a.Stride(0) != 4 || b.Stride(0) != 4 {
+		return false
+	}
+	for d := range 4 {
+		if d != dim && a.Dim(d) != b.Dim(d) {
+			return false
+		}
+	}
+	return true
+}
+
+// Concat is a.Concat(g, b, dim) (ggml_concat: b after a along dim), each
+// row copied whole: the same values, contiguous. It panics with a
+// *ggml.ShapeError unless ConcatFits(a, b, dim). CPU backend only;
+// portable.
+func Concat(g *ggml.Context, a, b *ggml.Tensor, dim int) *ggml.Tensor {
+	mustFit(ConcatFits(a, b, dim), "concat", []*ggml.Tensor{a, b}, "want f32 operands with contiguous rows, equal in every dim but %d", dim)
+	shape := dims(a)
+	shape[dim] += b.Dim(dim)
+	return g.Custom(opConcat, ggml.TypeF32, shape, []*ggml.Tensor{a, b}, uintptr(dim))
+}
+
 // KernelName names the kernel of a custom node (ggml.NodeTime.Kernel):
 // "gemm", "conv2d", "winograd", "wino_kernel", "attention", "bilinear",
-// "bilinear_window", "layer_norm", "sum_parts", "stack_rows" or
-// "add_scaled"; "" for a kernel not of this package.
+// "bilinear_window", "layer_norm", "sum_parts", "stack_rows", "add_scaled"
+// or "concat"; "" for a kernel not of this package.
 func KernelName(fn unsafe.Pointer) string {
 	switch fn {
 	case nil:
@@ -227,6 +255,8 @@ func KernelName(fn unsafe.Pointer) string {
 		return "stack_rows"
 	case opAddScaled:
 		return "add_scaled"
+	case opConcat:
+		return "concat"
 	}
 	return ""
 }

@@ -121,6 +121,14 @@ func TestEntryChecks(t *testing.T) {
 			a, b := g.NewTensor(f32, 8, 3, 2), g.NewTensor(f32, 7, 4, 2)
 			return g.Custom(opStackRows, f32, []int{8, 7, 2}, []*ggml.Tensor{a, b}, 0), []*ggml.Tensor{a, b}
 		}},
+		{"concat wrong length", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			a, b := g.NewTensor(f32, 8, 3), g.NewTensor(f32, 8, 4)
+			return g.Custom(opConcat, f32, []int{8, 8}, []*ggml.Tensor{a, b}, 1), []*ggml.Tensor{a, b}
+		}},
+		{"concat off-dim mismatch", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			a, b := g.NewTensor(f32, 8, 3), g.NewTensor(f32, 7, 4)
+			return g.Custom(opConcat, f32, []int{8, 7}, []*ggml.Tensor{a, b}, 1), []*ggml.Tensor{a, b}
+		}},
 		{"add scaled short gamma", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
 			x, y, gm := g.NewTensor(f32, 8, 3), g.NewTensor(f32, 8, 3), g.NewTensor(f32, 4)
 			return g.Custom(opAddScaled, f32, []int{8, 3}, []*ggml.Tensor{x, y, gm}, 0), []*ggml.Tensor{x, y, gm}

@@ -319,7 +319,9 @@ type Policy struct {
 	// Resize computes bilinear resizes with Bilinear. Any build.
 	Resize bool
 	// Norm computes layer norms with LayerNorm (one pass a row, the affine
-	// weight and bias applied in it). Any build.
+	// weight and bias applied in it), and the passes over tokens with their
+	// kernels too: a block's scaled skip connection (AddScaled) and
+	// concatenations (Concat, whole rows copied). Any build.
 	Norm bool
 	// Strips runs the DPT heads' high-resolution maps in strips of rows with
 	// BilinearWindow: the last fusion block's ×2 upsampling with

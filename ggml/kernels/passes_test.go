@@ -91,6 +91,40 @@ func TestStackRows(t *testing.T) {
 	assert.False(t, kernels.StackRowsFits(nil), "no map")
 }
 
+// TestConcat checks Concat against ggml's concatenation (bit for bit: both
+// copy) along each dim, of contiguous tensors and of views with gaps
+// between their rows (the patch tokens after a class token), and that
+// other types, strided rows, shapes that differ off the dim and dims out of
+// range do not fit.
+func TestConcat(t *testing.T) {
+	for dim := range 4 {
+		for _, view := range []bool{false, true} {
+			t.Run(fmt.Sprintf("dim%d_view%v", dim, view), func(t *testing.T) {
+				h := optest.NewHarness(t, 64)
+				rng := optest.RNG(uint64(10*dim + 1))
+				sa, sb := []int{5, 4, 3, 2}, []int{5, 4, 3, 2}
+				sa[dim], sb[dim] = 3, 2
+				a, _ := h.Rand(rng, sa...)
+				b, _ := h.Rand(rng, sb...)
+				if view { // a's rows 1 … of a taller tensor: gaps between its rows and planes
+					big, _ := h.Rand(rng, sa[0], sa[1]+1, sa[2], sa[3])
+					a = big.View(h.G, big.Stride(1), sa, []int{big.Stride(1), big.Stride(2), big.Stride(3)})
+				}
+				require.True(t, kernels.ConcatFits(a, b, dim))
+				out := h.Compute(kernels.Concat(h.G, a, b, dim), a.Concat(h.G, b, dim).Cont(h.G))
+				assert.Equal(t, out[1], out[0])
+			})
+		}
+	}
+	g := optest.NewHarness(t, 16).G
+	a := g.NewTensor(ggml.TypeF32, 4, 2, 3, 1)
+	assert.False(t, kernels.ConcatFits(a, g.NewTensor(ggml.TypeF32, 4, 3, 3, 1), 0), "dim 1 differs")
+	assert.False(t, kernels.ConcatFits(a, g.NewTensor(ggml.TypeF16, 4, 2, 3, 1), 0), "type")
+	assert.False(t, kernels.ConcatFits(a, a, 4), "dim out of range")
+	assert.False(t, kernels.ConcatFits(a.Transpose(g), a.Transpose(g), 1), "strided rows")
+	assert.False(t, kernels.ConcatFits(nil, a, 0))
+}
+
 // TestConv2DReLUIn checks that the input's ReLU done by the Winograd input
 // transform gives the values of a ReLU node before the convolution, bit for
 // bit, in every variant and both tiles (a small map takes 2×2 tiles),

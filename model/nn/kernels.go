@@ -51,6 +51,16 @@ func NormRoPE(g *ggml.Context, x *ggml.Tensor, n *LayerNorm, table func() *ggml.
 	return rope(n.Forward(g, x))
 }
 
+// Concat is a.Concat(g, b, dim) (b after a along dim): one kernel that
+// copies whole rows (kernels.Concat) where the policy has the element-wise
+// kernels (Norm), else ggml's concatenation.
+func Concat(g *ggml.Context, a, b *ggml.Tensor, dim int) *ggml.Tensor {
+	if kernels.PolicyOf(g).Norm && kernels.ConcatFits(a, b, dim) {
+		return kernels.Concat(g, a, b, dim)
+	}
+	return a.Concat(g, b, dim)
+}
+
 // addScaled is x + gamma ⊙ y: one kernel (kernels.AddScaled), else ggml's
 // mul and add.
 func addScaled(g *ggml.Context, x, y, gamma *ggml.Tensor) *ggml.Tensor {

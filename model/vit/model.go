@@ -49,7 +49,7 @@ func (m *Model) Embed(g *ggml.Context, b nn.Builder, pixels *ggml.Tensor) (*ggml
 	if S > 1 {
 		cls = cls.Repeat(g, g.NewTensor(ggml.TypeF32, C, 1, S))
 	}
-	x := cls.Concat(g, tok, 1) // [C, 1+Np, S]
+	x := nn.Concat(g, cls, tok, 1) // [C, 1+Np, S]
 	pe := b.Input("vit.pos_embed."+gridKey(grid), m.Pos.For(grid.PH, grid.PW), C, 1+np)
 	return x.Add(g, pe), grid
 }
@@ -98,7 +98,7 @@ func (m *Model) injectCameraTokens(g *ggml.Context, x, given *ggml.Tensor, indep
 	C, T, S := x.Dim(0), x.Dim(1), x.Dim(2)
 	rest := x.View(g, x.Stride(1), []int{C, T - 1, S}, []int{x.Stride(1), x.Stride(2)})
 	if given != nil {
-		return given.Reshape(g, C, 1, S).Concat(g, rest, 1)
+		return nn.Concat(g, given.Reshape(g, C, 1, S), rest, 1)
 	}
 	ref := m.CameraToken.View(g, 0, []int{C, 1, 1}, nil)
 	tok := ref
@@ -109,9 +109,9 @@ func (m *Model) injectCameraTokens(g *ggml.Context, x, given *ggml.Tensor, indep
 		if S > 2 {
 			src = src.Repeat(g, g.NewTensor(ggml.TypeF32, C, 1, S-1))
 		}
-		tok = ref.Concat(g, src, 2)
+		tok = nn.Concat(g, ref, src, 2)
 	}
-	return tok.Concat(g, rest, 1)
+	return nn.Concat(g, tok, rest, 1)
 }
 
 // Forward runs blocks [from, Depth) on x (tokens [C, T, S] entering block
@@ -171,10 +171,10 @@ func (m *Model) output(g *ggml.Context, local, x *ggml.Tensor) (feat, cam *ggml.
 	if !m.Cfg.CatToken {
 		return patches(m.Norm.Forward(g, x)).Cont(g), nil
 	}
-	feat = patches(local).Concat(g, patches(m.Norm.Forward(g, x)), 0) // [2C, Np, S]
+	feat = nn.Concat(g, patches(local), patches(m.Norm.Forward(g, x)), 0) // [2C, Np, S]
 	first := func(t *ggml.Tensor) *ggml.Tensor {
 		return t.View(g, 0, []int{C, S}, []int{t.Stride(2)})
 	}
-	cam = first(local).Concat(g, first(x), 0) // [2C, S]
+	cam = nn.Concat(g, first(local), first(x), 0) // [2C, S]
 	return feat, cam
 }
