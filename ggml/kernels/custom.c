@@ -437,6 +437,44 @@ void da3_op_concat(struct ggml_tensor * dst, int ith, int nth, void * userdata) 
     }
 }
 
+// da3_op_transpose: dst [n1, n0, n2, n3] (contiguous) is the F32 src0 [n0,
+// n1, n2, n3] (contiguous rows, any strides above) with its first two dims
+// swapped, as ggml_cont of ggml_transpose gives; in 32×32 blocks whose 32
+// source rows and 32 destination rows stay in L1 (ggml's copy of a
+// transposed view strides through one or the other value by value). The
+// threads take (plane, run of 32 source rows) items in turn.
+#define TRANSPOSE_BLOCK 32
+
+void da3_op_transpose(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    (void) userdata;
+    const struct ggml_tensor * x = dst->src[0];
+    if (x == NULL || x->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || x->nb[0] != sizeof(float) ||
+        !ggml_is_contiguous(dst) || dst->ne[0] != x->ne[1] || dst->ne[1] != x->ne[0] || dst->ne[2] != x->ne[2] ||
+        dst->ne[3] != x->ne[3]) {
+        if (ith == 0) {
+            da3_fault(DA3_FAULT_OPERANDS);
+        }
+        return;
+    }
+    const int64_t n0 = x->ne[0], n1 = x->ne[1], n2 = x->ne[2];
+    const int64_t runs = (n1 + TRANSPOSE_BLOCK - 1) / TRANSPOSE_BLOCK, items = runs * n2 * x->ne[3];
+    for (int64_t it = ith; it < items; it += nth) {
+        const int64_t pl = it / runs, r0 = it % runs * TRANSPOSE_BLOCK;
+        const int64_t r1 = r0 + TRANSPOSE_BLOCK < n1 ? r0 + TRANSPOSE_BLOCK : n1;
+        const char * src = (const char *) x->data + pl % n2 * x->nb[2] + pl / n2 * x->nb[3];
+        float * out = (float *) dst->data + pl * n0 * n1;
+        for (int64_t c0 = 0; c0 < n0; c0 += TRANSPOSE_BLOCK) {
+            const int64_t c1 = c0 + TRANSPOSE_BLOCK < n0 ? c0 + TRANSPOSE_BLOCK : n0;
+            for (int64_t r = r0; r < r1; r++) {
+                const float * row = (const float *) (src + r * x->nb[1]);
+                for (int64_t c = c0; c < c1; c++) {
+                    out[c * n1 + r] = row[c];
+                }
+            }
+        }
+    }
+}
+
 // da3_op_add_scaled: dst = src0 + src1 ⊙ src2 for contiguous F32 src0,
 // src1 and dst of one shape and src2 [ne0] (one factor per channel): a
 // transformer block's LayerScale and skip connection in one pass over the

@@ -225,10 +225,28 @@ func Concat(g *ggml.Context, a, b *ggml.Tensor, dim int) *ggml.Tensor {
 	return g.Custom(opConcat, ggml.TypeF32, shape, []*ggml.Tensor{a, b}, uintptr(dim))
 }
 
+// opTranspose is the C kernel of Transpose.
+var opTranspose = unsafe.Pointer(C.da3_op_transpose)
+
+// TransposeFits reports whether Transpose accepts x: F32 with contiguous
+// rows (views too).
+func TransposeFits(x *ggml.Tensor) bool {
+	return x != nil && x.Type() == ggml.TypeF32 && x.Stride(0) == 4
+}
+
+// Transpose is x.Transpose(g).Cont(g): x [n0, n1, n2, n3] with its first
+// two dims swapped, contiguous (the same values, copied in blocks). It
+// panics with a *ggml.ShapeError unless TransposeFits(x). CPU backend only;
+// portable.
+func Transpose(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
+	mustFit(TransposeFits(x), "transpose", []*ggml.Tensor{x}, "want an f32 operand with contiguous rows")
+	return g.Custom(opTranspose, ggml.TypeF32, []int{x.Dim(1), x.Dim(0), x.Dim(2), x.Dim(3)}, []*ggml.Tensor{x}, 0)
+}
+
 // KernelName names the kernel of a custom node (ggml.NodeTime.Kernel):
 // "gemm", "conv2d", "winograd", "wino_kernel", "attention", "bilinear",
-// "bilinear_window", "layer_norm", "sum_parts", "stack_rows", "add_scaled"
-// or "concat"; "" for a kernel not of this package.
+// "bilinear_window", "layer_norm", "sum_parts", "stack_rows", "add_scaled",
+// "concat" or "transpose"; "" for a kernel not of this package.
 func KernelName(fn unsafe.Pointer) string {
 	switch fn {
 	case nil:
@@ -257,6 +275,8 @@ func KernelName(fn unsafe.Pointer) string {
 		return "add_scaled"
 	case opConcat:
 		return "concat"
+	case opTranspose:
+		return "transpose"
 	}
 	return ""
 }

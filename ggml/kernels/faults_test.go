@@ -129,6 +129,10 @@ func TestEntryChecks(t *testing.T) {
 			a, b := g.NewTensor(f32, 8, 3), g.NewTensor(f32, 7, 4)
 			return g.Custom(opConcat, f32, []int{8, 7}, []*ggml.Tensor{a, b}, 1), []*ggml.Tensor{a, b}
 		}},
+		{"transpose wrong shape", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x := g.NewTensor(f32, 8, 3)
+			return g.Custom(opTranspose, f32, []int{8, 3}, []*ggml.Tensor{x}, 0), []*ggml.Tensor{x}
+		}},
 		{"add scaled short gamma", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
 			x, y, gm := g.NewTensor(f32, 8, 3), g.NewTensor(f32, 8, 3), g.NewTensor(f32, 4)
 			return g.Custom(opAddScaled, f32, []int{8, 3}, []*ggml.Tensor{x, y, gm}, 0), []*ggml.Tensor{x, y, gm}

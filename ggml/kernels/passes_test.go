@@ -125,6 +125,34 @@ func TestConcat(t *testing.T) {
 	assert.False(t, kernels.ConcatFits(nil, a, 0))
 }
 
+// TestTranspose checks Transpose against ggml's copy of a transposed view
+// (bit for bit), on sizes off the 32×32 blocks, several planes, and a view
+// with gaps between its rows and planes; strided rows and other types do
+// not fit.
+func TestTranspose(t *testing.T) {
+	for _, s := range [][4]int{{1, 1, 1, 1}, {5, 3, 1, 1}, {33, 70, 2, 1}, {64, 32, 3, 2}, {100, 7, 1, 3}} {
+		for _, view := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v_view%v", s, view), func(t *testing.T) {
+				h := optest.NewHarness(t, 16)
+				rng := optest.RNG(uint64(s[0]*100 + s[1]))
+				x, _ := h.Rand(rng, s[:]...)
+				if view {
+					big, _ := h.Rand(rng, s[0]+2, s[1]+1, s[2], s[3])
+					x = big.View(h.G, big.Stride(1), s[:], []int{big.Stride(1), big.Stride(2), big.Stride(3)})
+				}
+				require.True(t, kernels.TransposeFits(x))
+				out := h.Compute(kernels.Transpose(h.G, x), x.Transpose(h.G).Cont(h.G))
+				assert.Equal(t, out[1], out[0])
+			})
+		}
+	}
+	g := optest.NewHarness(t, 16).G
+	a := g.NewTensor(ggml.TypeF32, 4, 2, 3, 1)
+	assert.False(t, kernels.TransposeFits(a.Transpose(g)), "strided rows")
+	assert.False(t, kernels.TransposeFits(g.NewTensor(ggml.TypeF16, 4, 2)), "type")
+	assert.False(t, kernels.TransposeFits(nil))
+}
+
 // TestConv2DReLUIn checks that the input's ReLU done by the Winograd input
 // transform gives the values of a ReLU node before the convolution, bit for
 // bit, in every variant and both tiles (a small map takes 2×2 tiles),

@@ -39,7 +39,7 @@ func (h *Head) fuse(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph, pw
 		oc := p.Weight.Dim(3)
 		proj := nn.Linear{Weight: p.Weight.Reshape(g, p.Weight.Dim(2), oc), Bias: p.Bias}
 		y := proj.Forward(g, x)
-		y = y.Permute(g, 1, 0, 2, 3).Cont(g).Reshape(g, pw, ph, oc, S)
+		y = nn.Transpose(g, y).Reshape(g, pw, ph, oc, S)
 		if h.Cfg.PosEmbed {
 			y = y.Add(g, h.uvInput(b, oc, ph, pw, aspect))
 		}

@@ -92,7 +92,7 @@ func (c *ConvTranspose2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor 
 	if s == KW && s == KH {
 		W, H, N := x.Dim(0), x.Dim(1), x.Dim(3)
 		// Weight as a matrix [IC, KW·KH·OC].
-		wm := c.Weight.Reshape(g, KW*KH*OC, IC).Transpose(g).Cont(g)
+		wm := Transpose(g, c.Weight.Reshape(g, KW*KH*OC, IC))
 		if wm.Type() != ggml.TypeF32 {
 			wm = wm.Cast(g, ggml.TypeF32)
 		}

@@ -61,6 +61,17 @@ func Concat(g *ggml.Context, a, b *ggml.Tensor, dim int) *ggml.Tensor {
 	return a.Concat(g, b, dim)
 }
 
+// Transpose is x.Transpose(g).Cont(g) (x's first two dims swapped,
+// contiguous): one kernel that copies in cache-sized blocks
+// (kernels.Transpose) where the policy has the token kernels (Norm), else
+// ggml's copy of the transposed view.
+func Transpose(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
+	if kernels.PolicyOf(g).Norm && kernels.TransposeFits(x) {
+		return kernels.Transpose(g, x)
+	}
+	return x.Transpose(g).Cont(g)
+}
+
 // addScaled is x + gamma ⊙ y: one kernel (kernels.AddScaled), else ggml's
 // mul and add.
 func addScaled(g *ggml.Context, x, y, gamma *ggml.Tensor) *ggml.Tensor {

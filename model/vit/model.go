@@ -44,7 +44,7 @@ func (m *Model) Embed(g *ggml.Context, b nn.Builder, pixels *ggml.Tensor) (*ggml
 	p := m.PatchEmbed.Forward(g, pixels) // [pw, ph, C, S]
 	grid := Grid{PH: p.Dim(1), PW: p.Dim(0)}
 	np := grid.PH * grid.PW
-	tok := p.Reshape(g, np, C, S).Permute(g, 1, 0, 2).Cont(g) // [C, Np, S]
+	tok := nn.Transpose(g, p.Reshape(g, np, C, S)) // [C, Np, S]
 	cls := m.ClsToken.Reshape(g, C, 1, 1)
 	if S > 1 {
 		cls = cls.Repeat(g, g.NewTensor(ggml.TypeF32, C, 1, S))
