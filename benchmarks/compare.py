@@ -32,7 +32,8 @@ All engines run the same network on the same float32 input tensor:
   variant of the kernels on this CPU: f32 and int8c, the latter with vpdpbusd where the CPU has it and with
   DA3_AVX2_INT8=vpmaddubsw as every AVX2 CPU runs it). Those the binary does not offer are skipped;
 * threads: torch.set_num_threads(T), ONNX Runtime intra_op_num_threads, `--threads T`, `-threads T`;
-* every measurement is a fresh process (load time = checkpoint file to ready model, peak RSS = VmHWM of that
+* every measurement is a fresh process (load time = checkpoint file to ready model, the file read once before
+  so that it is in the page cache for every engine alike; peak RSS = VmHWM of that
   process), with one warm-up run excluded from the median, and the engines alternate within each round
   (the order flips between rounds) so that load from other users of a shared machine hits them alike;
 * each measurement waits (up to --quiet-wait s) for the machine to be mostly idle, and records the CPU share
@@ -239,6 +240,23 @@ def wait_quiet() -> float:
             return idle
 
 
+def warm(*paths: Path) -> None:
+    """Reads the files (a directory: the files in it; an OpenVINO .xml: its .bin too) once, so that a
+    measurement's load time is the engine's and not the disk's: a machine that reclaims idle page cache
+    (this one does) otherwise hands the first process of a round a cold file (da3-go's DA3-BASE load:
+    31 s cold, 0.3 s warm)."""
+    for p in paths:
+        p = Path(p)
+        files = [f for f in sorted(p.rglob("*")) if f.is_file()] if p.is_dir() else [p]
+        if p.suffix == ".xml":
+            files.append(p.with_suffix(".bin"))
+        for f in files:
+            if f.is_file():
+                with open(f, "rb") as fh:
+                    while fh.read(1 << 24):
+                        pass
+
+
 def timed(cmd: list[str], env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
     """Runs one measurement process and reports how busy the machine was with other work meanwhile
     (foreign_cpu: CPU time of other processes / (wall x CPUs)) and the process's own peak RSS (maxrss_mib, from
@@ -369,6 +387,7 @@ def out_args(flag: str, out: Path | None) -> list[str]:
 
 
 def measure_torch(model: str, ckpt: Path, pixels: Path, repeat: int, threads: int, out: Path | None = None) -> dict:
+    warm(ckpt)
     r, env = timed([sys.executable, str(TORCH_BENCH), "run", "--model", model, "--ckpt", str(ckpt), "--pixels",
                     str(pixels), "--repeat", str(repeat), "--threads", str(threads), *out_args("--out", out)])
     return {**last_json(r.stdout), **env}
@@ -392,6 +411,7 @@ def ensure_onnx(name: str, pixels: Path, threads: int) -> Path:
 
 
 def measure_ort(onnx: Path, pixels: Path, repeat: int, threads: int, out: Path | None = None) -> dict:
+    warm(onnx)
     r, env = timed([sys.executable, str(ONNX_BENCH), "run", "--onnx", str(onnx), "--pixels", str(pixels),
                     "--repeat", str(repeat), "--threads", str(threads), *out_args("--out", out)])
     return {**last_json(r.stdout), **env}
@@ -409,6 +429,7 @@ def ensure_ov_int8(onnx: Path, pixels: Path) -> Path:
 
 
 def measure_ov(model: Path, pixels: Path, hint: str, repeat: int, threads: int, out: Path | None = None) -> dict:
+    warm(model)
     r, env = timed([sys.executable, str(OV_BENCH), "run", "--model", str(model), "--pixels", str(pixels),
                     "--precision", hint, "--repeat", str(repeat), "--threads", str(threads), *out_args("--out", out)])
     return {**last_json(r.stdout), **env}
@@ -416,6 +437,7 @@ def measure_ov(model: Path, pixels: Path, hint: str, repeat: int, threads: int, 
 
 def measure_go(bin_: str, gguf: Path, pixels: Path, repeat: int, threads: int, args: list[str] | None = None,
                env: dict | None = None, out: Path | None = None) -> dict:
+    warm(gguf)
     r, e = timed([bin_, "bench", "-json", "-quiet", "-device", "cpu", "-model", str(gguf), "-pixels", str(pixels),
                   "-repeat", str(repeat), "-threads", str(threads), *(args or []), *out_args("-save-depth", out)],
                  env=env)
@@ -426,6 +448,7 @@ def measure_cpp(cli: str, gguf: Path, images: list[Path], repeat: int, threads: 
     """The C++ engine (depth-anything.cpp's da3-cli). One view: its bench mode (load once, `repeat` timed runs
     of depth + pose from the image file, preprocessing included). Several views: one multi-view run per
     process (no bench mode there), so its time is the process's wall time (load and output writing included)."""
+    warm(gguf)
     with tempfile.TemporaryDirectory() as tmp:
         if len(images) == 1:
             # DA2 models have no camera head: no --pose for them.
