@@ -29,7 +29,7 @@ type Options struct {
 	// Device is "auto" or "" (the first GPU, else the CPU), "cpu" or a
 	// device name such as "CUDA0".
 	Device string
-	// Threads for the CPU backend; 0 means all cores.
+	// Threads for the CPU backend; 0 means all cores, at most MaxThreads.
 	Threads int
 	// BackendDirs are searched for dynamic ggml backends (libggml-*.so) in
 	// addition to DefaultBackendDirs.
@@ -46,6 +46,11 @@ type Options struct {
 	// devices other than the CPU the CPU kernels are. Open validates it.
 	Kernels kernels.Policy
 }
+
+// MaxThreads is the most CPU threads a runtime takes (ggml's
+// GGML_MAX_N_THREADS; beyond a few thousand, starting them fails and ggml
+// aborts).
+const MaxThreads = 512
 
 // DefaultBackendDirs are the directories searched for dynamic backends, all
 // absolute (a library is never looked for relative to the working directory,
@@ -275,6 +280,10 @@ func Open(opts Options) (*Runtime, error) {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
+	if opts.Threads > MaxThreads {
+		return nil, fmt.Errorf("threads %d: at most %d", opts.Threads, MaxThreads)
+	}
+	threads = min(threads, MaxThreads)
 	cpu := dev.Type() == ggml.DeviceCPU
 	rt := &Runtime{dev: dev, threads: threads, log: log}
 	if rt.kernels, err = resolvePolicy(opts.Kernels, dev); err != nil {

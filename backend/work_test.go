@@ -34,3 +34,14 @@ func TestMeasureCountsCPUWork(t *testing.T) {
 	assert.Less(t, large.Work, uint64(256*16384*2+1<<20))
 	t.Logf("work buffer: %d bytes for 1024 columns, %d for 16384", small.Work, large.Work)
 }
+
+// TestOpenThreads: more threads than ggml takes are refused with the limit
+// named (ggml aborts when it cannot start them), the limit itself opens.
+func TestOpenThreads(t *testing.T) {
+	_, err := backend.Open(backend.Options{Device: "cpu", Threads: backend.MaxThreads + 1})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "at most 512")
+	rt, err := backend.Open(backend.Options{Device: "cpu", Threads: backend.MaxThreads})
+	require.NoError(t, err)
+	require.NoError(t, rt.Close())
+}

@@ -168,8 +168,8 @@ func (f *modelFlags) options() (model.Options, error) {
 	if err != nil {
 		return model.Options{}, errUsage("-" + err.Error())
 	}
-	if f.threads < 0 {
-		return model.Options{}, errUsage(fmt.Sprintf("-threads %d: must not be negative", f.threads))
+	if f.threads < 0 || f.threads > backend.MaxThreads {
+		return model.Options{}, errUsage(fmt.Sprintf("-threads %d: want 0 (all cores) to %d", f.threads, backend.MaxThreads))
 	}
 	maxDev, err := parseBytes(f.maxDeviceMemory)
 	if err != nil {
