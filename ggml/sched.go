@@ -417,7 +417,8 @@ func (s *Scheduler) abortAfter(n int) {
 // Compute runs g's graph (ggml_backend_sched_graph_compute), allocating it
 // first if Alloc was not called for it (inputs set before that allocation
 // are lost: call Alloc, set the inputs, then Compute). A graph can be
-// computed again with new inputs.
+// computed again, with its inputs set again first: ggml's allocator lets
+// later nodes reuse an input's memory once the nodes that read it are done.
 func (s *Scheduler) Compute(g *Context) error {
 	if err := s.ok(g); err != nil {
 		return err
