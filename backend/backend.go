@@ -181,6 +181,7 @@ type Runtime struct {
 	schedNodes int
 	kernels    kernels.Policy
 	packed     map[*ggml.Tensor]*kernels.PackedWeight // weights packed once (UsePacked)
+	wino       *kernels.WinogradCache                 // the Winograd kernels' transforms, from run to run (CPU)
 	// abortEvery is the scheduler's abort interval in nodes
 	// (ggml.Scheduler.EnableAbort; 0: between splits only); schedAbortOnly
 	// leaves the backends' own abort flags unset on a cancel. Both are for
@@ -392,7 +393,7 @@ func (rt *Runtime) Close() error {
 	if rt.cpu != rt.primary {
 		errs = append(errs, rt.cpu.Close())
 	}
-	errs = append(errs, rt.primary.Close())
-	rt.sched, rt.cpu, rt.primary = nil, nil, nil
+	errs = append(errs, rt.primary.Close(), rt.wino.Close())
+	rt.sched, rt.cpu, rt.primary, rt.wino = nil, nil, nil, nil
 	return errors.Join(errs...)
 }

@@ -133,6 +133,16 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 	defer g.Close()
 	kernels.SetPolicy(g, rt.kernels)
 	kernels.SetPacked(g, rt.packed)
+	if rt.wino != nil && rt.kernels.Winograd {
+		kernels.SetWinogradCache(g, rt.wino)
+		computed := false
+		defer func() {
+			if e := kernels.GraphDone(g, computed); e != nil && err == nil {
+				err = e
+			}
+		}()
+		defer func() { computed = err == nil }()
+	}
 	g.SetAbort(rt.cpu) // the custom kernels poll it: a cancel stops a long node too
 	b := &Builder{G: g, byName: map[string]*ggml.Tensor{}, outputs: map[string]*ggml.Tensor{}, taps: opts.Taps}
 	if err := buildSafely(b, build); err != nil {

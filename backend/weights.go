@@ -77,6 +77,38 @@ func (w *Weights) Pack(pol kernels.Policy, names []string) error {
 	return nil
 }
 
+// CacheKernelTransforms makes the runtime's later runs keep the Winograd
+// transforms of w's 3×3 convolution kernels from one run to the next
+// (kernels.WinogradCache): the first run that convolves with a kernel
+// computes its transform, later runs read it. The memory they take is
+// WinogradBytes. CPU runtimes only (elsewhere it does nothing); w must stay
+// open and unchanged while the runtime runs graphs that use it.
+func (rt *Runtime) CacheKernelTransforms(w *Weights) {
+	if w == nil || !rt.IsCPU() {
+		return
+	}
+	keep := map[*ggml.Tensor]bool{}
+	for _, t := range w.byName {
+		if t.Dim(0) == 3 && t.Dim(1) == 3 && t.Type() == ggml.TypeF32 {
+			keep[t] = true
+		}
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed || rt.wino != nil {
+		return
+	}
+	rt.wino = kernels.NewWinogradCache(func(t *ggml.Tensor) bool { return keep[t] })
+}
+
+// WinogradBytes is the memory the runtime's stored Winograd transforms take
+// (CacheKernelTransforms).
+func (rt *Runtime) WinogradBytes() int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.wino.Bytes()
+}
+
 // Packed is what Pack packed (nil if nothing).
 func (w *Weights) Packed() map[*ggml.Tensor]*kernels.PackedWeight { return w.packed.Weights() }
 

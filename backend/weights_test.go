@@ -2,6 +2,7 @@ package backend_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/da3-go/da3-go/backend"
+	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/ggml/kernels"
 	"github.com/da3-go/da3-go/internal/testutil"
 	"github.com/da3-go/da3-go/loader"
@@ -139,4 +141,95 @@ func TestPackWeights(t *testing.T) {
 	defer wc.Close()
 	require.NoError(t, wc.Pack(rt.Kernels(), []string{"l.weight"}))
 	assert.Empty(t, wc.Packed(), "copied weights stay as they are")
+}
+
+// TestCacheKernelTransforms checks the Winograd transforms kept from run to
+// run (Runtime.CacheKernelTransforms): a convolution of a 3×3 weight gives
+// the same values, bit for bit, in its first run (which computes the
+// transform into the cache: the graph has the wino_kernel node), in later
+// runs (which read it: one custom node fewer) and on a runtime without the
+// cache; a run whose graph is not computed stores nothing that later runs
+// read (the next run still computes it), and a kernel that is not one of
+// the weights (a graph's input) is never kept.
+func TestCacheKernelTransforms(t *testing.T) {
+	if !kernels.Available().GEMM {
+		t.Skip("the CPU kernels are off in this build")
+	}
+	const IC, OC, W, H = 16, 24, 40, 24
+	r := rand.New(rand.NewPCG(5, 6))
+	normals := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+		return v
+	}
+	kv, xv := normals(3*3*IC*OC), normals(W*H*IC)
+	path := testutil.WriteGGUF(t, nil, []loader.WriterTensor{testutil.F32Tensor(t, "c.weight", kv, 3, 3, IC, OC)})
+	for _, prec := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8Channel} {
+		t.Run(prec.String(), func(t *testing.T) {
+			pol := kernels.Default(true)
+			pol.Precision, pol.Convs = prec, kernels.ConvsNarrow // the convolutions in prec (F(2×2) for bf16 and int8c; F(4×4) for f32 on this map)
+			if prec == kernels.PrecisionF32 {
+				pol.Convs = kernels.ConvsF32
+			}
+			if !pol.Winograd || !kernels.PrecisionRuns(pol.Variant, prec) {
+				t.Skipf("no Winograd kernel in %s in this build", prec)
+			}
+			open := func(cache bool) (*backend.Runtime, *backend.Weights) {
+				rt, err := backend.Open(backend.Options{Device: "cpu", Threads: 2, Kernels: pol})
+				require.NoError(t, err)
+				t.Cleanup(func() { rt.Close() })
+				f, err := loader.Open(path)
+				require.NoError(t, err)
+				w, err := rt.UploadWeights(context.Background(), f, nil, nil)
+				require.NoError(t, err)
+				t.Cleanup(func() { w.Close() })
+				if cache {
+					rt.CacheKernelTransforms(w)
+				}
+				return rt, w
+			}
+			conv := func(rt *backend.Runtime, k func(b *backend.Builder) *ggml.Tensor, fail bool) ([]float32, int, error) {
+				out, err := rt.Run(context.Background(), backend.RunOptions{}, func(b *backend.Builder) error {
+					x := b.Input("x", xv, W, H, IC, 1)
+					b.Output("y", kernels.Conv2D(b.G, k(b), x, ggml.Conv2DParams{Stride: 1, Pad: 1}, kernels.Epilogue{}))
+					if fail {
+						return errors.New("not this time")
+					}
+					return nil
+				})
+				if err != nil {
+					return nil, 0, err
+				}
+				return out["y"].Data, rt.LastStats().Ops["CUSTOM"], nil
+			}
+			plain, pw := open(false)
+			want, nodes, err := conv(plain, func(*backend.Builder) *ggml.Tensor { return pw.Tensor("c.weight") }, false)
+			require.NoError(t, err)
+			require.Equal(t, 2, nodes, "the transform and the convolution")
+
+			rt, w := open(true)
+			weight := func(*backend.Builder) *ggml.Tensor { return w.Tensor("c.weight") }
+			_, _, err = conv(rt, weight, true)
+			require.Error(t, err)
+			assert.Positive(t, rt.WinogradBytes(), "the memory is the cache's from the first graph that needs it")
+			for run := 1; run <= 3; run++ {
+				got, nodes, err := conv(rt, weight, false)
+				require.NoError(t, err)
+				assert.Equal(t, want, got, "run %d: the same values as without the cache", run)
+				if run == 1 {
+					assert.Equal(t, 2, nodes, "the graph before did not compute: the first run computes the transform")
+				} else {
+					assert.Equal(t, 1, nodes, "run %d reads the stored transform", run)
+				}
+			}
+			stored := rt.WinogradBytes()
+			got, nodes, err := conv(rt, func(b *backend.Builder) *ggml.Tensor { return b.Input("k", kv, 3, 3, IC, OC) }, false)
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+			assert.Equal(t, 2, nodes, "a graph's own kernel is transformed in the graph")
+			assert.Equal(t, stored, rt.WinogradBytes(), "and not kept")
+		})
+	}
 }

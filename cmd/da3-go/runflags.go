@@ -104,7 +104,7 @@ func (f *modelFlags) registerLoad(fs *flag.FlagSet, threadsUsage string) {
 	fs.IntVar(&f.threads, "threads", 0, threadsUsage)
 	fs.StringVar(&f.kernels, "kernels", "auto", kernelsUsage)
 	fs.StringVar(&f.precision, "precision", "f32", precisionUsage)
-	fs.Var(&f.narrowConvs, "narrow-convs", "with -precision bf16, int8 or int8c: the convolutions narrower too, in bf16 (int8c on AVX512_VNNI: its 3x3 convolutions in int8) (a few % faster, less accurate: DA2-Small depth correlation with f32 0.99985 instead of 0.99996 in bf16, 0.9982 instead of 0.9994 in int8c, on random weights); auto: only DA3's any-view models under int8c (DA3-BASE 7 % faster, depth correlation with f32 0.99923 instead of 0.99967); -narrow-convs=false keeps every convolution f32")
+	fs.Var(&f.narrowConvs, "narrow-convs", "with -precision bf16, int8 or int8c: the convolutions narrower too, in bf16 (int8c on AVX512_VNNI: its 3x3 convolutions in int8) (a few % faster, less accurate: DA2-Small depth correlation with f32 0.99985 instead of 0.99996 in bf16, 0.9982 instead of 0.9994 in int8c, on random weights); auto: only DA3's any-view models under int8c (DA3-BASE 7 % faster, depth correlation with f32 0.99915 instead of 0.99967); -narrow-convs=false keeps every convolution f32")
 	fs.StringVar(&f.maxDeviceMemory, "max-device-memory", "", "on a GPU: the device memory the model may use, weights and compute buffers (e.g. 6G; default what the device has free); multi-view runs lower their head chunk to fit it, requests that cannot fit are refused")
 }
 

@@ -201,11 +201,43 @@ func Conv2D(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue
 	if pol.Winograd && winogradFits(w, x, p, ep) {
 		return conv2DWinograd(g, w, x, p, ep)
 	}
+	if y := conv2DPacked(g, w, x, p, ep); y != nil {
+		return y
+	}
 	s, pad, d := p.Norm()
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), w.Dim(0), w.Dim(1))
 	prec := pol.convPrecision(v)
 	return g.Custom(opConv2D, ggml.TypeF32, []int{ow, oh, w.Dim(3), x.Dim(3)}, ts,
 		uintptr(s|pad<<8|d<<16|int(ep.Act)<<24|int(prec)<<26|int(v)<<28))
+}
+
+// convsPacked reports whether PackWeights packs the convolutions' kernels
+// under p in variant v (conv2DPacked): where the convolutions are narrowed
+// to int8 (int8c with ConvsNarrow on the VNNI tiles, as the Winograd ones).
+func convsPacked(p Policy, v Variant) bool {
+	return p.winogradPrecision(v) == PrecisionInt8Channel
+}
+
+// conv2DPacked is Conv2D as a product by the kernel packed at load (SetPacked;
+// PackWeights packs a kernel [KW, KH, IC, OC] as the matrix of OC rows of
+// KW·KH·IC under convsPacked): the input's im2col matrix (a row per output
+// pixel), the packed int8c product with ep (each pixel's row quantized over
+// the kernel's whole depth, each output channel's weights over theirs) and
+// the result transposed to [OW, OH, OC, N]. nil where g's policy does not
+// pack convolutions or w was not packed (the caller computes it itself).
+func conv2DPacked(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
+	pw := packedFor(g, w)
+	pol, v := nodeKernels(g)
+	K, OC := w.Dim(0)*w.Dim(1)*w.Dim(2), w.Dim(3)
+	if pw == nil || !convsPacked(pol, v) || pw.K != K || pw.N != OC || pw.Precision != PrecisionInt8Channel {
+		return nil
+	}
+	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), w.Dim(0), w.Dim(1))
+	rows := w.Im2Col(g, x, p, ggml.TypeF32).Reshape(g, K, ow*oh, x.Dim(3)) // [K, OW·OH, N]
+	if !gemmPackedFits(g, pw, rows, ep) {
+		return nil
+	}
+	return Transpose(g, gemmPacked(g, pw, rows, ep)).Reshape(g, ow, oh, OC, x.Dim(3))
 }
 
 // winogradFits reports whether conv2DWinograd accepts the operands: those
@@ -325,9 +357,11 @@ func winogradTile(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Ep
 		uintptr(pad|int(ep.Act)<<8|int(prec)<<10|int(v)<<12|f4<<16|relu<<17|withRes<<18))
 }
 
-// winogradKernel is the node computing the Winograd transform of the 3×3
-// kernel w for the tile, precision and variant (the operand of the
-// convolution node, built once per graph: the strips of a head share it).
+// winogradKernel is the Winograd transform of the 3×3 kernel w for the
+// tile, precision and variant (the operand of the convolution node, built
+// once per graph: the strips of a head share it): the one stored in the
+// graph's WinogradCache, else a node computing it (into the cache, where
+// the graph has one).
 func winogradKernel(g *ggml.Context, w *ggml.Tensor, tile int, prec Precision, v Variant) *ggml.Tensor {
 	type key struct {
 		w    *ggml.Tensor
@@ -348,7 +382,13 @@ func winogradKernel(g *ggml.Context, w *ggml.Tensor, tile int, prec Precision, v
 	if n <= 0 {
 		panic(&ggml.ShapeError{Op: "wino_kernel", Msg: fmt.Sprintf("variant %v cannot compute precision %v", v, prec)})
 	}
-	u := g.Custom(opWinoKernel, ggml.TypeF32, []int{n}, []*ggml.Tensor{w}, uintptr(tile|int(prec)<<8|int(v)<<12))
+	node := func() *ggml.Tensor {
+		return g.Custom(opWinoKernel, ggml.TypeF32, []int{n}, []*ggml.Tensor{w}, uintptr(tile|int(prec)<<8|int(v)<<12))
+	}
+	u := cachedWinogradKernel(g, winoKey{w, tile, prec, v}, n, node)
+	if u == nil {
+		u = node()
+	}
 	cache[k] = u
 	return u
 }
@@ -488,7 +528,10 @@ type PackedSet struct {
 // PackWeights packs the matrices ws [K, N] for the products of graphs with
 // policy pol (its variant, and the precision its products give each
 // weight's type): F32 weights, F16 ones for bf16 products and Q8_0 ones for
-// int8 products, those that packedShape allows (the others are left out),
+// int8 products, those that packedShape allows (the others are left out);
+// and, where pol narrows the convolutions to int8 (convsPacked), F32
+// convolution kernels [KW, KH, IC, OC] as OC rows of KW·KH·IC for Conv2D
+// (conv2DPacked; a kernel Winograd's algorithm takes gains nothing),
 // reading each one's
 // data (N rows of K values as the tensor's type stores them) with read and
 // calling done (when not nil) once it is packed; the weights are packed on
@@ -504,21 +547,29 @@ func PackWeights(pol Policy, ws []*ggml.Tensor, read func(*ggml.Tensor) ([]byte,
 	type item struct {
 		w     *ggml.Tensor
 		prec  Precision
+		K, N  int
 		shape []int
 		off   int
 	}
 	var items []item
 	total := 0
 	for _, w := range ws {
-		if w == nil || w.Dim(2) != 1 || w.Dim(3) != 1 {
+		if w == nil {
 			continue
+		}
+		K, N := w.Dim(0), w.Dim(1)
+		if w.Dim(2) != 1 || w.Dim(3) != 1 { // a convolution's kernel [KW, KH, IC, OC]: its rows of KW·KH·IC
+			if !convsPacked(pol, v) || w.Type() != ggml.TypeF32 || !w.IsContiguous() {
+				continue
+			}
+			K, N = w.Dim(0)*w.Dim(1)*w.Dim(2), w.Dim(3)
 		}
 		p, ok := packedPrecision(weightPrecision(pol, v, w.Type()), w.Type())
 		if !ok {
 			continue
 		}
-		if shape, ok := packedShape(v, p, w.Dim(0), w.Dim(1)); ok {
-			items = append(items, item{w, p, shape, total})
+		if shape, ok := packedShape(v, p, K, N); ok {
+			items = append(items, item{w, p, K, N, shape, total})
 			total += (shape[0]*shape[1]*4 + 63) &^ 63
 		}
 	}
@@ -560,7 +611,8 @@ func PackWeights(pol Policy, ws []*ggml.Tensor, read func(*ggml.Tensor) ([]byte,
 					if i >= len(items) || failed {
 						return
 					}
-					pw, e := packOne(s, items[i].w, items[i].prec, ts[i], items[i].off, items[i].shape, read)
+					it := items[i]
+					pw, e := packOne(s, it.w, it.prec, it.K, it.N, ts[i], it.off, it.shape, read)
 					mu.Lock()
 					if e != nil && err == nil {
 						err = e
@@ -584,9 +636,9 @@ func PackWeights(pol Policy, ws []*ggml.Tensor, read func(*ggml.Tensor) ([]byte,
 	return s, nil
 }
 
-// packOne packs weight w in precision p into t, at off in s's memory.
-func packOne(s *PackedSet, w *ggml.Tensor, p Precision, t *ggml.Tensor, off int, shape []int, read func(*ggml.Tensor) ([]byte, error)) (*PackedWeight, error) {
-	K, N := w.Dim(0), w.Dim(1)
+// packOne packs weight w, N rows of K, in precision p into t, at off in s's
+// memory.
+func packOne(s *PackedSet, w *ggml.Tensor, p Precision, K, N int, t *ggml.Tensor, off int, shape []int, read func(*ggml.Tensor) ([]byte, error)) (*PackedWeight, error) {
 	data, err := read(w)
 	if err != nil {
 		return nil, err

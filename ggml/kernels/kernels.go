@@ -357,8 +357,9 @@ type Policy struct {
 	// Convs is the precision of the convolutions (Conv2D, Winograd's
 	// included): ConvsF32, or ConvsNarrow for Precision's (bf16; bf16 for
 	// int8; for int8c the Winograd ones in int8, F(2×2) with U_ξ per output
-	// channel and V_ξ per tile, where the variant has the VNNI tiles, the
-	// others in bf16). ConvsAuto, the zero value, leaves the choice to the
+	// channel and V_ξ per tile, where the variant has the VNNI tiles, and
+	// those whose kernels were packed at load (PackWeights: conv2DPacked)
+	// as int8c products of their im2col rows; the others in bf16). ConvsAuto, the zero value, leaves the choice to the
 	// model (model.Load); a runtime resolves it to ConvsF32.
 	Convs Convs
 }
@@ -372,8 +373,8 @@ const (
 	// tiles compute them in int8, and keeps every other head's in f32: the
 	// depth heads' convolutions carry most of the narrow modes' error, and
 	// DA2's DPT head does not keep the int8c gate with them narrowed (depth
-	// correlation with f32 on an NYU photo, random weights: DA3-BASE 0.99923,
-	// DA3-SMALL 0.99959, DA2-Small 0.99823; with f32 convolutions 0.99967,
+	// correlation with f32 on an NYU photo, random weights: DA3-BASE 0.99915,
+	// DA3-SMALL 0.99954, DA2-Small 0.99823; with f32 convolutions 0.99967,
 	// 0.99986, 0.99940).
 	ConvsAuto Convs = iota
 	// ConvsF32: the convolutions in float32 whatever the precision.

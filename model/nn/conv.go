@@ -1,6 +1,8 @@
 package nn
 
 import (
+	"reflect"
+
 	"github.com/da3-go/da3-go/ggml"
 	"github.com/da3-go/da3-go/ggml/kernels"
 )
@@ -125,4 +127,38 @@ func (c *ConvTranspose2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor 
 		y = y.Add(g, c.Bias.Reshape(g, 1, 1, c.Bias.Dim(0), 1))
 	}
 	return y
+}
+
+// Conv2Ds lists the convolution layers (Conv2D values and pointers, in
+// struct fields, slices and arrays, at any depth) of the layer struct that
+// v points to, in field order.
+func Conv2Ds(v any) []*Conv2D {
+	var out []*Conv2D
+	var walk func(r reflect.Value)
+	walk = func(r reflect.Value) {
+		switch r.Kind() {
+		case reflect.Pointer, reflect.Interface:
+			if !r.IsNil() {
+				walk(r.Elem())
+			}
+		case reflect.Struct:
+			if r.Type() == reflect.TypeFor[Conv2D]() {
+				if r.CanAddr() {
+					out = append(out, r.Addr().Interface().(*Conv2D))
+				}
+				return
+			}
+			for i := range r.NumField() {
+				if r.Type().Field(i).IsExported() {
+					walk(r.Field(i))
+				}
+			}
+		case reflect.Slice, reflect.Array:
+			for i := range r.Len() {
+				walk(r.Index(i))
+			}
+		}
+	}
+	walk(reflect.ValueOf(v))
+	return out
 }

@@ -388,3 +388,34 @@ func TestConvTranspose2DNonSquareNoBias(t *testing.T) {
 	assert.Equal(t, []int{ow, oh, OC, N}, dims4(got.Shape))
 	testutil.AllClose(t, f32(want), got.Data, 1e-5, 1e-5)
 }
+
+// TestConv2Ds checks that nn.Conv2Ds finds the convolution layers of a layer
+// struct at any depth, in field order: values, pointers, slices and arrays
+// of them, inside nested structs and pointers to structs; nil pointers and
+// unexported fields are skipped, other layers are not convolutions.
+func TestConv2Ds(t *testing.T) {
+	type inner struct {
+		C  nn.Conv2D
+		Cs []*nn.Conv2D
+	}
+	type layer struct {
+		A     nn.Conv2D
+		P     *nn.Conv2D
+		Nil   *nn.Conv2D
+		Arr   [2]nn.Conv2D
+		In    *inner
+		Iface any
+		LN    nn.LayerNorm
+		hid   nn.Conv2D
+	}
+	l := &layer{P: &nn.Conv2D{}, In: &inner{Cs: []*nn.Conv2D{{}, nil, {}}}, Iface: &nn.Conv2D{}}
+	want := []*nn.Conv2D{&l.A, l.P, &l.Arr[0], &l.Arr[1], &l.In.C, l.In.Cs[0], l.In.Cs[2], l.Iface.(*nn.Conv2D)}
+	got := nn.Conv2Ds(l)
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.Same(t, want[i], got[i], "layer %d", i)
+	}
+	_ = l.hid
+	assert.Empty(t, nn.Conv2Ds(&nn.LayerNorm{}))
+	assert.Empty(t, nn.Conv2Ds(nil))
+}

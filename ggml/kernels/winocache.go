@@ -1,0 +1,224 @@
+package kernels
+
+// #include "custom.h"
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/da3-go/da3-go/ggml"
+)
+
+// WinogradCache keeps the Winograd transforms of 3×3 kernels (the first
+// operand of the Winograd convolution) from one graph to the next, so that
+// a model's runs compute each once instead of in every run (1–2 % of a
+// DA3-BASE run on the CPU). A transform is computed by the first graph
+// that needs it, as a node of that graph whose output is placed in memory
+// of the cache's own; once that graph has computed (GraphDone), later
+// graphs read the stored transform instead, a tensor with no node. Each
+// (weight, tile, precision, variant) is stored once: at most two tiles a
+// weight, so the memory is bounded by the model's 3×3 kernels (F(4×4) in
+// f32 takes 4 times a kernel's size, F(2×2) 1.8 times; bf16 half that,
+// int8c a quarter). Only the weights the cache was made for are kept; they
+// must not change while it holds their transforms. Safe for concurrent use;
+// the graphs of one cache must be computed one at a time (a Runtime
+// serialises them).
+type WinogradCache struct {
+	keep    func(w *ggml.Tensor) bool
+	mu      sync.Mutex
+	entries map[winoKey]*winoEntry
+	bytes   int
+	closed  bool
+}
+
+type winoKey struct {
+	w    *ggml.Tensor
+	tile int
+	prec Precision
+	v    Variant
+}
+
+// winoEntry is one stored transform: its memory, the buffer over it and,
+// once a graph has computed it, the tensor later graphs read.
+type winoEntry struct {
+	mem   unsafe.Pointer
+	size  int // bytes
+	n     int // floats
+	ctx   *ggml.Context
+	buf   *ggml.Buffer
+	ready *ggml.Tensor
+}
+
+// NewWinogradCache returns an empty cache for the kernels keep accepts
+// (unchanging weights, never a graph's own tensors); Close frees its
+// memory.
+func NewWinogradCache(keep func(w *ggml.Tensor) bool) *WinogradCache {
+	return &WinogradCache{keep: keep, entries: map[winoKey]*winoEntry{}}
+}
+
+// Bytes is the memory the stored transforms take.
+func (c *WinogradCache) Bytes() int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
+}
+
+// Len is the number of transforms stored or being computed.
+func (c *WinogradCache) Len() int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
+// Close frees the stored transforms. Graphs built with the cache must have
+// been closed first. Idempotent.
+func (c *WinogradCache) Close() error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var err error
+	for _, e := range c.entries {
+		err = errors.Join(err, e.free())
+	}
+	c.entries, c.bytes, c.closed = nil, 0, true
+	return err
+}
+
+func (e *winoEntry) free() error {
+	var err error
+	if e.buf != nil {
+		err = e.buf.Close()
+	}
+	if e.ctx != nil {
+		err = errors.Join(err, e.ctx.Close())
+	}
+	if e.mem != nil {
+		C.da3_aligned_free(e.mem)
+	}
+	e.buf, e.ctx, e.mem, e.ready = nil, nil, nil, nil
+	return err
+}
+
+// SetWinogradCache makes the Winograd convolutions built in g read and
+// store their kernels' transforms in c (nil: none, each graph computes its
+// own). Call GraphDone once g has computed.
+func SetWinogradCache(g *ggml.Context, c *WinogradCache) {
+	g.SetValue(winoCacheKey{}, &winoGraph{cache: c})
+}
+
+type winoCacheKey struct{}
+
+// winoGraph is a graph's use of a cache: the transforms its nodes compute
+// into the cache's memory, each through a buffer of the graph's own (so
+// that nothing of the cache points at the graph's tensors once it closes).
+type winoGraph struct {
+	cache   *WinogradCache
+	pending []winoPending
+}
+
+type winoPending struct {
+	k   winoKey
+	buf *ggml.Buffer
+}
+
+// GraphDone tells the cache set on g (SetWinogradCache) whether g computed:
+// if so, the transforms its nodes stored are read by later graphs; if not,
+// the next graph that needs them computes them again. Call it before
+// closing g; a graph without a cache is ignored.
+func GraphDone(g *ggml.Context, computed bool) error {
+	wg, _ := g.Value(winoCacheKey{}).(*winoGraph)
+	if wg == nil || wg.cache == nil {
+		return nil
+	}
+	c := wg.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var err error
+	for _, p := range wg.pending {
+		err = errors.Join(err, p.buf.Close())
+		e := c.entries[p.k]
+		if !computed || c.closed || e == nil || e.ready != nil {
+			continue
+		}
+		if e2 := e.publish(); e2 != nil {
+			err = errors.Join(err, e2)
+		}
+	}
+	wg.pending = nil
+	return err
+}
+
+// publish makes the tensor later graphs read the stored transform as.
+func (e *winoEntry) publish() error {
+	ctx, err := ggml.NewContext(1)
+	if err != nil {
+		return err
+	}
+	t := ctx.NewTensor(ggml.TypeF32, e.n)
+	if err := e.buf.Place(t, 0); err != nil {
+		ctx.Close()
+		return err
+	}
+	e.ctx, e.ready = ctx, t
+	return nil
+}
+
+// cachedWinogradKernel is the transform of w for the tile, precision and
+// variant from g's cache: the stored tensor once computed; else the node u
+// that computes it (made by node), with its output placed in the cache's
+// memory; nil when g has no cache or the memory cannot be had (the caller
+// then builds its own node).
+func cachedWinogradKernel(g *ggml.Context, k winoKey, n int, node func() *ggml.Tensor) *ggml.Tensor {
+	wg, _ := g.Value(winoCacheKey{}).(*winoGraph)
+	if wg == nil || wg.cache == nil || wg.cache.keep == nil || !wg.cache.keep(k.w) {
+		return nil
+	}
+	c := wg.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	e := c.entries[k]
+	if e != nil && e.ready != nil {
+		return e.ready
+	}
+	size := (n*4 + 63) &^ 63
+	if e == nil {
+		mem := C.da3_aligned_alloc(64, C.size_t(size))
+		if mem == nil {
+			return nil
+		}
+		buf, err := ggml.NewCPUBufferFromMemory(mem, size)
+		if err != nil {
+			C.da3_aligned_free(mem)
+			return nil
+		}
+		e = &winoEntry{mem: mem, size: size, n: n, buf: buf}
+		c.entries[k] = e
+		c.bytes += size
+	}
+	// The node writes the cache's memory through a buffer of its own, closed by GraphDone.
+	buf, err := ggml.NewCPUBufferFromMemory(e.mem, e.size)
+	if err != nil {
+		return nil
+	}
+	u := node()
+	if err := buf.Place(u, 0); err != nil {
+		buf.Close()
+		panic(&ggml.ShapeError{Op: "wino_kernel", Msg: fmt.Sprintf("placing the transform in the cache: %v", err)})
+	}
+	wg.pending = append(wg.pending, winoPending{k: k, buf: buf})
+	return u
+}
