@@ -52,24 +52,13 @@ func (w *Weights) Pack(pol kernels.Policy, names []string) error {
 		}
 		return data, err
 	}
-	page := uintptr(os.Getpagesize())
 	set, err := kernels.PackWeights(pol, ts, func(t *ggml.Tensor) ([]byte, error) {
 		data, err := mapped(t)
 		if err != nil {
 			return nil, err
 		}
 		return data[:t.Bytes()], nil
-	}, func(t *ggml.Tensor) {
-		data, err := mapped(t)
-		if err != nil || len(data) == 0 {
-			return
-		}
-		p := uintptr(unsafe.Pointer(&data[0]))
-		lo, hi := (p+page-1)&^(page-1), (p+uintptr(len(data)))&^(page-1) // whole pages inside the tensor
-		if hi > lo {
-			dropPages(data[lo-p : hi-p])
-		}
-	})
+	}, w.dropMapped)
 	if err != nil {
 		return err
 	}
@@ -80,8 +69,9 @@ func (w *Weights) Pack(pol kernels.Policy, names []string) error {
 // CacheKernelTransforms makes the runtime's later runs keep the Winograd
 // transforms of w's 3×3 convolution kernels from one run to the next
 // (kernels.WinogradCache): the first run that convolves with a kernel
-// computes its transform, later runs read it. The memory they take is
-// WinogradBytes. CPU runtimes only (elsewhere it does nothing); w must stay
+// computes its transform, later runs read it, and the file pages of the
+// kernel are handed back where the weights are read from the file's memory
+// map (as Pack does). The memory the transforms take is WinogradBytes. CPU runtimes only (elsewhere it does nothing); w must stay
 // open and unchanged while the runtime runs graphs that use it.
 func (rt *Runtime) CacheKernelTransforms(w *Weights) {
 	if w == nil || !rt.IsCPU() {
@@ -98,7 +88,7 @@ func (rt *Runtime) CacheKernelTransforms(w *Weights) {
 	if rt.closed || rt.wino != nil {
 		return
 	}
-	rt.wino = kernels.NewWinogradCache(func(t *ggml.Tensor) bool { return keep[t] })
+	rt.wino = kernels.NewWinogradCache(func(t *ggml.Tensor) bool { return keep[t] }, w.dropMapped)
 }
 
 // WinogradBytes is the memory the runtime's stored Winograd transforms take
@@ -107,6 +97,26 @@ func (rt *Runtime) WinogradBytes() int {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return rt.wino.Bytes()
+}
+
+// dropMapped hands the pages of the file that hold weight t (whole pages
+// inside it) back to the kernel (madvise), when the weights are read from
+// the file's memory map: they come back from the file if read again.
+func (w *Weights) dropMapped(t *ggml.Tensor) {
+	if w.file == nil {
+		return
+	}
+	data, err := w.file.TensorData(t.Name())
+	if err != nil || len(data) < t.Bytes() || len(data) == 0 {
+		return
+	}
+	data = data[:t.Bytes()]
+	page := uintptr(os.Getpagesize())
+	p := uintptr(unsafe.Pointer(&data[0]))
+	lo, hi := (p+page-1)&^(page-1), (p+uintptr(len(data)))&^(page-1) // whole pages inside the tensor
+	if hi > lo {
+		dropPages(data[lo-p : hi-p])
+	}
 }
 
 // Packed is what Pack packed (nil if nothing).
