@@ -93,27 +93,29 @@ static ISA_INT8C void pack_v_i8c(const float * v, int64_t ldv, int64_t nk, int64
 // softmax_u8 turns the scores sᵀ [nk][NR] with column maxima mx into the
 // bytes round(255·exp(x·vs − mx·vs)) of the unsigned B panel sp ([quads of
 // keys][NR], then the scales 1 and the excesses 0), and 1/Σ bytes per
-// column into inv.
+// column into inv. The exponentials are 255·2^(x·vs' − mx·vs') with vs' =
+// vs·log2(e) (vpow2_fast: the scale by log2(e) and by 255 folded in).
 static ISA_INT8C void softmax_u8(const float * st, int64_t nk, const vf * mx, vf vs, int32_t * sp, vf * inv) {
     const int64_t kq = i8c_quads(nk), full = nk / 4;
+    const vf vs2 = v_mul(vs, v_set1(1.44269504088896341f));
     for (int part = 0; part < NV; part++) {
         const float * c = st + VL * part;
-        const vf m = v_mul(mx[part], vs), k255 = v_set1(255.0f);
+        const vf m = v_mul(mx[part], vs2);
         vi sum = vi_zero();
         // whole quads of keys without a bound test a key (the four exponentials independent), then the rest
         for (int64_t q = 0; q < full; q++) {
             const float * cq = c + 4 * q * NR;
-            const vi b0 = vi_round(v_mul(vexp_fast(v_fms(v_load(cq), vs, m)), k255));
-            const vi b1 = vi_round(v_mul(vexp_fast(v_fms(v_load(cq + NR), vs, m)), k255));
-            const vi b2 = vi_round(v_mul(vexp_fast(v_fms(v_load(cq + 2 * NR), vs, m)), k255));
-            const vi b3 = vi_round(v_mul(vexp_fast(v_fms(v_load(cq + 3 * NR), vs, m)), k255));
+            const vi b0 = vi_round(vpow2_fast(v_fms(v_load(cq), vs2, m), 255.0f));
+            const vi b1 = vi_round(vpow2_fast(v_fms(v_load(cq + NR), vs2, m), 255.0f));
+            const vi b2 = vi_round(vpow2_fast(v_fms(v_load(cq + 2 * NR), vs2, m), 255.0f));
+            const vi b3 = vi_round(vpow2_fast(v_fms(v_load(cq + 3 * NR), vs2, m), 255.0f));
             sum = vi_add(sum, vi_add(vi_add(b0, b1), vi_add(b2, b3)));
             vi_store(sp + q * NR + VL * part, vi_or(vi_or(b0, vi_slli(b1, 8)), vi_or(vi_slli(b2, 16), vi_slli(b3, 24))));
         }
         for (int64_t q = full; q < kq; q++) {
             vi r = vi_zero();
             for (int i = 0; 4 * q + i < nk; i++) {
-                const vi b = vi_round(v_mul(vexp_fast(v_fms(v_load(c + (4 * q + i) * NR), vs, m)), k255));
+                const vi b = vi_round(vpow2_fast(v_fms(v_load(c + (4 * q + i) * NR), vs2, m), 255.0f));
                 sum = vi_add(sum, b);
                 r = vi_or(r, vi_slli(b, 8 * i));
             }

@@ -117,20 +117,22 @@ static ISA_BF16 void pack_a_pairs(const float * a, int64_t lda, int64_t m0, int6
 
 // softmax_pairs is the attention's softmax step in bf16 (kernels_body.h):
 // for the scores sᵀ [nk][NR] with column maxima mx, the exponentials
-// exp(x·vs − mx·vs) (vexp_fast) rounded to bf16 straight into the pairs panel sh
-// [nk/2][NR] (what pairs_panels makes of them), their f32 sums summed in key
-// order, and 1/Σ per column in inv.
+// exp(x·vs − mx·vs) (as 2^(x·vs' − mx·vs') with vs' = vs·log2(e):
+// vpow2_fast) rounded to bf16 straight into the pairs panel sh [nk/2][NR]
+// (what pairs_panels makes of them), their f32 sums summed in key order,
+// and 1/Σ per column in inv.
 static ISA_BF16 void softmax_pairs(const float * st, int64_t nk, const vf * mx, vf vs, uint32_t * sh, vf * inv) {
+    const vf vs2 = v_mul(vs, v_set1(1.44269504088896341f));
     for (int part = 0; part < NV; part++) {
         const float * c = st + VL * part;
-        const vf m = v_mul(mx[part], vs);
+        const vf m = v_mul(mx[part], vs2);
         vf sum = v_zero();
         for (int64_t j = 0; j < nk; j += 2) {
-            const vf e0 = vexp_fast(v_fms(v_load(c + j * NR), vs, m));
+            const vf e0 = vpow2_fast(v_fms(v_load(c + j * NR), vs2, m), 1.0f);
             sum = v_add(sum, e0);
             __m512i hi = _mm512_setzero_si512();
             if (j + 1 < nk) {
-                const vf e1 = vexp_fast(v_fms(v_load(c + (j + 1) * NR), vs, m));
+                const vf e1 = vpow2_fast(v_fms(v_load(c + (j + 1) * NR), vs2, m), 1.0f);
                 sum = v_add(sum, e1);
                 hi = bf16_hi(e1);
             }

@@ -47,20 +47,23 @@ static inline vf vexp(vf x) {
     return v_ldexp(p, n);
 }
 
-// vexp_fast is e^x to about 6e-6 (relative) for x ≤ 0 (a softmax's
-// shifted scores; e^x flushes to 0 below −87): x·log2(e) = n + f with |f|
-// ≤ 1/2, 2^f by a degree-4 minimax polynomial (2.6e-6), the scaling by 2^n
-// exact. Half the operations of vexp, for the narrow attentions'
-// exponentials, rounded to bf16 (2^-9) or to bytes (2^-8) after.
-static inline vf vexp_fast(vf x) {
-    const vf t = v_mul(v_max(x, v_set1(-87.0f)), v_set1(1.44269504088896341f));
+// vpow2_fast is c·2^t to about 6e-6 (relative) for t ≤ 0: e^x of a
+// softmax's shifted scores as 2^(x·log2(e)), its scale and maximum
+// multiplied by log2(e) once outside the loop, for the narrow attentions'
+// exponentials, rounded to bf16 (2^-9) or to bytes (2^-8) after. t = n + f
+// with |f| ≤ 1/2, 2^f by a degree-4 minimax polynomial (2.6e-6) with the
+// constant c folded into its coefficients, the scaling by 2^n exact; below
+// 2^-126 (the smallest normal float) it is c·2^-126, as good as 0 beside the
+// softmax's largest term, c. Half the operations of vexp.
+static inline vf vpow2_fast(vf t, float c) {
+    t = v_max(t, v_set1(-126.0f));
     const vf n = v_round(t);
     const vf f = v_sub(t, n);
-    vf p = v_set1(0.009570088712624044f);
-    p = v_fma(p, f, v_set1(0.05591786789414349f));
-    p = v_fma(p, f, v_set1(0.2402474522863996f));
-    p = v_fma(p, f, v_set1(0.693121813885694f));
-    p = v_fma(p, f, v_set1(0.9999992613017235f));
+    vf p = v_set1(c * 0.009570088712624044f);
+    p = v_fma(p, f, v_set1(c * 0.05591786789414349f));
+    p = v_fma(p, f, v_set1(c * 0.2402474522863996f));
+    p = v_fma(p, f, v_set1(c * 0.693121813885694f));
+    p = v_fma(p, f, v_set1(c * 0.9999992613017235f));
     return v_ldexp(p, n);
 }
 
