@@ -27,7 +27,8 @@ var discard = slog.New(slog.DiscardHandler)
 // Options configure a Runtime.
 type Options struct {
 	// Device is "auto" or "" (the first GPU, else the CPU), "cpu" or a
-	// device name such as "CUDA0".
+	// device name such as "CUDA0". With "cpu" the device libraries of
+	// DefaultBackendDirs are not loaded (only BackendDirs' are).
 	Device string
 	// Threads for the CPU backend; 0 means all cores, at most MaxThreads.
 	Threads int
@@ -261,8 +262,12 @@ func Open(opts Options) (*Runtime, error) {
 	if log == nil {
 		log = discard
 	}
-	// Refused or failing folders are logged; the devices of the others are used.
-	loadOnce.Do(func() { loadBackends(defaultBackendDirs(log), log) })
+	// Refused or failing folders are logged; the devices of the others are used. A CPU runtime
+	// loads none of the default folders' device libraries: probing for a device it will not use
+	// (a Vulkan loader and its drivers) cost 17 MiB of resident memory.
+	if !strings.EqualFold(opts.Device, "cpu") {
+		loadOnce.Do(func() { loadBackends(defaultBackendDirs(log), log) })
+	}
 	loadBackends(opts.BackendDirs, log)
 
 	dev, err := pickDevice(opts.Device)

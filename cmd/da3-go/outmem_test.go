@@ -73,9 +73,10 @@ func TestDepthLargeImageUnderMemoryLimit(t *testing.T) {
 	small := filepath.Join(dir, "small.png")
 	writeFlatPNG(t, small, 640, 480)
 	// The backend libraries the process would load (ggml-vulkan with its
-	// driver, where make vulkan built it) are loaded before the limit: they
-	// take address space of their own, not the run's.
-	rt, err := backend.Open(backend.Options{Device: "cpu", Threads: 1, Logger: slog.New(slog.DiscardHandler)})
+	// driver, where make vulkan built it; the command's default device is
+	// auto, which looks for GPUs) are loaded before the limit: they take
+	// address space of their own, not the run's.
+	rt, err := backend.Open(backend.Options{Device: "auto", Threads: 1, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	rt.Close()
 	testutil.UnderMemoryLimit(t, 640<<20, func(t *testing.T) {
