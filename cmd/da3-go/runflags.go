@@ -100,7 +100,7 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 // model (serve shares them): -device, -threads (described by threadsUsage),
 // -kernels, -precision, -narrow-convs and -max-device-memory.
 func (f *modelFlags) registerLoad(fs *flag.FlagSet, threadsUsage string) {
-	fs.StringVar(&f.device, "device", "", "device: auto (first GPU, else CPU), cpu, or a name from 'da3-go devices' (default $DA3_DEVICE or auto)")
+	fs.StringVar(&f.device, "device", "", "device: auto (first GPU, else CPU), cpu (loads no GPU library), or a name from 'da3-go devices' (default $DA3_DEVICE or auto)")
 	fs.IntVar(&f.threads, "threads", 0, threadsUsage)
 	fs.StringVar(&f.kernels, "kernels", "auto", kernelsUsage)
 	fs.StringVar(&f.precision, "precision", "f32", precisionUsage)
