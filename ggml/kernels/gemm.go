@@ -5,7 +5,6 @@ package kernels
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -521,10 +520,7 @@ func packedPrecision(p Precision, t ggml.Type) (Precision, bool) {
 // aligned), until Close.
 type PackedSet struct {
 	Variant Variant
-	ctx     *ggml.Context
-	buf     *ggml.Buffer
-	mem     unsafe.Pointer
-	bytes   int
+	host    *hostMemory
 	ws      map[*ggml.Tensor]*PackedWeight
 }
 
@@ -580,22 +576,18 @@ func PackWeights(pol Policy, ws []*ggml.Tensor, read func(*ggml.Tensor) ([]byte,
 	if len(items) == 0 {
 		return s, nil
 	}
-	s.mem = C.da3_aligned_alloc(64, C.size_t(total))
-	if s.mem == nil {
-		return nil, fmt.Errorf("packing %d weights (%.1f MiB): %w", len(items), float64(total)/(1<<20), ggml.ErrOutOfMemory)
-	}
-	s.bytes = total
 	var err error
-	if s.ctx, err = ggml.NewContext(len(items) + 1); err == nil {
-		s.buf, err = ggml.NewCPUBufferFromMemory(s.mem, total)
+	if s.host, err = newHostMemory(total); err != nil {
+		return nil, fmt.Errorf("packing %d weights (%.1f MiB): %w", len(items), float64(total)/(1<<20), err)
 	}
+	s.host.ctx, err = ggml.NewContext(len(items) + 1)
 	ts := make([]*ggml.Tensor, len(items))
 	for i, it := range items { // the tensors first (a ggml context is not safe for concurrent use)
 		if err != nil {
 			break
 		}
-		ts[i] = s.ctx.NewTensor(ggml.TypeF32, it.shape...)
-		err = s.buf.Place(ts[i], it.off)
+		ts[i] = s.host.ctx.NewTensor(ggml.TypeF32, it.shape...)
+		err = s.host.buf.Place(ts[i], it.off)
 	}
 	if err == nil { // then the packing, the weights spread over the CPUs
 		var mu sync.Mutex
@@ -650,7 +642,7 @@ func packOne(s *PackedSet, w *ggml.Tensor, p Precision, K, N int, t *ggml.Tensor
 		return nil, fmt.Errorf("weight %s: %d bytes, want %d", w.Name(), len(data), w.Bytes())
 	}
 	n := C.da3_pack_weight(C.int(s.Variant), C.int(p), C.int(w.Type()), unsafe.Pointer(&data[0]), C.int64_t(K), C.int64_t(N),
-		(*C.uint32_t)(unsafe.Add(s.mem, off)))
+		(*C.uint32_t)(unsafe.Add(s.host.mem, off)))
 	if int(n) != shape[0]*shape[1] {
 		return nil, fmt.Errorf("packing weight %s [%d, %d] for %s %s: %w", w.Name(), K, N, s.Variant, p, ggml.ErrOutOfMemory)
 	}
@@ -670,7 +662,10 @@ func (s *PackedSet) Bytes() int {
 	if s == nil {
 		return 0
 	}
-	return s.bytes
+	if s.host == nil {
+		return 0
+	}
+	return s.host.size
 }
 
 // Close frees the packed weights. Idempotent.
@@ -678,17 +673,8 @@ func (s *PackedSet) Close() error {
 	if s == nil {
 		return nil
 	}
-	var err error
-	if s.buf != nil {
-		err = s.buf.Close()
-	}
-	if s.ctx != nil {
-		err = errors.Join(err, s.ctx.Close())
-	}
-	if s.mem != nil {
-		C.da3_aligned_free(s.mem)
-	}
-	s.buf, s.ctx, s.mem, s.ws = nil, nil, nil, nil
+	err := s.host.close()
+	s.host, s.ws = nil, nil
 	return err
 }
 

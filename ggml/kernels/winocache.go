@@ -1,13 +1,9 @@
 package kernels
 
-// #include "custom.h"
-import "C"
-
 import (
 	"errors"
 	"fmt"
 	"sync"
-	"unsafe"
 
 	"github.com/da3-go/da3-go/ggml"
 )
@@ -46,11 +42,8 @@ type winoKey struct {
 // winoEntry is one stored transform: its memory, the buffer over it and,
 // once a graph has computed it, the tensor later graphs read.
 type winoEntry struct {
-	mem   unsafe.Pointer
-	size  int // bytes
+	*hostMemory
 	n     int // floats
-	ctx   *ggml.Context
-	buf   *ggml.Buffer
 	ready *ggml.Tensor
 }
 
@@ -99,18 +92,8 @@ func (c *WinogradCache) Close() error {
 }
 
 func (e *winoEntry) free() error {
-	var err error
-	if e.buf != nil {
-		err = e.buf.Close()
-	}
-	if e.ctx != nil {
-		err = errors.Join(err, e.ctx.Close())
-	}
-	if e.mem != nil {
-		C.da3_aligned_free(e.mem)
-	}
-	e.buf, e.ctx, e.mem, e.ready = nil, nil, nil, nil
-	return err
+	e.ready = nil
+	return e.close()
 }
 
 // SetWinogradCache makes the Winograd convolutions built in g read and
@@ -207,16 +190,11 @@ func cachedWinogradKernel(g *ggml.Context, k winoKey, n int, node func() *ggml.T
 	}
 	size := (n*4 + 63) &^ 63
 	if e == nil {
-		mem := C.da3_aligned_alloc(64, C.size_t(size))
-		if mem == nil {
-			return nil
-		}
-		buf, err := ggml.NewCPUBufferFromMemory(mem, size)
+		h, err := newHostMemory(size)
 		if err != nil {
-			C.da3_aligned_free(mem)
 			return nil
 		}
-		e = &winoEntry{mem: mem, size: size, n: n, buf: buf}
+		e = &winoEntry{hostMemory: h, n: n}
 		c.entries[k] = e
 		c.bytes += size
 	}
