@@ -135,13 +135,11 @@ func (rt *Runtime) Run(ctx context.Context, opts RunOptions, build func(b *Build
 	kernels.SetPacked(g, rt.packed)
 	if rt.wino != nil && rt.kernels.Winograd {
 		kernels.SetWinogradCache(g, rt.wino)
-		computed := false
-		defer func() {
-			if e := kernels.GraphDone(g, computed); e != nil && err == nil {
+		defer func() { // before g closes; the transforms its nodes stored count only if the run succeeded
+			if e := kernels.GraphDone(g, err == nil); e != nil && err == nil {
 				err = e
 			}
 		}()
-		defer func() { computed = err == nil }()
 	}
 	g.SetAbort(rt.cpu) // the custom kernels poll it: a cancel stops a long node too
 	b := &Builder{G: g, byName: map[string]*ggml.Tensor{}, outputs: map[string]*ggml.Tensor{}, taps: opts.Taps}

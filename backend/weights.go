@@ -71,8 +71,9 @@ func (w *Weights) Pack(pol kernels.Policy, names []string) error {
 // (kernels.WinogradCache): the first run that convolves with a kernel
 // computes its transform, later runs read it, and the file pages of the
 // kernel are handed back where the weights are read from the file's memory
-// map (as Pack does). The memory the transforms take is WinogradBytes. CPU runtimes only (elsewhere it does nothing); w must stay
-// open and unchanged while the runtime runs graphs that use it.
+// map (as Pack does). The memory the transforms take is WinogradBytes. CPU
+// runtimes only (elsewhere it does nothing); w must stay open and unchanged
+// while the runtime runs graphs that use it.
 func (rt *Runtime) CacheKernelTransforms(w *Weights) {
 	if w == nil || !rt.IsCPU() {
 		return
