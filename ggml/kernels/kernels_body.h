@@ -1208,11 +1208,13 @@ static inline __attribute__((always_inline)) void wino_input_t(const float * x, 
                         v_load_deint(row, x0, W, &c[0], &c[1]);     // columns 0, 1 of each block
                         v_load_deint(row, x0 + 2, W, &c[2], &c[3]); // columns 2, 3
                     } else {
-                        vf h[4];
-                        v_load_deint4(row, x0, W, c);     // columns 0 … 3 of each block
-                        v_load_deint4(row, x0 + 4, W, h); // columns 4, 5
-                        c[4] = h[0];
-                        c[5] = h[1];
+                        // columns 0 … 3 of each block; its columns 4, 5 are the next lane's 0, 1, the last
+                        // lane's the two values after the vectors
+                        v_load_deint4(row, x0, W, c);
+                        const int64_t x1 = x0 + 4 * VL;
+                        const vf e = v_loadu_m(row + x1, m_range(-x1, (W - x1 < 2 ? W - x1 : 2)));
+                        c[4] = v_next(c[0], e, 0);
+                        c[5] = v_next(c[1], e, 1);
                     }
                     if (relu) { // max(x, 0) is 0 for −0 and NaN as ggml's ReLU (x > 0 ? x : 0)
                         for (int q = 0; q < A; q++) {

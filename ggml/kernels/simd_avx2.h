@@ -112,6 +112,11 @@ static inline void v_interleave(vf even, vf odd, vf * lo, vf * hi) {
     *lo = _mm256_permute2f128_ps(l, h, 0x20);
     *hi = _mm256_permute2f128_ps(l, h, 0x31);
 }
+// v_next returns a's lanes 1 … VL−1 followed by b's lane k (0 or 1).
+static inline vf v_next(vf a, vf b, int k) {
+    const vf r = _mm256_permutevar8x32_ps(a, _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0));
+    return _mm256_blend_ps(r, _mm256_permutevar8x32_ps(b, _mm256_set1_epi32(k)), 0x80);
+}
 static inline void v_prefetch(const void * p) { _mm_prefetch((const char *) p, _MM_HINT_T0); }
 
 static inline void v_transpose(const float * src, int64_t lds, float * dst, int64_t ldd) {

@@ -77,6 +77,11 @@ static inline void v_interleave(vf even, vf odd, vf * lo, vf * hi) {
     *lo = _mm512_permutex2var_ps(even, il, odd);
     *hi = _mm512_permutex2var_ps(even, _mm512_add_epi32(il, _mm512_set1_epi32(8)), odd);
 }
+// v_next returns a's lanes 1 … VL−1 followed by b's lane k (0 or 1).
+static inline vf v_next(vf a, vf b, int k) {
+    const __m512i i = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
+    return _mm512_permutex2var_ps(a, k ? _mm512_mask_add_epi32(i, 0x8000, i, _mm512_set1_epi32(1)) : i, b);
+}
 static inline void v_prefetch(const void * p) { _mm_prefetch((const char *) p, _MM_HINT_T0); }
 
 // v_transpose writes the transpose of the VL×VL block at src (row stride

@@ -92,6 +92,15 @@ static inline void v_interleave(vf even, vf odd, vf * lo, vf * hi) {
     }
     *lo = l, *hi = h;
 }
+// v_next returns a's lanes 1 … VL−1 followed by b's lane k (0 or 1).
+static inline vf v_next(vf a, vf b, int k) {
+    vf r = b;
+    for (int i = 0; i + 1 < VL; i++) {
+        r[i] = a[i + 1];
+    }
+    r[VL - 1] = b[k];
+    return r;
+}
 static inline void v_prefetch(const void * p) { (void) p; }
 
 static inline void v_transpose(const float * src, int64_t lds, float * dst, int64_t ldd) {
