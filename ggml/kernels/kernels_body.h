@@ -1265,26 +1265,28 @@ static inline __attribute__((always_inline)) void wino_input_t(const float * x, 
     }
 }
 
-// wino_input_f2 and wino_input_any are wino_input_t for F(2×2), whose 4×4
-// blocks then stay in registers (10 % faster in int8c), and for any tile
-// (F(4×4)'s 6×6 blocks do not fit the registers either way).
+// wino_input_f2 and wino_input_f4 are wino_input_t for each tile, T a
+// constant: the loops over a block's rows and columns unroll and the block
+// stays in registers (with T a variable, the blocks went through the
+// stack: 10 % slower in int8c's F(2×2), 6 % in F(4×4)).
 static __attribute__((noinline)) void wino_input_f2(const float * x, int64_t W, int64_t H, int64_t IC, int64_t pad, int64_t TW,
                                                     int64_t t0, int64_t nt, int relu, float * v) {
     wino_input_t(x, W, H, IC, pad, 2, TW, t0, nt, relu, v);
 }
 
-static __attribute__((noinline)) void wino_input_any(const float * x, int64_t W, int64_t H, int64_t IC, int64_t pad, int T,
-                                                     int64_t TW, int64_t t0, int64_t nt, int relu, float * v) {
-    wino_input_t(x, W, H, IC, pad, T, TW, t0, nt, relu, v);
+static __attribute__((noinline)) void wino_input_f4(const float * x, int64_t W, int64_t H, int64_t IC, int64_t pad, int64_t TW,
+                                                    int64_t t0, int64_t nt, int relu, float * v) {
+    wino_input_t(x, W, H, IC, pad, 4, TW, t0, nt, relu, v);
 }
 
-// wino_input transforms the input blocks (wino_input_t) in the copy for T.
+// wino_input transforms the input blocks (wino_input_t) in the copy for T
+// (2 or 4).
 static void wino_input(const float * x, int64_t W, int64_t H, int64_t IC, int64_t pad, int T, int64_t TW, int64_t t0,
                        int64_t nt, int relu, float * v) {
     if (T == 2) {
         wino_input_f2(x, W, H, IC, pad, TW, t0, nt, relu, v);
     } else {
-        wino_input_any(x, W, H, IC, pad, T, TW, t0, nt, relu, v);
+        wino_input_f4(x, W, H, IC, pad, TW, t0, nt, relu, v);
     }
 }
 
