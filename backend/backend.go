@@ -243,8 +243,8 @@ func resolvePolicy(given kernels.Policy, dev ggml.Device) (kernels.Policy, error
 			return p, fmt.Errorf("%w: %s products are computed by the CPU kernels, not on %s", kernels.ErrPrecision, given.Precision, dev.Name())
 		}
 		p.Precision = given.Precision
-		if given.Convs == kernels.ConvsNarrow {
-			p.Convs = kernels.ConvsNarrow
+		if given.Convs == kernels.ConvsNarrow || given.Convs == kernels.ConvsStrided {
+			p.Convs = given.Convs
 		}
 		if err := p.Check(); err != nil {
 			return p, err

@@ -52,7 +52,7 @@ typedef struct {
 	const char *device;       // NULL or "": $DA3_DEVICE, else the best device
 	int threads;              // 0: every core
 	const char *precision;    // NULL or "f32" (default), "bf16" or "int8": the CPU products' precision
-	int narrow_convs;         // 0: the model's choice (narrow for DA3's any-view models under int8c); > 0, with bf16 or int8: the convolutions too; < 0: f32
+	int narrow_convs;         // 0: the model's choice (narrow for DA3's any-view models under int8c, else the strided ones in bf16); > 0, with bf16 or int8: the convolutions too; < 0: f32
 	const char *cache_dir;    // NULL or "": $DA3_CACHE_DIR, else the user's cache folder
 	int no_download;          // non-zero: a published name must be in the cache already
 } da3go_load_options;

@@ -180,14 +180,16 @@ func readConfig(f *loader.File, path string) (Config, error) {
 // Convs is the convolutions' precision of this model under p, as Load
 // resolves it: p's own choice, or for ConvsAuto narrow under int8c for the
 // DualDPT head (DA3's any-view models, within the int8c gate with its 3×3
-// convolutions in int8) and f32 for every other head and precision (see
-// kernels.ConvsAuto).
+// convolutions in int8), the strided ones only for every other head under
+// a narrow precision, and f32 in f32 (see kernels.ConvsAuto).
 func (c Config) Convs(p kernels.Policy) kernels.Convs {
 	switch {
 	case p.Convs != kernels.ConvsAuto:
 		return p.Convs
 	case p.Precision == kernels.PrecisionInt8Channel && c.Head.Kind == dpt.DualDPT:
 		return kernels.ConvsNarrow
+	case p.Precision != kernels.PrecisionF32:
+		return kernels.ConvsStrided
 	}
 	return kernels.ConvsF32
 }

@@ -109,10 +109,12 @@ func TestNarrowConvs(t *testing.T) {
 }
 
 // TestConvsAuto checks the model's choice of the convolutions' precision
-// (kernels.ConvsAuto): narrow under int8c for DA3's DualDPT head, f32 for
-// DA2's DPT head, in every other precision, and when f32 is asked for. Where
-// the VNNI tiles compute them in int8, DA3's narrowed run differs from the
-// one with f32 convolutions and keeps the int8 gate.
+// (kernels.ConvsAuto): narrow under int8c for DA3's DualDPT head, the
+// strided ones only for DA2's DPT head and in bf16, f32 in f32 and when f32
+// is asked for. Where the CPU has bf16, DA2's strided convolution then runs
+// in bf16 (the depth differs from the run with f32 convolutions, within
+// the int8 gate); where the VNNI tiles compute them in int8, DA3's narrowed
+// run differs from the one with f32 convolutions and keeps the int8 gate.
 func TestConvsAuto(t *testing.T) {
 	v := kernels.DefaultVariant()
 	if !kernels.PrecisionRuns(v, kernels.PrecisionInt8Channel) {
@@ -127,8 +129,27 @@ func TestConvsAuto(t *testing.T) {
 	}
 	int8c := kernels.Policy{Precision: kernels.PrecisionInt8Channel}
 	da2Path, da3Path := da2.gguf(t), da3.gguf(t)
-	assert.Equal(t, kernels.ConvsF32, load(da2Path, int8c).Kernels().Convs, "DA2 under int8c")
+	da2Auto := load(da2Path, int8c)
+	assert.Equal(t, kernels.ConvsStrided, da2Auto.Kernels().Convs, "DA2 under int8c")
 	assert.Equal(t, kernels.ConvsF32, load(da3Path, kernels.Policy{}).Kernels().Convs, "DA3 in f32")
+	if kernels.PrecisionRuns(v, kernels.PrecisionBF16) {
+		assert.Equal(t, kernels.ConvsStrided, load(da3Path, kernels.Policy{Precision: kernels.PrecisionBF16}).Kernels().Convs, "DA3 in bf16")
+		assert.Contains(t, kernels.Describe(da2Auto.Kernels()), "narrow strided convolutions")
+		da2Wide := int8c
+		da2Wide.Convs = kernels.ConvsF32
+		img, err := imgio.Decode(da2.image)
+		require.NoError(t, err)
+		ref := runPrecision(t, da2Path, kernels.PrecisionF32, img, da2.opts)
+		got, err := da2Auto.Depth(context.Background(), img, da2.opts)
+		require.NoError(t, err)
+		base, err := load(da2Path, da2Wide).Depth(context.Background(), img, da2.opts)
+		require.NoError(t, err)
+		assert.NotEqual(t, base.Depth, got.Depth, "DA2's strided convolution ran in bf16")
+		_, _, cb := testutil.Stats(ref.Depth, base.Depth)
+		_, _, cg := testutil.Stats(ref.Depth, got.Depth)
+		t.Logf("da2-tiny int8c depth corr with f32: f32 convolutions %.7f, strided in bf16 %.7f", cb, cg)
+		assert.GreaterOrEqual(t, cg, int8Gate)
+	}
 	auto := load(da3Path, int8c)
 	assert.Equal(t, kernels.ConvsNarrow, auto.Kernels().Convs, "DA3 under int8c")
 	wide := int8c

@@ -104,7 +104,7 @@ func (f *modelFlags) registerLoad(fs *flag.FlagSet, threadsUsage string) {
 	fs.IntVar(&f.threads, "threads", 0, threadsUsage)
 	fs.StringVar(&f.kernels, "kernels", "auto", kernelsUsage)
 	fs.StringVar(&f.precision, "precision", "f32", precisionUsage)
-	fs.Var(&f.narrowConvs, "narrow-convs", "with -precision bf16, int8 or int8c: the convolutions narrower too, in bf16 (int8c on AVX512_VNNI: its 3x3 convolutions in int8) (a few % faster, less accurate: DA2-Small depth correlation with f32 0.99985 instead of 0.99996 in bf16, 0.9982 instead of 0.9994 in int8c, on random weights); auto: only DA3's any-view models under int8c (DA3-BASE 7 % faster, depth correlation with f32 0.99915 instead of 0.99967); -narrow-convs=false keeps every convolution f32")
+	fs.Var(&f.narrowConvs, "narrow-convs", "with -precision bf16, int8 or int8c: the convolutions narrower too, in bf16 (int8c on AVX512_VNNI: its 3x3 convolutions in int8) (a few % faster, less accurate: DA2-Small depth correlation with f32 0.99985 instead of 0.99996 in bf16, 0.9982 instead of 0.9994 in int8c, on random weights); auto: DA3's any-view models under int8c (DA3-BASE 7 % faster, depth correlation with f32 0.99915 instead of 0.99967), and in every other narrow run the heads' stride-2 resize only, in bf16 (DA2-Small 1 % faster, depth correlation 0.99995 instead of 0.99996 in bf16); -narrow-convs=false keeps every convolution f32")
 	fs.StringVar(&f.maxDeviceMemory, "max-device-memory", "", "on a GPU: the device memory the model may use, weights and compute buffers (e.g. 6G; default what the device has free); multi-view runs lower their head chunk to fit it, requests that cannot fit are refused")
 }
 
@@ -216,7 +216,7 @@ func (c *convsFlag) IsBoolFlag() bool { return true }
 
 const kernelsUsage = "kernel policy: auto (the fastest for the device), none (ggml's own ops), or a comma list of gemm, winograd, attention, resize, norm, strips, flash, directconv (GPU: ggml_conv_2d_direct) and a CPU variant avx512, avx2 or portable (alone: every kernel in that variant; default $DA3_KERNELS, else the best for the CPU)"
 
-const precisionUsage = "precision of the CPU products: f32, bf16 (linear layers and attention; AVX512_BF16 CPUs), int8 (q8_0 weight matrices in int8, the other products bf16; AVX512_VNNI CPUs) or int8c (the weight matrices quantized to int8 per output channel at load, the activations per row, int32 sums over the whole depth, and the attention too where the CPU has VNNI; AVX512_VNNI CPUs, or any AVX2 CPU in the avx2 kernels, with vpdpbusd where it has AVX-VNNI or AVX512_VNNI: DA3_AVX2_INT8); convolutions f32, but int8 for DA3's any-view models under int8c (see -narrow-convs)"
+const precisionUsage = "precision of the CPU products: f32, bf16 (linear layers and attention; AVX512_BF16 CPUs), int8 (q8_0 weight matrices in int8, the other products bf16; AVX512_VNNI CPUs) or int8c (the weight matrices quantized to int8 per output channel at load, the activations per row, int32 sums over the whole depth, and the attention too where the CPU has VNNI; AVX512_VNNI CPUs, or any AVX2 CPU in the avx2 kernels, with vpdpbusd where it has AVX-VNNI or AVX512_VNNI: DA3_AVX2_INT8); convolutions f32, but int8 for DA3's any-view models under int8c and the heads' stride-2 resize in bf16 otherwise (see -narrow-convs)"
 
 // parseKernels parses -kernels: the zero policy for auto.
 func parseKernels(s string) (kernels.Policy, error) {

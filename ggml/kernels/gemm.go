@@ -93,10 +93,11 @@ func precisionFor(p Policy, v Variant, w ggml.Type) Precision {
 	return prec
 }
 
-// convPrecision is the precision of a convolution of variant v under p:
-// f32 unless p.Convs is ConvsNarrow.
-func (p Policy) convPrecision(v Variant) Precision {
-	if p.Convs != ConvsNarrow {
+// convPrecision is the precision of a convolution of variant v under p,
+// strided or not: f32 unless p.Convs is ConvsNarrow, or ConvsStrided for a
+// strided one.
+func (p Policy) convPrecision(v Variant, strided bool) Precision {
+	if p.Convs != ConvsNarrow && !(p.Convs == ConvsStrided && strided) {
 		return PrecisionF32
 	}
 	return precisionFor(p, v, ggml.TypeF32)
@@ -116,7 +117,7 @@ func (p Policy) winogradPrecision(v Variant) Precision {
 	if p.Convs == ConvsNarrow && vnniTiles(p, v) {
 		return PrecisionInt8Channel
 	}
-	return p.convPrecision(v)
+	return p.convPrecision(v, false)
 }
 
 // gemmDequantizes lists the weight types GEMM dequantizes while packing.
@@ -205,7 +206,7 @@ func Conv2D(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue
 	}
 	s, pad, d := p.Norm()
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), w.Dim(0), w.Dim(1))
-	prec := pol.convPrecision(v)
+	prec := pol.convPrecision(v, s > 1)
 	return g.Custom(opConv2D, ggml.TypeF32, []int{ow, oh, w.Dim(3), x.Dim(3)}, ts,
 		uintptr(s|pad<<8|d<<16|int(ep.Act)<<24|int(prec)<<26|int(v)<<28))
 }
@@ -338,7 +339,7 @@ func winogradTile(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Ep
 	pol, v := nodeKernels(g)
 	prec := pol.winogradPrecision(v)
 	if prec == PrecisionInt8Channel && tile != 2 {
-		prec = pol.convPrecision(v) // int8c computes F(2×2) only
+		prec = pol.convPrecision(v, false) // int8c computes F(2×2) only
 	}
 	f4, relu := 0, 0
 	if tile == 4 {

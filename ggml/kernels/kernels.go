@@ -245,6 +245,8 @@ func Describe(p Policy) string {
 	}
 	if p.winogradPrecision(p.Variant) != PrecisionF32 { // narrowed, and the variant can
 		prec += ", narrow convolutions"
+	} else if p.convPrecision(p.Variant, true) != PrecisionF32 {
+		prec += ", narrow strided convolutions"
 	}
 	return fmt.Sprintf("%s (%s)", p.Variant, prec)
 }
@@ -355,12 +357,14 @@ type Policy struct {
 	// to the CPU, splitting the graph at every block. Device routing.
 	ContiguousNorm bool
 	// Convs is the precision of the convolutions (Conv2D, Winograd's
-	// included): ConvsF32, or ConvsNarrow for Precision's (bf16; bf16 for
+	// included): ConvsF32, ConvsNarrow for Precision's (bf16; bf16 for
 	// int8; for int8c the Winograd ones in int8, F(2×2) with U_ξ per output
 	// channel and V_ξ per tile, where the variant has the VNNI tiles, and
 	// those whose kernels were packed at load (PackWeights: conv2DPacked)
-	// as int8c products of their im2col rows; the others in bf16). ConvsAuto, the zero value, leaves the choice to the
-	// model (model.Load); a runtime resolves it to ConvsF32.
+	// as int8c products of their im2col rows; the others in bf16), or
+	// ConvsStrided for the strided ones only (bf16). ConvsAuto, the zero
+	// value, leaves the choice to the model (model.Load); a runtime resolves
+	// it to ConvsF32.
 	Convs Convs
 }
 
@@ -370,20 +374,27 @@ type Convs int8
 const (
 	// ConvsAuto: the model's choice. model.Load narrows the convolutions of
 	// the DualDPT head (DA3's any-view models) under int8c, where the VNNI
-	// tiles compute them in int8, and keeps every other head's in f32: the
-	// depth heads' convolutions carry most of the narrow modes' error, and
-	// DA2's DPT head does not keep the int8c gate with them narrowed (depth
-	// correlation with f32 on an NYU photo, random weights: DA3-BASE 0.99915,
-	// DA3-SMALL 0.99954, DA2-Small 0.99823; with f32 convolutions 0.99967,
-	// 0.99986, 0.99940).
+	// tiles compute them in int8, and only the strided ones (ConvsStrided)
+	// of every other head and narrow precision: the depth heads' convolutions
+	// carry most of the narrow modes' error, and DA2's DPT head does not keep
+	// the int8c gate with them narrowed (depth correlation with f32 on an
+	// NYU photo, random weights: DA3-BASE 0.99915, DA3-SMALL 0.99954,
+	// DA2-Small 0.99823; with f32 convolutions 0.99967, 0.99986, 0.99940),
+	// nor bf16's with them in bf16 (DA2-Small 0.99985), while the strided
+	// resize in bf16 costs DA2-Small 0.00001 in bf16 (0.99995) and nothing
+	// measurable in int8c.
 	ConvsAuto Convs = iota
 	// ConvsF32: the convolutions in float32 whatever the precision.
 	ConvsF32
 	// ConvsNarrow: the convolutions in the policy's narrow precision.
 	ConvsNarrow
+	// ConvsStrided: the strided convolutions (the DPT heads' 3×3 stride-2
+	// resize) in the policy's narrow precision, bf16 for int8 and int8c
+	// too; the others in float32.
+	ConvsStrided
 )
 
-// String is "auto", "f32" or "narrow".
+// String is "auto", "f32", "narrow" or "strided".
 func (c Convs) String() string {
 	switch c {
 	case ConvsAuto:
@@ -392,6 +403,8 @@ func (c Convs) String() string {
 		return "f32"
 	case ConvsNarrow:
 		return "narrow"
+	case ConvsStrided:
+		return "strided"
 	}
 	return fmt.Sprintf("Convs(%d)", int8(c))
 }
@@ -453,10 +466,10 @@ func (p Policy) CPUOnlyOff() Policy {
 // without a narrow precision, or an unknown Convs. Check adds what this CPU
 // cannot run.
 func (p Policy) Validate() error {
-	if p.Convs < ConvsAuto || p.Convs > ConvsNarrow {
+	if p.Convs < ConvsAuto || p.Convs > ConvsStrided {
 		return fmt.Errorf("%w: unknown convolution precision %s", ErrPrecision, p.Convs)
 	}
-	if p.Convs == ConvsNarrow && p.Precision == PrecisionF32 {
+	if (p.Convs == ConvsNarrow || p.Convs == ConvsStrided) && p.Precision == PrecisionF32 {
 		return fmt.Errorf("%w: narrow convolutions need the bf16 or int8 precision", ErrPrecision)
 	}
 	return nil

@@ -195,8 +195,8 @@ const bf16Bound = 0x1p-7 + 0x1p-16
 // TestGEMMBF16 checks GEMM and Conv2D (with ConvsNarrow) in bf16 precision
 // against float64: every output within 2^-7·Σ|a·b| (both operands rounded
 // to bf16, exact products, float32 sums), on the tile and block edges of
-// TestGEMM; and that without ConvsNarrow the convolutions stay float32
-// under a bf16 policy.
+// TestGEMM; that without ConvsNarrow the convolutions stay float32 under a
+// bf16 policy; and that ConvsStrided narrows the strided ones only.
 func TestGEMMBF16(t *testing.T) {
 	if !kernels.PrecisionRuns(kernels.VariantAVX512, kernels.PrecisionBF16) {
 		t.Skipf("bf16 needs AVX-512 with AVX512_BF16 (CPU features: %v)", kernels.CPUFeatures())
@@ -237,20 +237,29 @@ func TestGEMMBF16(t *testing.T) {
 			got := h.Compute(kernels.Conv2D(h.G, k, x, s.p, kernels.Epilogue{}))[0]
 			checkBound(t, got, optest.ConvRef(kr, xr, s.p), optest.ConvRef(absND(kr), absND(xr), s.p), bf16Bound)
 		})
-		t.Run(fmt.Sprintf("conv_k%d_%dx%dx%d_oc%d_s%d_f32", s.k, s.w, s.h, s.ic, s.oc, s.p.Stride), func(t *testing.T) {
-			h := optest.NewHarness(t, 16)
-			kernels.SetPolicy(h.G, p) // bf16, convolutions not narrowed
-			rng := optest.RNG(uint64(s.w))
-			k, kr := h.Rand(rng, s.k, s.k, s.ic, s.oc)
-			x, xr := h.Rand(rng, s.w, s.h, s.ic, 1)
-			calls := kernelcount.Calls(kernels.VariantAVX512, kernels.PrecisionBF16)
-			got := h.Compute(kernels.Conv2D(h.G, k, x, s.p, kernels.Epilogue{}))[0]
-			assert.Equal(t, calls, kernelcount.Calls(kernels.VariantAVX512, kernels.PrecisionBF16), "no bf16 kernel ran")
-			want, mag := optest.ConvRef(kr, xr, s.p), optest.ConvRef(absND(kr), absND(xr), s.p)
-			for i := range got {
-				assert.InDelta(t, want.V[i], float64(got[i]), 1e-5*mag.V[i]+1e-6, "output %d: float32 accuracy", i)
-			}
-		})
+		for _, convs := range []kernels.Convs{kernels.ConvsAuto, kernels.ConvsStrided} {
+			t.Run(fmt.Sprintf("conv_k%d_%dx%dx%d_oc%d_s%d_%s", s.k, s.w, s.h, s.ic, s.oc, s.p.Stride, convs), func(t *testing.T) {
+				pol := p // bf16, convolutions not narrowed, or the strided ones only
+				pol.Convs = convs
+				h := optest.NewHarness(t, 16)
+				kernels.SetPolicy(h.G, pol)
+				rng := optest.RNG(uint64(s.w))
+				k, kr := h.Rand(rng, s.k, s.k, s.ic, s.oc)
+				x, xr := h.Rand(rng, s.w, s.h, s.ic, 1)
+				calls := kernelcount.Calls(kernels.VariantAVX512, kernels.PrecisionBF16)
+				got := h.Compute(kernels.Conv2D(h.G, k, x, s.p, kernels.Epilogue{}))[0]
+				want, mag := optest.ConvRef(kr, xr, s.p), optest.ConvRef(absND(kr), absND(xr), s.p)
+				if convs == kernels.ConvsStrided && s.p.Stride > 1 {
+					assert.Greater(t, kernelcount.Calls(kernels.VariantAVX512, kernels.PrecisionBF16), calls, "the bf16 kernel ran")
+					checkBound(t, got, want, mag, bf16Bound)
+					return
+				}
+				assert.Equal(t, calls, kernelcount.Calls(kernels.VariantAVX512, kernels.PrecisionBF16), "no bf16 kernel ran")
+				for i := range got {
+					assert.InDelta(t, want.V[i], float64(got[i]), 1e-5*mag.V[i]+1e-6, "output %d: float32 accuracy", i)
+				}
+			})
+		}
 	}
 	assert.Greater(t, kernelcount.Calls(kernels.VariantAVX512, kernels.PrecisionBF16), before, "the bf16 kernels ran")
 }

@@ -194,7 +194,8 @@ class Model:
         CPU products;
         narrow_convs: True, with bf16 or int8, the convolutions too; False
         keeps them f32; None lets the model choose (narrow for DA3's
-        any-view models under int8c, f32 otherwise). Raises Error with the library's message when the model cannot be
+        any-view models under int8c, else the heads' stride-2 resize only, in
+        bf16). Raises Error with the library's message when the model cannot be
         loaded.
         """
         lib = _lib.lib()
