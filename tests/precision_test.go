@@ -137,18 +137,7 @@ func TestConvsAuto(t *testing.T) {
 		assert.Contains(t, kernels.Describe(da2Auto.Kernels()), "narrow strided convolutions")
 		da2Wide := int8c
 		da2Wide.Convs = kernels.ConvsF32
-		img, err := imgio.Decode(da2.image)
-		require.NoError(t, err)
-		ref := runPrecision(t, da2Path, kernels.PrecisionF32, img, da2.opts)
-		got, err := da2Auto.Depth(context.Background(), img, da2.opts)
-		require.NoError(t, err)
-		base, err := load(da2Path, da2Wide).Depth(context.Background(), img, da2.opts)
-		require.NoError(t, err)
-		assert.NotEqual(t, base.Depth, got.Depth, "DA2's strided convolution ran in bf16")
-		_, _, cb := testutil.Stats(ref.Depth, base.Depth)
-		_, _, cg := testutil.Stats(ref.Depth, got.Depth)
-		t.Logf("da2-tiny int8c depth corr with f32: f32 convolutions %.7f, strided in bf16 %.7f", cb, cg)
-		assert.GreaterOrEqual(t, cg, int8Gate)
+		compareNarrowed(t, da2, da2Path, da2Auto, load(da2Path, da2Wide), "the strided one in bf16")
 	}
 	auto := load(da3Path, int8c)
 	assert.Equal(t, kernels.ConvsNarrow, auto.Kernels().Convs, "DA3 under int8c")
@@ -161,17 +150,26 @@ func TestConvsAuto(t *testing.T) {
 		t.Skipf("the 3×3 convolutions run in int8 on the avx512 kernels with AVX512_VNNI (kernels %s)", v)
 	}
 	assert.Contains(t, kernels.Describe(auto.Kernels()), "narrow convolutions")
-	img, err := imgio.Decode(da3.image)
+	compareNarrowed(t, da3, da3Path, auto, f32Convs, "in int8")
+}
+
+// compareNarrowed runs fx's image through narrowed (int8c with some
+// convolutions narrowed, as what says) and base (the same with f32
+// convolutions): the depths must differ, and the narrowed one keep the int8
+// gate against the file in f32.
+func compareNarrowed(t *testing.T, fx quantFixture, path string, narrowed, base *model.Model, what string) {
+	t.Helper()
+	img, err := imgio.Decode(fx.image)
 	require.NoError(t, err)
-	ref := runPrecision(t, da3Path, kernels.PrecisionF32, img, da3.opts)
-	got, err := auto.Depth(context.Background(), img, da3.opts)
+	ref := runPrecision(t, path, kernels.PrecisionF32, img, fx.opts)
+	got, err := narrowed.Depth(context.Background(), img, fx.opts)
 	require.NoError(t, err)
-	base, err := f32Convs.Depth(context.Background(), img, da3.opts)
+	wide, err := base.Depth(context.Background(), img, fx.opts)
 	require.NoError(t, err)
-	assert.NotEqual(t, base.Depth, got.Depth, "the convolutions ran in int8")
-	_, _, cb := testutil.Stats(ref.Depth, base.Depth)
+	assert.NotEqual(t, wide.Depth, got.Depth, "the convolutions ran %s", what)
+	_, _, cb := testutil.Stats(ref.Depth, wide.Depth)
 	_, _, cg := testutil.Stats(ref.Depth, got.Depth)
-	t.Logf("da3-tiny int8c depth corr with f32: f32 convolutions %.7f, narrow %.7f", cb, cg)
+	t.Logf("%s int8c depth corr with f32: f32 convolutions %.7f, %s %.7f", fx.name, cb, what, cg)
 	assert.GreaterOrEqual(t, cg, int8Gate)
 }
 
