@@ -5,6 +5,9 @@
 // so that a node built any other way records a fault instead of reading out
 // of bounds.
 #include <math.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -59,24 +62,11 @@ float * da3_scratch(int i, size_t n) {
     return b[i].p;
 }
 
-// bilinear resizes the contiguous F32 src [W, H, C, N] to the full size FW×FH
-// (ggml_interpolate's bilinear mode, align_corners when align) and writes the
-// window of it whose pixel (0, 0) is the full image's (ox, oy) into dst [OW,
-// OH, C, N]: window pixels outside the full image are 0. When ux and uy are
-// not NULL (contiguous [FW, C] and [FH, C]), ux[x, c] + uy[y, c] is added to
-// the pixels (x, y) inside (a separable embedding such as DA3's UV). The
-// source coordinates and weights are ggml's, with the per-column ones
-// computed once per call instead of per element; the sums are torch's
-// (upsample_bilinear2d: each source row interpolated along x, then the two
-// rows along y; ggml sums the four terms: the same to rounding), so each
-// source row is interpolated once for all the output rows that read it;
-// rows (not channels) are split over the threads.
 // hrow interpolates the source row s (W values) along x into hr[i0, i1):
 // hr[i] = wx[i]·s[x0[i]] + dx[i]·s[x1[i]]. Where the CPU has AVX-512, each
 // 16 outputs whose sources lie within 16 values (upsampling) take them from
 // one load by two permutes instead of two gathers, which bound the resize.
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
 __attribute__((target("avx512f"))) static int64_t hrow_avx512(float * hr, const float * s, int64_t W, const int32_t * x0,
                                                               const int32_t * x1, const float * wx, const float * dx,
                                                               int64_t i0, int64_t i1) {
@@ -107,6 +97,18 @@ static void hrow(float * hr, const float * s, int64_t W, const int32_t * x0, con
     }
 }
 
+// bilinear resizes the contiguous F32 src [W, H, C, N] to the full size FW×FH
+// (ggml_interpolate's bilinear mode, align_corners when align) and writes the
+// window of it whose pixel (0, 0) is the full image's (ox, oy) into dst [OW,
+// OH, C, N]: window pixels outside the full image are 0. When ux and uy are
+// not NULL (contiguous [FW, C] and [FH, C]), ux[x, c] + uy[y, c] is added to
+// the pixels (x, y) inside (a separable embedding such as DA3's UV). The
+// source coordinates and weights are ggml's, with the per-column ones
+// computed once per call instead of per element; the sums are torch's
+// (upsample_bilinear2d: each source row interpolated along x, then the two
+// rows along y; ggml sums the four terms: the same to rounding), so each
+// source row is interpolated once for all the output rows that read it;
+// rows (not channels) are split over the threads.
 static void bilinear(struct ggml_tensor * dst, const struct ggml_tensor * src, const struct ggml_tensor * ux,
                      const struct ggml_tensor * uy, int ith, int nth, int align, int64_t FW, int64_t FH, int64_t ox, int64_t oy) {
     const int64_t W = src->ne[0], H = src->ne[1];
