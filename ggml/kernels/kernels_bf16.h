@@ -2,14 +2,17 @@
 // rounded to bf16, multiplied with vdpbf16ps (two bf16 products per f32
 // lane, exact, summed into f32 accumulators).
 
-// bf16_hi rounds x to bf16 (to nearest, ties to even) in the upper 16 bits
-// of each lane; the lower 16 bits are zero. (Finite inputs: the activations
-// and weights of a network.)
-static inline ISA_BF16 __m512i bf16_hi(__m512 x) {
-    const __m512i b = _mm512_castps_si512(x);
-    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
-    const __m512i r = _mm512_add_epi32(b, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
-    return _mm512_and_si512(r, _mm512_set1_epi32((int32_t) 0xffff0000u));
+// bf16_pairs rounds lo and hi to bf16 (to nearest, ties to even, with
+// vcvtne2ps2bf16: subnormal inputs and results are flushed to zero) and
+// returns their pairs: lane i holds lo[i]'s bf16 in its low half and hi[i]'s
+// in its high half (the layout of the depth pairs vdpbf16ps multiplies).
+// The conversion writes lo's 16 values, then hi's; one permute of the 16-bit
+// words interleaves them.
+static inline ISA_BF16 __m512i bf16_pairs(__m512 lo, __m512 hi) {
+    static const uint16_t interleave[32] __attribute__((aligned(64))) = {
+        0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31,
+    };
+    return _mm512_permutexvar_epi16(_mm512_load_si512(interleave), (__m512i) _mm512_cvtne2ps_pbh(hi, lo));
 }
 
 // pairs_panels converts packed f32 panels (ceil(n/width) panels of [kc][width],
@@ -27,24 +30,18 @@ static ISA_BF16 void pairs_panels(const float * src, int64_t n, int width, int64
             const float * hi = lo + width;
             for (int j = 0; j < width; j += VL) {
                 const vm m = m_first(width - j);
-                const __m512i l = _mm512_srli_epi32(bf16_hi(v_loadu_m(lo + j, m)), 16);
-                const __m512i h = 2 * p + 1 < kc ? bf16_hi(v_loadu_m(hi + j, m)) : _mm512_setzero_si512();
-                _mm512_mask_storeu_epi32(d + p * width + j, m, _mm512_or_si512(l, h));
+                const vf h = 2 * p + 1 < kc ? v_loadu_m(hi + j, m) : v_zero();
+                _mm512_mask_storeu_epi32(d + p * width + j, m, bf16_pairs(v_loadu_m(lo + j, m), h));
             }
         }
     }
 }
 
-// pairs32 rounds r[0 … 31] to bf16 (as bf16_hi) and returns them as 16
-// pairs: lane i holds r[2i] in its low half and r[2i+1] in its high half.
+// pairs32 rounds r[0 … 31] to bf16 (as bf16_pairs) and returns them as 16
+// pairs: lane i holds r[2i] in its low half and r[2i+1] in its high half,
+// which is the order vcvtne2ps2bf16 writes the 32 values in.
 static inline ISA_BF16 __m512i pairs32(const float * r) {
-    __m256i h[2];
-    for (int i = 0; i < 2; i++) {
-        // each 64-bit lane holds the even value's bf16 in bits 16–31 and the odd one's in 48–63
-        const __m512i x = bf16_hi(_mm512_loadu_ps(r + 16 * i));
-        h[i] = _mm512_cvtepi64_epi32(_mm512_or_si512(_mm512_srli_epi64(x, 16), _mm512_srli_epi64(x, 32)));
-    }
-    return _mm512_inserti64x4(_mm512_castsi256_si512(h[0]), h[1], 1);
+    return (__m512i) _mm512_cvtne2ps_pbh(_mm512_loadu_ps(r + 16), _mm512_loadu_ps(r));
 }
 
 // pack_b_pairs is pack_b_panels followed by pairs_panels in one pass for an
@@ -130,13 +127,12 @@ static ISA_BF16 void softmax_pairs(const float * st, int64_t nk, const vf * mx, 
         for (int64_t j = 0; j < nk; j += 2) {
             const vf e0 = vpow2_fast(v_fms(v_load(c + j * NR), vs2, m), 1.0f);
             sum = v_add(sum, e0);
-            __m512i hi = _mm512_setzero_si512();
+            vf e1 = v_zero();
             if (j + 1 < nk) {
-                const vf e1 = vpow2_fast(v_fms(v_load(c + (j + 1) * NR), vs2, m), 1.0f);
+                e1 = vpow2_fast(v_fms(v_load(c + (j + 1) * NR), vs2, m), 1.0f);
                 sum = v_add(sum, e1);
-                hi = bf16_hi(e1);
             }
-            _mm512_store_si512(sh + j / 2 * NR + VL * part, _mm512_or_si512(_mm512_srli_epi32(bf16_hi(e0), 16), hi));
+            _mm512_store_si512(sh + j / 2 * NR + VL * part, bf16_pairs(e0, e1));
         }
         inv[part] = v_div(v_set1(1.0f), sum);
     }
