@@ -256,45 +256,59 @@ void da3_op_bilinear_window(struct ggml_tensor * dst, int ith, int nth, void * u
 
 // ---- layer norm ----
 
+// The layer norm's partial sums: NORM_LANES floats in one vector (GCC and
+// clang vector extensions: the build's widest registers, or several). A row
+// of DA3's QK norm holds 64 values, so the work done once per row (reducing
+// the partial sums) weighs as much as the sums: kept in registers, not
+// spilled to an array as a loop over the lanes of one makes the compiler do.
 #define NORM_LANES 16
+typedef float norm_vec __attribute__((vector_size(NORM_LANES * sizeof(float))));
+typedef float norm_half __attribute__((vector_size(NORM_LANES / 2 * sizeof(float))));
+typedef float norm_quarter __attribute__((vector_size(NORM_LANES / 4 * sizeof(float))));
 
-// row_sum returns Σ x[i] over n values, in NORM_LANES float partial sums
-// (which the compiler vectorizes) added up in double.
-static double row_sum(const float * x, int64_t n) {
-    float s[NORM_LANES] = { 0 };
+static inline norm_vec norm_load(const float * x) {
+    norm_vec v;
+    memcpy(&v, x, sizeof v);
+    return v;
+}
+
+// norm_reduce returns the sum of s's lanes, added pairwise.
+static inline float norm_reduce(norm_vec s) {
+    norm_half h[2];
+    memcpy(h, &s, sizeof h);
+    const norm_half a = h[0] + h[1];
+    norm_quarter q[2];
+    memcpy(q, &a, sizeof q);
+    const norm_quarter b = q[0] + q[1];
+    return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+// row_sum returns Σ x[i] over n values, in NORM_LANES partial sums.
+static float row_sum(const float * x, int64_t n) {
+    norm_vec s = { 0 };
     int64_t i = 0;
     for (; i + NORM_LANES <= n; i += NORM_LANES) {
-        for (int l = 0; l < NORM_LANES; l++) {
-            s[l] += x[i + l];
-        }
+        s += norm_load(x + i);
     }
-    double t = 0;
+    float t = norm_reduce(s);
     for (; i < n; i++) {
         t += x[i];
-    }
-    for (int l = 0; l < NORM_LANES; l++) {
-        t += s[l];
     }
     return t;
 }
 
 // row_sum_sq returns Σ (x[i] − mean)² over n values, as row_sum.
-static double row_sum_sq(const float * x, int64_t n, float mean) {
-    float s[NORM_LANES] = { 0 };
+static float row_sum_sq(const float * x, int64_t n, float mean) {
+    norm_vec s = { 0 };
     int64_t i = 0;
     for (; i + NORM_LANES <= n; i += NORM_LANES) {
-        for (int l = 0; l < NORM_LANES; l++) {
-            const float d = x[i + l] - mean;
-            s[l] += d * d;
-        }
+        const norm_vec d = norm_load(x + i) - mean;
+        s += d * d;
     }
-    double t = 0;
+    float t = norm_reduce(s);
     for (; i < n; i++) {
         const float d = x[i] - mean;
         t += d * d;
-    }
-    for (int l = 0; l < NORM_LANES; l++) {
-        t += s[l];
     }
     return t;
 }
@@ -308,11 +322,50 @@ static void rope_row(float * y, const float * cs, int64_t C) {
     for (int h = 0; h < 2; h++) {
         float * a = y + 2 * h * q, * b = a + q;
         const float * c = cs + 2 * h * q, * s = c + q;
-        for (int64_t i = 0; i < q; i++) {
+        int64_t i = 0;
+        for (; i + NORM_LANES <= q; i += NORM_LANES) {
+            const norm_vec ai = norm_load(a + i), bi = norm_load(b + i), ci = norm_load(c + i), si = norm_load(s + i);
+            const norm_vec ra = ai * ci - bi * si, rb = bi * ci + ai * si;
+            memcpy(a + i, &ra, sizeof ra);
+            memcpy(b + i, &rb, sizeof rb);
+        }
+        for (; i < q; i++) {
             const float ai = a[i], bi = b[i];
             a[i] = ai * c[i] - bi * s[i];
             b[i] = bi * c[i] + ai * s[i];
         }
+    }
+}
+
+// norm_rope_row is norm_row followed by rope_row, rotating the normalized
+// values in registers before they are stored (C/4 a multiple of NORM_LANES).
+static void norm_rope_row(const float * x, const float * w, const float * b, float mean, float scale, const float * cs,
+                          int64_t C, float * y) {
+    const int64_t q = C / 4;
+    for (int h = 0; h < 2; h++) {
+        const int64_t o = 2 * h * q;
+        const float * c = cs + o, * s = c + q;
+        for (int64_t i = 0; i < q; i += NORM_LANES) {
+            const int64_t ia = o + i, ib = o + q + i;
+            const norm_vec ai = (norm_load(x + ia) - mean) * scale * norm_load(w + ia) + norm_load(b + ia);
+            const norm_vec bi = (norm_load(x + ib) - mean) * scale * norm_load(w + ib) + norm_load(b + ib);
+            const norm_vec ci = norm_load(c + i), si = norm_load(s + i);
+            const norm_vec ra = ai * ci - bi * si, rb = bi * ci + ai * si;
+            memcpy(y + ia, &ra, sizeof ra);
+            memcpy(y + ib, &rb, sizeof rb);
+        }
+    }
+}
+
+// norm_row writes y = (x − mean)·scale·w + b over C values.
+static void norm_row(const float * x, const float * w, const float * b, float mean, float scale, int64_t C, float * y) {
+    int64_t i = 0;
+    for (; i + NORM_LANES <= C; i += NORM_LANES) {
+        const norm_vec r = (norm_load(x + i) - mean) * scale * norm_load(w + i) + norm_load(b + i);
+        memcpy(y + i, &r, sizeof r);
+    }
+    for (; i < C; i++) {
+        y[i] = (x[i] - mean) * scale * w[i] + b[i];
     }
 }
 
@@ -344,17 +397,27 @@ void da3_op_layer_norm(struct ggml_tensor * dst, int ith, int nth, void * userda
     const int64_t rows = n1 * n2 * x->ne[3];
     const int64_t r0 = rows * ith / nth, r1 = rows * (ith + 1) / nth;
     const float * wd = w->data, * bd = b->data;
+    const float fc = (float) C;
+    int64_t i1 = r0 % n1, i2 = (r0 / n1) % n2, i3 = r0 / (n1 * n2); // row r0's indices, then counted up
     for (int64_t r = r0; r < r1; r++) {
-        const int64_t i1 = r % n1, i2 = (r / n1) % n2, i3 = r / (n1 * n2);
         const float * xs = (const float *) ((const char *) x->data + i1 * x->nb[1] + i2 * x->nb[2] + i3 * x->nb[3]);
         float * y = (float *) dst->data + r * C;
-        const float mean = (float) (row_sum(xs, C) / (double) C);
-        const float scale = 1.0f / sqrtf((float) (row_sum_sq(xs, C, mean) / (double) C) + eps);
-        for (int64_t i = 0; i < C; i++) {
-            y[i] = (xs[i] - mean) * scale * wd[i] + bd[i];
+        const float mean = row_sum(xs, C) / fc;
+        const float scale = 1.0f / sqrtf(row_sum_sq(xs, C, mean) / fc + eps);
+        if (cs != NULL && C / 4 % NORM_LANES == 0) {
+            norm_rope_row(xs, wd, bd, mean, scale, (const float *) cs->data + i2 * C, C, y);
+        } else {
+            norm_row(xs, wd, bd, mean, scale, C, y);
+            if (cs != NULL) {
+                rope_row(y, (const float *) cs->data + i2 * C, C);
+            }
         }
-        if (cs != NULL) {
-            rope_row(y, (const float *) cs->data + i2 * C, C);
+        if (++i1 == n1) {
+            i1 = 0;
+            if (++i2 == n2) {
+                i2 = 0;
+                i3++;
+            }
         }
     }
 }

@@ -286,3 +286,39 @@ func TestBilinearWindow(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkLayerNorm times LayerNorm on DA3-BASE's token rows (768 values,
+// 865 tokens) and on its QK norm (q as a view of the fused QKV projection's
+// output: 12 heads of 64 per token), and LayerNormRoPE there (DA3's QK norm
+// and rotation). The same values, in rows twelve times shorter: what is
+// done per row shows.
+func BenchmarkLayerNorm(b *testing.B) {
+	const C, T, H, hd = 768, 865, 12, 64
+	b.Run("tokens_768x865", func(b *testing.B) {
+		h := optest.NewHarness(b, 16)
+		rng := optest.RNG(1)
+		x := h.Input(ggml.TypeF32, optest.Randn(rng, C*T, 1), C, T)
+		w := h.Input(ggml.TypeF32, optest.Randn(rng, C, 1), C)
+		bias := h.Input(ggml.TypeF32, optest.Randn(rng, C, 1), C)
+		h.Bench(b, kernels.LayerNorm(h.G, x, w, bias, 1e-6), float64(C*T))
+	})
+	b.Run("qk_rope_64x12x865", func(b *testing.B) {
+		h := optest.NewHarness(b, 16)
+		rng := optest.RNG(1)
+		qkv := h.Input(ggml.TypeF32, optest.Randn(rng, 3*C*T, 1), 3*C, T)
+		q := qkv.View(h.G, 0, []int{hd, H, T}, []int{hd * 4, 3 * C * 4})
+		w := h.Input(ggml.TypeF32, optest.Randn(rng, hd, 1), hd)
+		bias := h.Input(ggml.TypeF32, optest.Randn(rng, hd, 1), hd)
+		cs := h.Input(ggml.TypeF32, optest.Randn(rng, hd*T, 1), hd, T)
+		h.Bench(b, kernels.LayerNormRoPE(h.G, q, w, bias, cs, 1e-5), float64(C*T))
+	})
+	b.Run("qk_norm_64x12x865", func(b *testing.B) {
+		h := optest.NewHarness(b, 16)
+		rng := optest.RNG(1)
+		qkv := h.Input(ggml.TypeF32, optest.Randn(rng, 3*C*T, 1), 3*C, T)
+		q := qkv.View(h.G, 0, []int{hd, H, T}, []int{hd * 4, 3 * C * 4})
+		w := h.Input(ggml.TypeF32, optest.Randn(rng, hd, 1), hd)
+		bias := h.Input(ggml.TypeF32, optest.Randn(rng, hd, 1), hd)
+		h.Bench(b, kernels.LayerNorm(h.G, q, w, bias, 1e-5), float64(C*T))
+	})
+}

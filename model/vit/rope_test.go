@@ -2,6 +2,7 @@ package vit
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -22,10 +23,17 @@ import (
 // fused kernel (kernels.LayerNormRoPE with RoPE2D.Table), ggml's ops (norm,
 // two ropes, concat) and float64 (the norm, then each half rotated by
 // pos·base^(−4i/hd) in NeoX pairs), on a local grid (positions 1 … 6) and a
-// global one (all patches at 1).
+// global one (all patches at 1), for heads of 16 values (the kernel's scalar
+// rotation) and of 64 (DA3's, rotated in whole vectors as they are normalized).
 func TestNormRoPE(t *testing.T) {
-	const hd, H = 16, 3
-	const C = hd * H
+	for _, hd := range []int{16, 64} {
+		t.Run(fmt.Sprintf("hd%d", hd), func(t *testing.T) { testNormRoPE(t, hd) })
+	}
+}
+
+func testNormRoPE(t *testing.T, hd int) {
+	const H = 3
+	C := hd * H
 	gr := Grid{PH: 4, PW: 6}
 	T := 1 + gr.PH*gr.PW
 	r := rand.New(rand.NewPCG(7, 8))
@@ -49,11 +57,11 @@ func TestNormRoPE(t *testing.T) {
 				for _, a := range row {
 					mean += float64(a)
 				}
-				mean /= hd
+				mean /= float64(hd)
 				for _, a := range row {
 					v += (float64(a) - mean) * (float64(a) - mean)
 				}
-				sc := 1 / math.Sqrt(v/hd+1e-5)
+				sc := 1 / math.Sqrt(v/float64(hd)+1e-5)
 				y := make([]float64, hd)
 				for i, a := range row {
 					y[i] = (float64(a)-mean)*sc*float64(w[i]) + float64(b[i])
@@ -62,7 +70,7 @@ func TestNormRoPE(t *testing.T) {
 				q := hd / 4
 				for half, pos := range []int32{py[tk], px[tk]} {
 					for i := 0; i < q; i++ {
-						ang := float64(pos) * math.Pow(100, -4*float64(i)/hd)
+						ang := float64(pos) * math.Pow(100, -4*float64(i)/float64(hd))
 						a0, a1 := y[2*half*q+i], y[2*half*q+q+i]
 						o[2*half*q+i] = a0*math.Cos(ang) - a1*math.Sin(ang)
 						o[2*half*q+q+i] = a1*math.Cos(ang) + a0*math.Sin(ang)
