@@ -265,6 +265,7 @@ void da3_op_bilinear_window(struct ggml_tensor * dst, int ith, int nth, void * u
 typedef float norm_vec __attribute__((vector_size(NORM_LANES * sizeof(float))));
 typedef float norm_half __attribute__((vector_size(NORM_LANES / 2 * sizeof(float))));
 typedef float norm_quarter __attribute__((vector_size(NORM_LANES / 4 * sizeof(float))));
+typedef int32_t norm_mask __attribute__((vector_size(NORM_LANES * sizeof(int32_t))));
 
 static inline norm_vec norm_load(const float * x) {
     norm_vec v;
@@ -417,6 +418,110 @@ void da3_op_layer_norm(struct ggml_tensor * dst, int ith, int nth, void * userda
             if (++i2 == n2) {
                 i2 = 0;
                 i3++;
+            }
+        }
+    }
+}
+
+// ---- 1×1 convolutions with few outputs ----
+
+#define PW_MAX_OC 4 // the outputs a pointwise node computes (a head's last convolution: depth, confidence, sky)
+#define PW_VECS 4   // vectors of pixels per block
+
+// pointwise_block computes the oc outputs of PW_VECS·NORM_LANES pixels:
+// y[o][p] = act(b[o] + Σ_c w[o][c]·x[c][p]), the sums in channel order,
+// x's and y's channel planes plane floats apart.
+static inline __attribute__((always_inline)) void pointwise_block(int oc, const float * x, int64_t IC, int64_t plane,
+                                                               const float * w, const float * b, int act, float * y) {
+    norm_vec acc[PW_MAX_OC][PW_VECS];
+    for (int o = 0; o < oc; o++) {
+        for (int v = 0; v < PW_VECS; v++) {
+            acc[o][v] = (norm_vec){ 0 };
+        }
+    }
+    for (int64_t c = 0; c < IC; c++) {
+        norm_vec xv[PW_VECS];
+        for (int v = 0; v < PW_VECS; v++) {
+            xv[v] = norm_load(x + c * plane + v * NORM_LANES);
+        }
+        for (int o = 0; o < oc; o++) {
+            const float wc = w[o * IC + c];
+            for (int v = 0; v < PW_VECS; v++) {
+                acc[o][v] += xv[v] * wc;
+            }
+        }
+    }
+    for (int o = 0; o < oc; o++) {
+        const float bo = b != NULL ? b[o] : 0.0f;
+        for (int v = 0; v < PW_VECS; v++) {
+            norm_vec r = acc[o][v] + bo;
+            if (act == DA3_ACT_RELU) { // the lanes > 0 kept, the others' bits cleared
+                const norm_mask pos = r > (norm_vec){ 0 };
+                r = (norm_vec) ((norm_mask) r & pos);
+            }
+            memcpy(y + o * plane + v * NORM_LANES, &r, sizeof r);
+        }
+    }
+}
+
+// pointwise_act applies act to one value (the per-pixel tail's).
+static float pointwise_act(float v, int act) {
+    if (act == DA3_ACT_RELU) {
+        return v > 0 ? v : 0;
+    }
+    if (act == DA3_ACT_GELU) {
+        return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    }
+    return v;
+}
+
+// da3_op_pointwise: a 1×1 convolution with at most PW_MAX_OC outputs (a
+// head's last: each output pixel a dot product of its channels), as a
+// stream over the input's channel planes: src0 the F32 kernel [1, 1, IC,
+// OC], src1 the F32 input [W, H, IC, N], both contiguous, an optional src2
+// the bias [OC]; dst [W, H, OC, N]; userdata the activation (DA3_ACT_*).
+// The GEMM would pack the whole map into panels to fill a tile of which it
+// uses one row per output.
+void da3_op_pointwise(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const struct ggml_tensor * w = dst->src[0], * x = dst->src[1], * bias = dst->src[2];
+    const int act = (int) (intptr_t) userdata;
+    if (w == NULL || x == NULL || w->type != GGML_TYPE_F32 || x->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 ||
+        !ggml_is_contiguous(w) || !ggml_is_contiguous(x) || !ggml_is_contiguous(dst) || w->ne[0] != 1 || w->ne[1] != 1 ||
+        w->ne[2] != x->ne[2] || w->ne[3] < 1 || w->ne[3] > PW_MAX_OC || dst->ne[0] != x->ne[0] || dst->ne[1] != x->ne[1] ||
+        dst->ne[2] != w->ne[3] || dst->ne[3] != x->ne[3] || act < DA3_ACT_NONE || act > DA3_ACT_GELU ||
+        (bias != NULL && (bias->type != GGML_TYPE_F32 || !ggml_is_contiguous(bias) || ggml_nelements(bias) != w->ne[3]))) {
+        if (ith == 0) {
+            da3_fault(DA3_FAULT_OPERANDS);
+        }
+        return;
+    }
+    const int64_t P = x->ne[0] * x->ne[1], IC = x->ne[2], N = x->ne[3];
+    const int oc = (int) w->ne[3];
+    const int64_t bw = PW_VECS * NORM_LANES, blocks = (P + bw - 1) / bw; // pixel blocks per image, the last partial
+    const int64_t items = N * blocks, i0 = items * ith / nth, i1 = items * (ith + 1) / nth;
+    const float * wd = w->data, * bd = bias != NULL ? (const float *) bias->data : NULL;
+    // GELU is left to the tail's scalar path: the blocks apply none or ReLU
+    const int block_act = act == DA3_ACT_GELU ? DA3_ACT_NONE : act;
+    for (int64_t it = i0; it < i1; it++) {
+        const int64_t n = it / blocks, p0 = it % blocks * bw;
+        const float * xs = (const float *) x->data + n * IC * P + p0;
+        float * y = (float *) dst->data + n * oc * P + p0;
+        if (p0 + bw <= P && act != DA3_ACT_GELU) {
+            switch (oc) { // the output count a constant: the accumulators stay in registers
+            case 1: pointwise_block(1, xs, IC, P, wd, bd, block_act, y); break;
+            case 2: pointwise_block(2, xs, IC, P, wd, bd, block_act, y); break;
+            case 3: pointwise_block(3, xs, IC, P, wd, bd, block_act, y); break;
+            default: pointwise_block(4, xs, IC, P, wd, bd, block_act, y); break;
+            }
+            continue;
+        }
+        for (int64_t p = 0; p < bw && p0 + p < P; p++) { // the last block's pixels (and GELU) one at a time
+            for (int o = 0; o < oc; o++) {
+                float sum = 0.0f;
+                for (int64_t c = 0; c < IC; c++) {
+                    sum = fmaf(xs[c * P + p], wd[o * IC + c], sum);
+                }
+                y[o * P + p] = pointwise_act(sum + (bd != NULL ? bd[o] : 0.0f), act);
             }
         }
     }

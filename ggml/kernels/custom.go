@@ -246,7 +246,7 @@ func Transpose(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
 // KernelName names the kernel of a custom node (ggml.NodeTime.Kernel):
 // "gemm", "conv2d", "winograd", "wino_kernel", "attention", "bilinear",
 // "bilinear_window", "layer_norm", "sum_parts", "stack_rows", "add_scaled",
-// "concat" or "transpose"; "" for a kernel not of this package.
+// "concat", "transpose" or "pointwise"; "" for a kernel not of this package.
 func KernelName(fn unsafe.Pointer) string {
 	switch fn {
 	case nil:
@@ -277,6 +277,8 @@ func KernelName(fn unsafe.Pointer) string {
 		return "concat"
 	case opTranspose:
 		return "transpose"
+	case opPointwise:
+		return "pointwise"
 	}
 	return ""
 }

@@ -134,6 +134,7 @@ void da3_op_bilinear(struct ggml_tensor * dst, int ith, int nth, void * userdata
 void da3_op_bilinear_window(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_layer_norm(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_sum_parts(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void da3_op_pointwise(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_stack_rows(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_add_scaled(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_concat(struct ggml_tensor * dst, int ith, int nth, void * userdata);

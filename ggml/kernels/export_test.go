@@ -12,4 +12,5 @@ var (
 	GEMMPackedFits     = gemmPackedFits
 	PackedFor          = packedFor
 	OpGEMM             = opGEMM
+	PointwiseFew       = pointwiseFew
 )

@@ -85,7 +85,8 @@ func gemmEpilogueCases(t *testing.T) []optest.Case {
 
 // TestConv2DEpilogue checks the per-channel bias and ReLU fused into
 // Conv2D, on the three packing paths (1×1 contiguous, masked rows,
-// gathers).
+// gathers), and the bias and activations of the 1×1 convolutions with few
+// outputs (a stream over the channels).
 func TestConv2DEpilogue(t *testing.T) { runVariants(t, conv2DEpilogueCases()) }
 
 func conv2DEpilogueCases() []optest.Case {
@@ -99,6 +100,11 @@ func conv2DEpilogueCases() []optest.Case {
 		{3, 70, 9, 4, 17, ggml.Conv2DParams{Pad: 1}, kernels.ActReLU},
 		{3, 37, 21, 3, 4, ggml.Conv2DParams{Stride: 2, Pad: 1}, kernels.ActReLU},
 		{1, 20, 7, 5, 6, ggml.Conv2DParams{Stride: 2}, kernels.ActNone},
+		// 1×1 with few outputs (kernels.PointwiseFew): whole 64-pixel blocks and a partial one, every output count
+		{1, 130, 1, 32, 1, ggml.Conv2DParams{}, kernels.ActReLU},
+		{1, 70, 9, 32, 2, ggml.Conv2DParams{}, kernels.ActReLU},
+		{1, 64, 3, 5, 3, ggml.Conv2DParams{}, kernels.ActNone},
+		{1, 40, 7, 9, 4, ggml.Conv2DParams{}, kernels.ActGELU},
 	} {
 		cases = append(cases, optest.Case{
 			Name: fmt.Sprintf("k%d_%dx%dx%d_oc%d_s%d_p%d_act%d", s.k, s.w, s.h, s.ic, s.oc, s.p.Stride, s.p.Pad, s.act),
@@ -106,10 +112,7 @@ func conv2DEpilogueCases() []optest.Case {
 				k, kr := h.Rand(rng, s.k, s.k, s.ic, s.oc)
 				x, xr := h.Rand(rng, s.w, s.h, s.ic, 1)
 				b, br := h.Rand(rng, s.oc)
-				f := func(x float64) float64 { return x }
-				if s.act == kernels.ActReLU {
-					f = relu64
-				}
+				f := map[kernels.Act]func(float64) float64{kernels.ActNone: func(x float64) float64 { return x }, kernels.ActReLU: relu64, kernels.ActGELU: gelu64}[s.act]
 				return kernels.Conv2D(h.G, k, x, s.p, kernels.Epilogue{Bias: b, Act: s.act}), withBias(optest.ConvRef(kr, xr, s.p), br, 2, f)
 			},
 			Atol: 1e-4, Rtol: 1e-5,

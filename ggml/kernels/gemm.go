@@ -24,6 +24,7 @@ var (
 	opWinograd   = unsafe.Pointer(C.da3_op_winograd)
 	opWinoKernel = unsafe.Pointer(C.da3_op_wino_kernel)
 	opAttention  = unsafe.Pointer(C.da3_op_attention)
+	opPointwise  = unsafe.Pointer(C.da3_op_pointwise)
 )
 
 // Act is an activation applied by a fused epilogue.
@@ -192,11 +193,16 @@ func Conv2DFits(w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) bool {
 // computed as an implicit-im2col GEMM: the patches are packed straight from
 // the input into the GEMM's cache-sized panels, so no im2col matrix is
 // built. Where the graph's policy has Winograd and winogradFits, it is
-// Winograd's algorithm instead (conv2DWinograd). It panics with a
+// Winograd's algorithm instead (conv2DWinograd); a 1×1 convolution with at
+// most four outputs is a stream over the input's channels (pointwiseFew).
+// It panics with a
 // *ggml.ShapeError unless Conv2DFits(w, x, p, ep). CPU backend only.
 func Conv2D(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
 	ts := ep.args([]*ggml.Tensor{w, x})
 	mustFit(Conv2DFits(w, x, p, ep), "conv2d_gemm", ts, "want kernels on (a variant other than off), f32 contiguous operands with matching channels, stride, pad, dilation < 256, and a bias of OC f32 values")
+	if pointwiseFew(w, p) {
+		return g.Custom(opPointwise, ggml.TypeF32, []int{x.Dim(0), x.Dim(1), w.Dim(3), x.Dim(3)}, ts, uintptr(ep.Act))
+	}
 	pol, v := nodeKernels(g)
 	if pol.Winograd && winogradFits(w, x, p, ep) {
 		return conv2DWinograd(g, w, x, p, ep)
@@ -209,6 +215,22 @@ func Conv2D(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue
 	prec := pol.convPrecision(v, s > 1)
 	return g.Custom(opConv2D, ggml.TypeF32, []int{ow, oh, w.Dim(3), x.Dim(3)}, ts,
 		uintptr(s|pad<<8|d<<16|int(ep.Act)<<24|int(prec)<<26|int(v)<<28))
+}
+
+// pointwiseMaxOutputs is the most outputs a 1×1 convolution may have to run
+// as a stream over the input's channels (opPointwise) instead of a GEMM.
+const pointwiseMaxOutputs = 4
+
+// pointwiseFew reports whether Conv2D computes the convolution by kernel
+// w with p as a stream over the input's channel planes (opPointwise): 1×1,
+// stride 1, no padding, at most pointwiseMaxOutputs outputs (a head's last
+// convolution: depth, confidence, sky). Each output pixel is a dot
+// product of its channels, in float32 whatever the policy's precision
+// (the node is bound by reading the map); a GEMM would pack the whole map
+// into panels to fill tiles of which it uses a row per output.
+func pointwiseFew(w *ggml.Tensor, p ggml.Conv2DParams) bool {
+	s, pad, d := p.Norm()
+	return w.Dim(0) == 1 && w.Dim(1) == 1 && w.Dim(3) <= pointwiseMaxOutputs && s == 1 && pad == 0 && d == 1
 }
 
 // convsPacked reports whether PackWeights packs the convolutions' kernels

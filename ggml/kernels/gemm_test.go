@@ -197,6 +197,7 @@ func conv2DCases() []optest.Case {
 		{3, 50, 20, 3, 4, 1, ggml.Conv2DParams{Pad: 2, Dilation: 2}},
 		{1, 40, 6, 8, 9, 1, ggml.Conv2DParams{}},
 		{4, 36, 36, 3, 8, 1, ggml.Conv2DParams{Stride: 4}},
+		{1, 70, 9, 32, 2, 2, ggml.Conv2DParams{}}, // few outputs, two images
 	} {
 		cases = append(cases, optest.Case{
 			Name: fmt.Sprintf("k%d_%dx%dx%d_oc%d_n%d_s%d_p%d_d%d", s.k, s.w, s.h, s.ic, s.oc, s.n, s.p.Stride, s.p.Pad, s.p.Dilation),
@@ -217,7 +218,7 @@ func BenchmarkConv2D(b *testing.B) {
 	if !kernels.Available().GEMM {
 		b.Skip("built without AVX-512 (see kernels.Available)")
 	}
-	for _, s := range [][4]int{{296, 64, 64, 1}, {296, 64, 32, 1}, {518, 32, 32, 1}, {148, 64, 64, 1}, {296, 64, 64, 2}} {
+	for _, s := range [][4]int{{296, 64, 64, 1}, {296, 64, 32, 1}, {518, 32, 32, 1}, {148, 64, 64, 1}, {296, 64, 64, 2}, {37, 384, 384, 2}, {36, 768, 768, 2}} {
 		W, IC, OC, stride := s[0], s[1], s[2], s[3]
 		b.Run(fmt.Sprintf("%dx%d_ic%d_oc%d_s%d", W, W, IC, OC, stride), func(b *testing.B) {
 			h := optest.NewHarness(b, 16)
@@ -226,6 +227,45 @@ func BenchmarkConv2D(b *testing.B) {
 			x := h.Input(ggml.TypeF32, optest.Randn(rng, W*W*IC, 1), W, W, IC, 1)
 			y := kernels.Conv2D(h.G, k, x, ggml.Conv2DParams{Stride: stride, Pad: 1}, kernels.Epilogue{})
 			h.Bench(b, y, 2*float64(9*IC*OC*y.Dim(0)*y.Dim(1)))
+		})
+	}
+}
+
+// TestPointwiseFew checks which convolutions Conv2D streams over the
+// channels: 1×1, stride 1, no padding, at most four outputs.
+func TestPointwiseFew(t *testing.T) {
+	for _, c := range []struct {
+		k, oc int
+		p     ggml.Conv2DParams
+		want  bool
+	}{
+		{1, 1, ggml.Conv2DParams{}, true},
+		{1, 4, ggml.Conv2DParams{}, true},
+		{1, 5, ggml.Conv2DParams{}, false},
+		{1, 2, ggml.Conv2DParams{Stride: 2}, false},
+		{1, 2, ggml.Conv2DParams{Pad: 1}, false},
+		{3, 1, ggml.Conv2DParams{Pad: 1}, false},
+	} {
+		g, err := ggml.NewContext(4)
+		require.NoError(t, err)
+		w := g.NewTensor(ggml.TypeF32, c.k, c.k, 8, c.oc)
+		assert.Equal(t, c.want, kernels.PointwiseFew(w, c.p), "%d×%d kernel, %d outputs, %+v", c.k, c.k, c.oc, c.p)
+		g.Close()
+	}
+}
+
+// BenchmarkPointwise times the last convolution of DA2's head (1×1, 32
+// channels to 1, a strip of 124 rows of the 518×518 map) and of DA3's
+// (32 to 2, 64 rows of 504): a stream over the channel planes.
+func BenchmarkPointwise(b *testing.B) {
+	for _, s := range [][4]int{{518, 124, 32, 1}, {504, 64, 32, 2}} {
+		W, H, IC, OC := s[0], s[1], s[2], s[3]
+		b.Run(fmt.Sprintf("%dx%d_ic%d_oc%d", W, H, IC, OC), func(b *testing.B) {
+			h := optest.NewHarness(b, 16)
+			rng := optest.RNG(1)
+			k := h.Input(ggml.TypeF32, optest.Randn(rng, IC*OC, 1), 1, 1, IC, OC)
+			x := h.Input(ggml.TypeF32, optest.Randn(rng, W*H*IC, 1), W, H, IC, 1)
+			h.Bench(b, kernels.Conv2D(h.G, k, x, ggml.Conv2DParams{}, kernels.Epilogue{Act: kernels.ActReLU}), 2*float64(W*H*IC*OC))
 		})
 	}
 }
