@@ -195,8 +195,8 @@ func Conv2DFits(w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) bool {
 // built. Where the graph's policy has Winograd and winogradFits, it is
 // Winograd's algorithm instead (conv2DWinograd); a 1×1 convolution with at
 // most four outputs is a stream over the input's channels (pointwiseFew).
-// It panics with a
-// *ggml.ShapeError unless Conv2DFits(w, x, p, ep). CPU backend only.
+// It panics with a *ggml.ShapeError unless Conv2DFits(w, x, p, ep). CPU
+// backend only.
 func Conv2D(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Epilogue) *ggml.Tensor {
 	ts := ep.args([]*ggml.Tensor{w, x})
 	mustFit(Conv2DFits(w, x, p, ep), "conv2d_gemm", ts, "want kernels on (a variant other than off), f32 contiguous operands with matching channels, stride, pad, dilation < 256, and a bias of OC f32 values")
