@@ -325,3 +325,48 @@ func BenchmarkLayerNorm(b *testing.B) {
 		h.Bench(b, kernels.LayerNorm(h.G, q, w, bias, 1e-5), float64(C*T))
 	})
 }
+
+// TestGELUAccuracy checks the GELU of the products' epilogue value by value
+// against float64 with the exact erf: a product by ones of depth 1 (exact)
+// feeds it x from −12 to 12 (both tails and the middle) and a few extremes.
+// Abramowitz & Stegun 7.1.26 gives erf to 1.5e-7, so Φ(x) is within 7.5e-8,
+// and its float32 evaluation (e^(−z²) to about 1e-7 relative and a few
+// roundings of values up to 1, without fused multiply-adds in the portable
+// kernels) adds up to 1.75e-7: x·Φ(x) is within 2.5e-7·|x| plus the
+// rounding of the result.
+func TestGELUAccuracy(t *testing.T) {
+	xs := []float32{-1e30, -87, 87, 1e30, 0}
+	for i := -12000; i <= 12000; i++ {
+		xs = append(xs, float32(i)/1000)
+	}
+	const N = 32
+	for _, v := range variants {
+		if !v.Runs() {
+			continue
+		}
+		t.Run(v.String(), func(t *testing.T) {
+			h := optest.NewHarness(t, 16)
+			kernels.SetPolicy(h.G, kernels.CPUKernels(v))
+			ones := make([]float32, N)
+			for i := range ones {
+				ones[i] = 1
+			}
+			w := h.Input(ggml.TypeF32, ones, 1, N)
+			x := h.Input(ggml.TypeF32, xs, 1, len(xs))
+			got := h.Compute(kernels.GEMM(h.G, w, x, kernels.Epilogue{Act: kernels.ActGELU}))[0]
+			worst := 0.0
+			for m, xv := range xs {
+				want := gelu64(float64(xv))
+				bound := 2.5e-7*math.Abs(float64(xv)) + 6e-8*math.Abs(want) + 1e-37
+				for n := range N {
+					d := math.Abs(float64(got[m*N+n]) - want)
+					worst = math.Max(worst, d/bound)
+					if !assert.LessOrEqual(t, d, bound, "GELU(%g) = %g, want %g", xv, got[m*N+n], want) {
+						return
+					}
+				}
+			}
+			t.Logf("largest |d|/bound %.3f", worst)
+		})
+	}
+}
