@@ -829,8 +829,10 @@ void ISA_FN(da3_gemm)(struct ggml_tensor * dst, int ith, int nth, void * userdat
     // Weights packed at load are read in place, so threads sharing the rows read all of them instead of
     // each packing all of A: for bf16 and int8, whose packing converts A, rows, where a depth block of
     // all the columns stays in L2 (N <= NC: a ViT's output projections; -7 % bf16, -13 % int8; wider
-    // ones stream it from L3 for every block of rows and lose as much).
-    const int by_rows = packed && prec != DA3_PREC_F32 && M >= (int64_t) nth * MC && N <= NC;
+    // ones stream it from L3 for every block of rows and lose as much). int8c takes rows whatever N:
+    // its weights are a quarter of f32's bytes, and quantizing A (a row's maximum, then its bytes) costs
+    // more beside its products than converting it to bf16 does.
+    const int by_rows = packed && prec != DA3_PREC_F32 && M >= (int64_t) nth * MC && (N <= NC || prec == DA3_PREC_INT8C);
     if (!split(M, N, mr, ith, nth, by_rows, &m0, &m1, &n0, &n1)) {
         return;
     }
