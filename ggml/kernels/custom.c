@@ -267,16 +267,20 @@ typedef float norm_half __attribute__((vector_size(NORM_LANES / 2 * sizeof(float
 typedef float norm_quarter __attribute__((vector_size(NORM_LANES / 4 * sizeof(float))));
 typedef int32_t norm_mask __attribute__((vector_size(NORM_LANES * sizeof(int32_t))));
 
-static inline norm_vec norm_load(const float * x) {
-    norm_vec v;
-    memcpy(&v, x, sizeof v);
-    return v;
-}
+// norm_load is NORM_LANES floats from x (unaligned): a statement
+// expression, as a function returning a vector wider than the build's
+// registers would change the calling convention (GCC warns of it).
+#define norm_load(x)                     \
+    ({                                   \
+        norm_vec norm_v_;                \
+        memcpy(&norm_v_, (x), sizeof norm_v_); \
+        norm_v_;                         \
+    })
 
-// norm_reduce returns the sum of s's lanes, added pairwise.
-static inline float norm_reduce(norm_vec s) {
+// norm_reduce returns the sum of *s's lanes, added pairwise.
+static inline float norm_reduce(const norm_vec * s) {
     norm_half h[2];
-    memcpy(h, &s, sizeof h);
+    memcpy(h, s, sizeof h);
     const norm_half a = h[0] + h[1];
     norm_quarter q[2];
     memcpy(q, &a, sizeof q);
@@ -291,7 +295,7 @@ static float row_sum(const float * x, int64_t n) {
     for (; i + NORM_LANES <= n; i += NORM_LANES) {
         s += norm_load(x + i);
     }
-    float t = norm_reduce(s);
+    float t = norm_reduce(&s);
     for (; i < n; i++) {
         t += x[i];
     }
@@ -306,7 +310,7 @@ static float row_sum_sq(const float * x, int64_t n, float mean) {
         const norm_vec d = norm_load(x + i) - mean;
         s += d * d;
     }
-    float t = norm_reduce(s);
+    float t = norm_reduce(&s);
     for (; i < n; i++) {
         const float d = x[i] - mean;
         t += d * d;

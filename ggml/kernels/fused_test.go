@@ -305,25 +305,23 @@ func BenchmarkLayerNorm(b *testing.B) {
 		bias := h.Input(ggml.TypeF32, optest.Randn(rng, C, 1), C)
 		h.Bench(b, kernels.LayerNorm(h.G, x, w, bias, 1e-6), float64(C*T))
 	})
-	b.Run("qk_rope_64x12x865", func(b *testing.B) {
-		h := optest.NewHarness(b, 16)
-		rng := optest.RNG(1)
-		qkv := h.Input(ggml.TypeF32, optest.Randn(rng, 3*C*T, 1), 3*C, T)
-		q := qkv.View(h.G, 0, []int{hd, H, T}, []int{hd * 4, 3 * C * 4})
-		w := h.Input(ggml.TypeF32, optest.Randn(rng, hd, 1), hd)
-		bias := h.Input(ggml.TypeF32, optest.Randn(rng, hd, 1), hd)
-		cs := h.Input(ggml.TypeF32, optest.Randn(rng, hd*T, 1), hd, T)
-		h.Bench(b, kernels.LayerNormRoPE(h.G, q, w, bias, cs, 1e-5), float64(C*T))
-	})
-	b.Run("qk_norm_64x12x865", func(b *testing.B) {
-		h := optest.NewHarness(b, 16)
-		rng := optest.RNG(1)
-		qkv := h.Input(ggml.TypeF32, optest.Randn(rng, 3*C*T, 1), 3*C, T)
-		q := qkv.View(h.G, 0, []int{hd, H, T}, []int{hd * 4, 3 * C * 4})
-		w := h.Input(ggml.TypeF32, optest.Randn(rng, hd, 1), hd)
-		bias := h.Input(ggml.TypeF32, optest.Randn(rng, hd, 1), hd)
-		h.Bench(b, kernels.LayerNorm(h.G, q, w, bias, 1e-5), float64(C*T))
-	})
+	for _, rope := range []bool{true, false} {
+		name := map[bool]string{true: "qk_rope_64x12x865", false: "qk_norm_64x12x865"}[rope]
+		b.Run(name, func(b *testing.B) {
+			h := optest.NewHarness(b, 16)
+			rng := optest.RNG(1)
+			qkv := h.Input(ggml.TypeF32, optest.Randn(rng, 3*C*T, 1), 3*C, T)
+			q := qkv.View(h.G, 0, []int{hd, H, T}, []int{hd * 4, 3 * C * 4})
+			w := h.Input(ggml.TypeF32, optest.Randn(rng, hd, 1), hd)
+			bias := h.Input(ggml.TypeF32, optest.Randn(rng, hd, 1), hd)
+			y := kernels.LayerNorm(h.G, q, w, bias, 1e-5)
+			if rope {
+				cs := h.Input(ggml.TypeF32, optest.Randn(rng, hd*T, 1), hd, T)
+				y = kernels.LayerNormRoPE(h.G, q, w, bias, cs, 1e-5)
+			}
+			h.Bench(b, y, float64(C*T))
+		})
+	}
 }
 
 // TestGELUAccuracy checks the GELU of the products' epilogue value by value
