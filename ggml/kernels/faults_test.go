@@ -129,6 +129,18 @@ func TestEntryChecks(t *testing.T) {
 			a, b := g.NewTensor(f32, 8, 3), g.NewTensor(f32, 7, 4)
 			return g.Custom(opConcat, f32, []int{8, 7}, []*ggml.Tensor{a, b}, 1), []*ggml.Tensor{a, b}
 		}},
+		{"pointwise with five outputs", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			w, x := g.NewTensor(f32, 1, 1, 8, 5), g.NewTensor(f32, 10, 10, 8, 1)
+			return g.Custom(opPointwise, f32, []int{10, 10, 5, 1}, []*ggml.Tensor{w, x}, 0), []*ggml.Tensor{w, x}
+		}},
+		{"pointwise with a 3x3 kernel", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			w, x := g.NewTensor(f32, 3, 3, 8, 2), g.NewTensor(f32, 10, 10, 8, 1)
+			return g.Custom(opPointwise, f32, []int{10, 10, 2, 1}, []*ggml.Tensor{w, x}, 0), []*ggml.Tensor{w, x}
+		}},
+		{"pointwise channel mismatch", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			w, x := g.NewTensor(f32, 1, 1, 4, 2), g.NewTensor(f32, 10, 10, 8, 1)
+			return g.Custom(opPointwise, f32, []int{10, 10, 2, 1}, []*ggml.Tensor{w, x}, 0), []*ggml.Tensor{w, x}
+		}},
 		{"transpose wrong shape", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
 			x := g.NewTensor(f32, 8, 3)
 			return g.Custom(opTranspose, f32, []int{8, 3}, []*ggml.Tensor{x}, 0), []*ggml.Tensor{x}
