@@ -318,6 +318,20 @@ static float row_sum_sq(const float * x, int64_t n, float mean) {
     return t;
 }
 
+// norm_at is the NORM_LANES values (x − mean)·scale·w + b from index i.
+#define norm_at(x, w, b, mean, scale, i) \
+    ((norm_load((x) + (i)) - (mean)) * (scale) * norm_load((w) + (i)) + norm_load((b) + (i)))
+
+// rope_store rotates the NeoX pairs (a, b) by the angles whose cosines and
+// sines are c and s, and stores them at ya and yb.
+static inline void rope_store(const norm_vec * a, const norm_vec * b, const float * c, const float * s, float * ya,
+                              float * yb) {
+    const norm_vec ci = norm_load(c), si = norm_load(s);
+    const norm_vec ra = *a * ci - *b * si, rb = *b * ci + *a * si;
+    memcpy(ya, &ra, sizeof ra);
+    memcpy(yb, &rb, sizeof rb);
+}
+
 // rope_row rotates the C values of y by 2-D RoPE with the table row cs of
 // C values: the first half of y by the angles whose cos and sin are cs[0 …
 // C/4) and cs[C/4 …C/2), as NeoX pairs (i, i + C/4); the second half by
@@ -329,10 +343,8 @@ static void rope_row(float * y, const float * cs, int64_t C) {
         const float * c = cs + 2 * h * q, * s = c + q;
         int64_t i = 0;
         for (; i + NORM_LANES <= q; i += NORM_LANES) {
-            const norm_vec ai = norm_load(a + i), bi = norm_load(b + i), ci = norm_load(c + i), si = norm_load(s + i);
-            const norm_vec ra = ai * ci - bi * si, rb = bi * ci + ai * si;
-            memcpy(a + i, &ra, sizeof ra);
-            memcpy(b + i, &rb, sizeof rb);
+            const norm_vec ai = norm_load(a + i), bi = norm_load(b + i);
+            rope_store(&ai, &bi, c + i, s + i, a + i, b + i);
         }
         for (; i < q; i++) {
             const float ai = a[i], bi = b[i];
@@ -352,12 +364,8 @@ static void norm_rope_row(const float * x, const float * w, const float * b, flo
         const float * c = cs + o, * s = c + q;
         for (int64_t i = 0; i < q; i += NORM_LANES) {
             const int64_t ia = o + i, ib = o + q + i;
-            const norm_vec ai = (norm_load(x + ia) - mean) * scale * norm_load(w + ia) + norm_load(b + ia);
-            const norm_vec bi = (norm_load(x + ib) - mean) * scale * norm_load(w + ib) + norm_load(b + ib);
-            const norm_vec ci = norm_load(c + i), si = norm_load(s + i);
-            const norm_vec ra = ai * ci - bi * si, rb = bi * ci + ai * si;
-            memcpy(y + ia, &ra, sizeof ra);
-            memcpy(y + ib, &rb, sizeof rb);
+            const norm_vec ai = norm_at(x, w, b, mean, scale, ia), bi = norm_at(x, w, b, mean, scale, ib);
+            rope_store(&ai, &bi, c + i, s + i, y + ia, y + ib);
         }
     }
 }
@@ -366,7 +374,7 @@ static void norm_rope_row(const float * x, const float * w, const float * b, flo
 static void norm_row(const float * x, const float * w, const float * b, float mean, float scale, int64_t C, float * y) {
     int64_t i = 0;
     for (; i + NORM_LANES <= C; i += NORM_LANES) {
-        const norm_vec r = (norm_load(x + i) - mean) * scale * norm_load(w + i) + norm_load(b + i);
+        const norm_vec r = norm_at(x, w, b, mean, scale, i);
         memcpy(y + i, &r, sizeof r);
     }
     for (; i < C; i++) {
