@@ -1212,19 +1212,25 @@ static inline __attribute__((always_inline)) void wino_input_t(const float * x, 
         for (int64_t j = 0; j < nt; j += VL) {
             const int ns = wino_segs(t0 + j, nt - j < VL ? nt - j : VL, TW, sg);
             float * dst = v + (j / NR) * NR * IC + ic * NR + j % NR;
-            // d[r][c]: row r, column c of each lane's input block, from each run's rows
+            // d[r][c]: row r, column c of each lane's input block, from each run's rows (the rows' loop
+            // innermost and unrolled, so that the block stays in registers)
             vf d[6][6];
+#pragma GCC unroll 6
             for (int r = 0; r < A; r++) {
                 for (int c = 0; c < A; c++) {
                     d[r][c] = v_zero();
                 }
-                for (int k = 0; k < ns; k++) {
+            }
+            for (int k = 0; k < ns; k++) {
+                const int64_t x0 = T * (sg[k].tx - sg[k].l0) - pad; // lane l's block starts at x0 + T·l
+                const vm in = m_range(sg[k].l0, sg[k].l1);
+#pragma GCC unroll 6
+                for (int r = 0; r < A; r++) {
                     const int64_t iy = T * sg[k].ty - pad + r;
                     if (iy < 0 || iy >= H) {
                         continue;
                     }
                     const float * row = plane + iy * W;
-                    const int64_t x0 = T * (sg[k].tx - sg[k].l0) - pad; // lane l's block starts at x0 + T·l
                     vf c[6];
                     if (T == 2) {
                         v_load_deint(row, x0, W, &c[0], &c[1]);     // columns 0, 1 of each block
@@ -1243,15 +1249,8 @@ static inline __attribute__((always_inline)) void wino_input_t(const float * x, 
                             c[q] = v_max(c[q], v_zero());
                         }
                     }
-                    if (ns == 1) {
-                        for (int q = 0; q < A; q++) {
-                            d[r][q] = c[q];
-                        }
-                    } else {
-                        const vm in = m_range(sg[k].l0, sg[k].l1);
-                        for (int q = 0; q < A; q++) {
-                            d[r][q] = v_blend(in, d[r][q], c[q]);
-                        }
+                    for (int q = 0; q < A; q++) {
+                        d[r][q] = ns == 1 ? c[q] : v_blend(in, d[r][q], c[q]);
                     }
                 }
             }
@@ -1315,8 +1314,9 @@ static void wino_input(const float * x, int64_t W, int64_t H, int64_t IC, int64_
 // wino_output transforms the products m + ξ·wino_stride(OCp·WB) ([oc][tile])
 // of the block's nt tiles from tile t0 back into T×T outputs of y [OW, OH,
 // OC] for the channels oc0 … oc1−1, with the epilogue.
-static void wino_output(const float * m, int64_t OCp, int64_t oc0, int64_t oc1, const struct epi * e, float * y, int64_t OW,
-                        int64_t OH, int T, int64_t TW, int64_t t0, int64_t nt) {
+static inline __attribute__((always_inline)) void wino_output_t(const float * m, int64_t OCp, int64_t oc0, int64_t oc1,
+                                                              const struct epi * e, float * y, int64_t OW, int64_t OH,
+                                                              const int T, const int act, int64_t TW, int64_t t0, int64_t nt) {
     const int64_t ms = wino_stride(OCp * WB);
     struct wino_seg sg[VL + 1];
     for (int64_t j = 0; j < nt; j += VL) {
@@ -1337,8 +1337,8 @@ static void wino_output(const float * m, int64_t OCp, int64_t oc0, int64_t oc1, 
                     t[1][c] = v_sub(v_sub(p[4 + c], p[8 + c]), p[12 + c]);
                 }
                 for (int r = 0; r < 2; r++) { // (Aᵀ M) A
-                    o[r][0] = activate(v_add(v_add(v_add(t[r][0], t[r][1]), t[r][2]), bias), e->act);
-                    o[r][1] = activate(v_add(v_sub(v_sub(t[r][1], t[r][2]), t[r][3]), bias), e->act);
+                    o[r][0] = activate(v_add(v_add(v_add(t[r][0], t[r][1]), t[r][2]), bias), act);
+                    o[r][1] = activate(v_add(v_sub(v_sub(t[r][1], t[r][2]), t[r][3]), bias), act);
                 }
             } else {
                 vf t[6][4]; // M A, row by row: t[i][b] = (Aᵀ M[i][·])_b
@@ -1354,41 +1354,80 @@ static void wino_output(const float * m, int64_t OCp, int64_t oc0, int64_t oc1, 
                     vf yb[4];
                     at4(col, yb);
                     for (int a = 0; a < 4; a++) {
-                        o[a][b] = activate(v_add(yb[a], bias), e->act);
+                        o[a][b] = activate(v_add(yb[a], bias), act);
                     }
                 }
             }
+            vf out[4][4]; // out[a]: row a's T columns of each lane, interleaved (lane l's at T·l … T·l + T−1)
+#pragma GCC unroll 4
             for (int a = 0; a < T; a++) {
-                vf out[4]; // the row's T columns of each lane, interleaved (lane l's at T·l … T·l + T−1)
                 if (T == 2) {
-                    v_interleave(o[a][0], o[a][1], &out[0], &out[1]);
+                    v_interleave(o[a][0], o[a][1], &out[a][0], &out[a][1]);
                 } else {
                     vf p0, p1, q0, q1; // columns 0 2 and 1 3 interleaved, then those pairs
                     v_interleave(o[a][0], o[a][2], &p0, &p1);
                     v_interleave(o[a][1], o[a][3], &q0, &q1);
-                    v_interleave(p0, q0, &out[0], &out[1]);
-                    v_interleave(p1, q1, &out[2], &out[3]);
+                    v_interleave(p0, q0, &out[a][0], &out[a][1]);
+                    v_interleave(p1, q1, &out[a][2], &out[a][3]);
                 }
-                for (int k = 0; k < ns; k++) { // each run's outputs on its own row
+            }
+            // each run's outputs on its own rows (the rows' loop innermost and unrolled, so that the
+            // block stays in registers)
+            for (int k = 0; k < ns; k++) {
+                const int64_t x0 = T * (sg[k].tx - sg[k].l0); // lane l's outputs start at x0 + T·l
+                const int64_t hi = x0 + T * sg[k].l1 < OW ? x0 + T * sg[k].l1 : OW, lo = x0 + T * sg[k].l0;
+#pragma GCC unroll 4
+                for (int a = 0; a < T; a++) {
                     const int64_t oy = T * sg[k].ty + a;
                     if (oy >= OH) {
-                        continue;
+                        break;
                     }
-                    const int64_t x0 = T * (sg[k].tx - sg[k].l0); // lane l's outputs start at x0 + T·l
-                    const int64_t hi = x0 + T * sg[k].l1 < OW ? x0 + T * sg[k].l1 : OW, lo = x0 + T * sg[k].l0;
                     if (e->res != NULL) { // the residual's run added (res + out, as ggml's add)
                         const float * rr = e->res + oc * OW * OH + oy * OW;
                         vf sum[4];
                         for (int q = 0; q < T; q++) {
-                            sum[q] = v_add(v_loadu_m(rr + x0 + q * VL, m_range(lo - x0 - q * VL, hi - x0 - q * VL)), out[q]);
+                            sum[q] = v_add(v_loadu_m(rr + x0 + q * VL, m_range(lo - x0 - q * VL, hi - x0 - q * VL)), out[a][q]);
                         }
                         v_store_run(plane + oy * OW, x0, lo, hi, sum, T);
                         continue;
                     }
-                    v_store_run(plane + oy * OW, x0, lo, hi, out, T);
+                    v_store_run(plane + oy * OW, x0, lo, hi, out[a], T);
                 }
             }
         }
+    }
+}
+
+// wino_output_f2 and wino_output_f4 are wino_output_t for each tile and
+// activation, both constants, as wino_input_f2 and wino_input_f4 (with T a
+// variable the output block went through the stack, and with the
+// activation a variable GELU's constants held registers the block needed).
+static __attribute__((noinline)) void wino_output_f2(const float * m, int64_t OCp, int64_t oc0, int64_t oc1, const struct epi * e,
+                                                     float * y, int64_t OW, int64_t OH, int64_t TW, int64_t t0, int64_t nt) {
+    switch (e->act) {
+    case DA3_ACT_NONE: wino_output_t(m, OCp, oc0, oc1, e, y, OW, OH, 2, DA3_ACT_NONE, TW, t0, nt); return;
+    case DA3_ACT_RELU: wino_output_t(m, OCp, oc0, oc1, e, y, OW, OH, 2, DA3_ACT_RELU, TW, t0, nt); return;
+    }
+    wino_output_t(m, OCp, oc0, oc1, e, y, OW, OH, 2, DA3_ACT_GELU, TW, t0, nt);
+}
+
+static __attribute__((noinline)) void wino_output_f4(const float * m, int64_t OCp, int64_t oc0, int64_t oc1, const struct epi * e,
+                                                     float * y, int64_t OW, int64_t OH, int64_t TW, int64_t t0, int64_t nt) {
+    switch (e->act) {
+    case DA3_ACT_NONE: wino_output_t(m, OCp, oc0, oc1, e, y, OW, OH, 4, DA3_ACT_NONE, TW, t0, nt); return;
+    case DA3_ACT_RELU: wino_output_t(m, OCp, oc0, oc1, e, y, OW, OH, 4, DA3_ACT_RELU, TW, t0, nt); return;
+    }
+    wino_output_t(m, OCp, oc0, oc1, e, y, OW, OH, 4, DA3_ACT_GELU, TW, t0, nt);
+}
+
+// wino_output transforms the products back (wino_output_t) in the copy for
+// T (2 or 4).
+static void wino_output(const float * m, int64_t OCp, int64_t oc0, int64_t oc1, const struct epi * e, float * y, int64_t OW,
+                        int64_t OH, int T, int64_t TW, int64_t t0, int64_t nt) {
+    if (T == 2) {
+        wino_output_f2(m, OCp, oc0, oc1, e, y, OW, OH, TW, t0, nt);
+    } else {
+        wino_output_f4(m, OCp, oc0, oc1, e, y, OW, OH, TW, t0, nt);
     }
 }
 

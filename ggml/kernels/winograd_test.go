@@ -250,14 +250,14 @@ func BenchmarkWinograd(b *testing.B) {
 			name := map[int]string{0: "direct", 2: "F2", 4: "F4", -2: "F2i8"}[tile]
 			b.Run(fmt.Sprintf("%dx%d_ic%d_oc%d/%s", W, H, IC, OC, name), func(b *testing.B) {
 				h := optest.NewHarness(b, 16)
-				pol := kernels.Policy{GEMM: true}
-				if tile < 0 {
+				pol, t := kernels.Policy{GEMM: true}, tile
+				if t < 0 {
 					v := kernels.VariantAVX512
 					if !kernels.PrecisionRuns(v, kernels.PrecisionInt8) {
 						b.Skip("needs the avx512 kernels and AVX512_VNNI")
 					}
 					pol = kernels.Policy{GEMM: true, Winograd: true, Variant: v, Precision: kernels.PrecisionInt8Channel, Convs: kernels.ConvsNarrow}
-					tile = 2
+					t = 2
 				}
 				kernels.SetPolicy(h.G, pol)
 				rng := optest.RNG(1)
@@ -265,8 +265,8 @@ func BenchmarkWinograd(b *testing.B) {
 				x := h.Input(ggml.TypeF32, optest.Randn(rng, W*H*IC, 1), W, H, IC, 1)
 				p := ggml.Conv2DParams{Pad: 1}
 				y := kernels.Conv2D(h.G, k, x, p, kernels.Epilogue{})
-				if tile > 0 {
-					y = kernels.Conv2DWinogradTile(h.G, k, x, p, kernels.Epilogue{}, tile)
+				if t > 0 {
+					y = kernels.Conv2DWinogradTile(h.G, k, x, p, kernels.Epilogue{}, t)
 				}
 				h.Bench(b, y, 2*float64(9*IC*OC*W*H)) // direct-convolution flops: the speed-up shows as GFLOP/s
 			})
