@@ -391,21 +391,25 @@ func TestInt8ChannelVariantsApart(t *testing.T) {
 // BenchmarkGEMMInt8Channel compares the products of weights packed at load
 // in f32, bf16, int8 (q8_0 blocks) and int8c (one scale per channel) on the
 // linear layers of a ViT-B block at 504×336 (865 tokens: 36·24 patches and
-// the class token), in each variant this CPU runs (avx512, avx2). Run it
-// under taskset -c 0 for one thread.
+// the class token), the first MLP product also with its GELU (the
+// difference is the GELU's cost), in each variant this CPU runs (avx512,
+// avx2). Run it under taskset -c 0 for one thread.
 func BenchmarkGEMMInt8Channel(b *testing.B) {
 	if !kernels.Available().GEMM {
 		b.Skip("the CPU kernels are off in this build")
 	}
-	for _, s := range [][3]int{{768, 2304, 865}, {768, 768, 865}, {768, 3072, 865}, {3072, 768, 865}} {
-		K, N, M := s[0], s[1], s[2]
+	for _, s := range []struct {
+		K, N, M int
+		act     kernels.Act
+	}{{768, 2304, 865, kernels.ActNone}, {768, 768, 865, kernels.ActNone}, {768, 3072, 865, kernels.ActNone},
+		{768, 3072, 865, kernels.ActGELU}, {3072, 768, 865, kernels.ActNone}} {
 		for _, v := range []kernels.Variant{kernels.VariantAVX512, kernels.VariantAVX2} {
 			for _, p := range []kernels.Precision{kernels.PrecisionF32, kernels.PrecisionBF16, kernels.PrecisionInt8, kernels.PrecisionInt8Channel} {
 				if !v.Runs() || !kernels.PrecisionRuns(v, p) {
 					continue
 				}
 				for _, form := range precisionForms(b, v, p) {
-					benchGEMMPacked(b, v, p, form, K, N, M)
+					benchGEMMPacked(b, v, p, form, s.K, s.N, s.M, s.act)
 				}
 			}
 		}
@@ -413,9 +417,14 @@ func BenchmarkGEMMInt8Channel(b *testing.B) {
 }
 
 // benchGEMMPacked is one product of BenchmarkGEMMInt8Channel: variant v,
-// precision p (in form), the weight [K, N] packed at load, M rows.
-func benchGEMMPacked(b *testing.B, v kernels.Variant, p kernels.Precision, form int8ChannelForm, K, N, M int) {
-	b.Run(fmt.Sprintf("%s/%s%s/K%d_N%d_M%d", v, p, form.sub(), K, N, M), func(b *testing.B) {
+// precision p (in form), the weight [K, N] packed at load, M rows, and the
+// activation act in its epilogue.
+func benchGEMMPacked(b *testing.B, v kernels.Variant, p kernels.Precision, form int8ChannelForm, K, N, M int, act kernels.Act) {
+	name := fmt.Sprintf("%s/%s%s/K%d_N%d_M%d", v, p, form.sub(), K, N, M)
+	if act == kernels.ActGELU {
+		name += "_gelu"
+	}
+	b.Run(name, func(b *testing.B) {
 		form.set(b)
 		h := optest.NewHarness(b, 16)
 		rng := optest.RNG(1)
@@ -441,7 +450,7 @@ func benchGEMMPacked(b *testing.B, v kernels.Variant, p kernels.Precision, form 
 		pw := set.Weights()[w]
 		require.NotNil(b, pw)
 		require.Equal(b, p, pw.Precision)
-		h.Bench(b, kernels.GEMMPacked(h.G, pw, x, kernels.Epilogue{}), 2*float64(K*N*M))
+		h.Bench(b, kernels.GEMMPacked(h.G, pw, x, kernels.Epilogue{Act: act}), 2*float64(K*N*M))
 	})
 }
 
