@@ -73,11 +73,12 @@ static ISA_INT8C void pack_v_i8c(const float * v, int64_t ldv, int64_t nk, int64
         for (int64_t c = 0; c < nvec; c++) {
             const vm m = m_first(hd - c * VL);
             const vf vid = v_loadu(id + c * VL);
-            vi r = vi_zero();
-            for (int i = 0; i < 4 && 4 * q + i < nk; i++) {
-                const vi e = vi_round(v_mul(v_loadu_m(v + (4 * q + i) * ldv + c * VL, m), vid));
-                r = vi_or(r, vi_slli(vi_and(e, vi_set1(0xff)), 8 * i));
+            vi e[4]; // keys past the end quantize to 0
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                e[i] = 4 * q + i < nk ? vi_round(v_mul(v_loadu_m(v + (4 * q + i) * ldv + c * VL, m), vid)) : vi_zero();
             }
+            const vi r = vi_quads_s(e[0], e[1], e[2], e[3]);
             // the first half of the lanes are the dims of panel 2c, the second those of panel 2c+1
             vi_store_halves(out + 2 * c * words + q * MR_I8C, 2 * c + 1 < npan ? out + (2 * c + 1) * words + q * MR_I8C : NULL, r);
         }
@@ -110,7 +111,7 @@ static ISA_INT8C void softmax_u8(const float * st, int64_t nk, const vf * mx, vf
             const vi b2 = vi_round(vpow2_fast(v_fms(v_load(cq + 2 * NR), vs2, m), 255.0f));
             const vi b3 = vi_round(vpow2_fast(v_fms(v_load(cq + 3 * NR), vs2, m), 255.0f));
             sum = vi_add(sum, vi_add(vi_add(b0, b1), vi_add(b2, b3)));
-            vi_store(sp + q * NR + VL * part, vi_or(vi_or(b0, vi_slli(b1, 8)), vi_or(vi_slli(b2, 16), vi_slli(b3, 24))));
+            vi_store(sp + q * NR + VL * part, vi_quads_u(b0, b1, b2, b3));
         }
         for (int64_t q = full; q < kq; q++) {
             vi r = vi_zero();

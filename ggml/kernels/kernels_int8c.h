@@ -194,12 +194,13 @@ static ISA_INT8 void i8c_pack_b_cols(const float * v, int64_t K, int32_t * out) 
         const vf id = i8c_scales(mx, &d);
         __m512i sum = _mm512_setzero_si512();
         for (int64_t q = 0; q < kq; q++) {
-            __m512i r = _mm512_setzero_si512();
-            for (int i = 0; i < 4 && 4 * q + i < K; i++) {
-                const __m512i e = _mm512_cvtps_epi32(v_mul(v_load(v + (4 * q + i) * NR + h * VL), id));
-                sum = _mm512_add_epi32(sum, e);
-                r = _mm512_or_si512(r, _mm512_slli_epi32(_mm512_and_si512(e, _mm512_set1_epi32(0xff)), 8 * i));
+            __m512i e[4]; // the depth's padding quantizes to 0
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                e[i] = 4 * q + i < K ? _mm512_cvtps_epi32(v_mul(v_load(v + (4 * q + i) * NR + h * VL), id)) : _mm512_setzero_si512();
             }
+            const __m512i r = vi_quads_s(e[0], e[1], e[2], e[3]);
+            sum = i8c_dpbusd(sum, _mm512_set1_epi8(1), r); // Σq: the quad's four bytes, each times 1
             _mm512_store_si512(out + q * NR + h * VL, r);
         }
         v_store((float *) (out + kq * NR) + h * VL, d);

@@ -94,6 +94,19 @@ static inline void vi_bytes(vi v, int32_t * quads) {
     quads[0] = _mm_cvtsi128_si32(_mm256_castsi256_si128(b));
     quads[1] = _mm_cvtsi128_si32(_mm256_extracti128_si256(b, 1));
 }
+// vi_quads_u and vi_quads_s pack the lanes of a, b, c and d (values in
+// [0, 255], or [-128, 127]) into quads: lane j holds the bytes a_j, b_j, c_j,
+// d_j in that order. Per 128-bit lane the two packs leave the bytes a0–a3
+// b0–b3 c0–c3 d0–d3, and the shuffle transposes them.
+static inline vi vi_quads_order(vi x) {
+    return _mm256_shuffle_epi8(x, _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)));
+}
+static inline vi vi_quads_u(vi a, vi b, vi c, vi d) {
+    return vi_quads_order(_mm256_packus_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d)));
+}
+static inline vi vi_quads_s(vi a, vi b, vi c, vi d) {
+    return vi_quads_order(_mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d)));
+}
 static inline vm m_inside(vi i, int32_t n) {
     return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), i), _mm256_cmpgt_epi32(i, _mm256_set1_epi32(-1)));
 }

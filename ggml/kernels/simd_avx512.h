@@ -61,6 +61,19 @@ static inline void vi_store_halves(int32_t * lo, int32_t * hi, vi v) {
 // vi_bytes stores the lanes' low bytes, in order, as VL/4 quads (truncating:
 // exact for lanes in [-128, 255]).
 static inline void vi_bytes(vi v, int32_t * quads) { _mm_storeu_si128((__m128i *) quads, _mm512_cvtepi32_epi8(v)); }
+// vi_quads_u and vi_quads_s pack the lanes of a, b, c and d (values in
+// [0, 255], or [-128, 127]) into quads: lane j holds the bytes a_j, b_j, c_j,
+// d_j in that order. Per 128-bit lane the two packs leave the bytes a0–a3
+// b0–b3 c0–c3 d0–d3, and the shuffle transposes them.
+static inline vi vi_quads_order(vi x) {
+    return _mm512_shuffle_epi8(x, _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)));
+}
+static inline vi vi_quads_u(vi a, vi b, vi c, vi d) {
+    return vi_quads_order(_mm512_packus_epi16(_mm512_packs_epi32(a, b), _mm512_packs_epi32(c, d)));
+}
+static inline vi vi_quads_s(vi a, vi b, vi c, vi d) {
+    return vi_quads_order(_mm512_packs_epi16(_mm512_packs_epi32(a, b), _mm512_packs_epi32(c, d)));
+}
 static inline vm m_inside(vi i, int32_t n) { return _mm512_cmplt_epu32_mask(i, _mm512_set1_epi32(n)); } // 0 <= i < n
 static inline vf v_gather_m(const float * base, vi idx, vm m) {
     return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, base, 4);
