@@ -1389,26 +1389,29 @@ static inline __attribute__((always_inline)) void wino_output_t(const float * m,
     }
 }
 
-// wino_output_f2 and wino_output_f4 are wino_output_t for each tile and
-// activation, both constants, as wino_input_f2 and wino_input_f4 (with T a
-// variable the output block went through the stack, and with the
-// activation a variable GELU's constants held registers the block needed).
+// wino_output_acts is wino_output_t for e's activation, a constant in each
+// copy; wino_output_f2 and wino_output_f4 are its copies for each tile, as
+// wino_input_f2 and wino_input_f4 (with T a variable the output block went
+// through the stack, and with the activation a variable GELU's constants
+// held registers the block needed).
+static inline __attribute__((always_inline)) void wino_output_acts(const float * m, int64_t OCp, int64_t oc0, int64_t oc1,
+                                                                 const struct epi * e, float * y, int64_t OW, int64_t OH,
+                                                                 const int T, int64_t TW, int64_t t0, int64_t nt) {
+    switch (e->act) {
+    case DA3_ACT_NONE: wino_output_t(m, OCp, oc0, oc1, e, y, OW, OH, T, DA3_ACT_NONE, TW, t0, nt); return;
+    case DA3_ACT_RELU: wino_output_t(m, OCp, oc0, oc1, e, y, OW, OH, T, DA3_ACT_RELU, TW, t0, nt); return;
+    }
+    wino_output_t(m, OCp, oc0, oc1, e, y, OW, OH, T, DA3_ACT_GELU, TW, t0, nt);
+}
+
 static __attribute__((noinline)) void wino_output_f2(const float * m, int64_t OCp, int64_t oc0, int64_t oc1, const struct epi * e,
                                                      float * y, int64_t OW, int64_t OH, int64_t TW, int64_t t0, int64_t nt) {
-    switch (e->act) {
-    case DA3_ACT_NONE: wino_output_t(m, OCp, oc0, oc1, e, y, OW, OH, 2, DA3_ACT_NONE, TW, t0, nt); return;
-    case DA3_ACT_RELU: wino_output_t(m, OCp, oc0, oc1, e, y, OW, OH, 2, DA3_ACT_RELU, TW, t0, nt); return;
-    }
-    wino_output_t(m, OCp, oc0, oc1, e, y, OW, OH, 2, DA3_ACT_GELU, TW, t0, nt);
+    wino_output_acts(m, OCp, oc0, oc1, e, y, OW, OH, 2, TW, t0, nt);
 }
 
 static __attribute__((noinline)) void wino_output_f4(const float * m, int64_t OCp, int64_t oc0, int64_t oc1, const struct epi * e,
                                                      float * y, int64_t OW, int64_t OH, int64_t TW, int64_t t0, int64_t nt) {
-    switch (e->act) {
-    case DA3_ACT_NONE: wino_output_t(m, OCp, oc0, oc1, e, y, OW, OH, 4, DA3_ACT_NONE, TW, t0, nt); return;
-    case DA3_ACT_RELU: wino_output_t(m, OCp, oc0, oc1, e, y, OW, OH, 4, DA3_ACT_RELU, TW, t0, nt); return;
-    }
-    wino_output_t(m, OCp, oc0, oc1, e, y, OW, OH, 4, DA3_ACT_GELU, TW, t0, nt);
+    wino_output_acts(m, OCp, oc0, oc1, e, y, OW, OH, 4, TW, t0, nt);
 }
 
 // wino_output transforms the products back (wino_output_t) in the copy for
