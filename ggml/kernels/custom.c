@@ -726,3 +726,73 @@ void da3_op_add_scaled(struct ggml_tensor * dst, int ith, int nth, void * userda
         }
     }
 }
+
+// ---- exponential ----
+
+// exp_lanes is e^x lane by lane to about 1 ulp (Cephes' expf, as vexp in
+// kernels_body.h: x = n·ln2 + r, |r| ≤ ln2/2, a degree-6 polynomial in r,
+// then the exact scaling by 2^n in two steps), in NORM_LANES-wide vectors;
+// e^x is +Inf above 88.72284 (the largest float's logarithm), 0 below
+// −103.97 (the smallest subnormal's), and NaN where x is.
+#define exp_select(m, a, b) ((norm_vec) (((norm_mask) (a) & (m)) | ((norm_mask) (b) & ~(m)))) // m ? a : b
+#define exp_lanes(xv)                                                                                     \
+    ({                                                                                                    \
+        const norm_vec x_ = (xv), zero_ = { 0 };                                                          \
+        norm_vec c_ = exp_select(x_ < -104.0f, zero_ - 104.0f, x_);                                       \
+        c_ = exp_select(c_ > 88.72283935546875f, zero_ + 88.72283935546875f, c_);                         \
+        const norm_vec big_ = zero_ + 12582912.0f; /* 1.5·2^23: rounds to nearest */                      \
+        const norm_vec n_ = (c_ * 1.44269504088896341f + big_) - big_;                                   \
+        norm_vec r_ = c_ - n_ * 0.693359375f;                                                             \
+        r_ = r_ - n_ * -2.12194440e-4f;                                                                   \
+        norm_vec p_ = zero_ + 1.9875691500e-4f;                                                           \
+        p_ = p_ * r_ + 1.3981999507e-3f;                                                                  \
+        p_ = p_ * r_ + 8.3334519073e-3f;                                                                  \
+        p_ = p_ * r_ + 4.1665795894e-2f;                                                                  \
+        p_ = p_ * r_ + 1.6666665459e-1f;                                                                  \
+        p_ = p_ * r_ + 5.0000001201e-1f;                                                                  \
+        p_ = p_ * r_ * r_ + (r_ + 1.0f);                                                                  \
+        const norm_mask k_ = __builtin_convertvector(n_, norm_mask);                                      \
+        const norm_mask k1_ = k_ >> 1, k2_ = k_ - k1_;                                                    \
+        norm_vec e_ = p_ * (norm_vec) ((k1_ + 127) << 23) * (norm_vec) ((k2_ + 127) << 23);              \
+        e_ = exp_select(x_ > 88.72283935546875f, zero_ + __builtin_inff(), e_);                          \
+        e_ = exp_select(x_ < -103.972084045410f, zero_, e_);                                              \
+        exp_select(x_ != x_, x_, e_);                                                                     \
+    })
+
+// da3_op_exp: dst = e^src0 · s + b for an F32 src0 whose rows are contiguous
+// (any row, plane and batch strides: a channel of a map) and a contiguous
+// dst of its shape; s and b are the float bits in userdata's high and low
+// 32 bits. The threads take rows in turn.
+void da3_op_exp(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const struct ggml_tensor * x = dst->src[0];
+    if (x == NULL || x->type != GGML_TYPE_F32 || x->nb[0] != sizeof(float) || dst->type != GGML_TYPE_F32 ||
+        !ggml_is_contiguous(dst) || !ggml_are_same_shape(x, dst)) {
+        if (ith == 0) {
+            da3_fault(DA3_FAULT_OPERANDS);
+        }
+        return;
+    }
+    const uint64_t u = (uint64_t) (uintptr_t) userdata;
+    const uint32_t sb = (uint32_t) (u >> 32), bb = (uint32_t) u;
+    float s, b;
+    memcpy(&s, &sb, sizeof s);
+    memcpy(&b, &bb, sizeof b);
+    const int64_t W = x->ne[0], rows = ggml_nrows(x);
+    for (int64_t r = ith; r < rows; r += nth) {
+        const int64_t i1 = r % x->ne[1], i2 = r / x->ne[1] % x->ne[2], i3 = r / (x->ne[1] * x->ne[2]);
+        const float * in = (const float *) ((const char *) x->data + i1 * x->nb[1] + i2 * x->nb[2] + i3 * x->nb[3]);
+        float * out = (float *) dst->data + r * W;
+        int64_t i = 0;
+        for (; i + NORM_LANES <= W; i += NORM_LANES) {
+            const norm_vec e = exp_lanes(norm_load(in + i)) * s + b;
+            memcpy(out + i, &e, sizeof e);
+        }
+        if (i < W) { // the rest through a padded vector
+            float t[NORM_LANES] = { 0 };
+            memcpy(t, in + i, sizeof(float) * (size_t) (W - i));
+            const norm_vec e = exp_lanes(norm_load(t)) * s + b;
+            memcpy(t, &e, sizeof e);
+            memcpy(out + i, t, sizeof(float) * (size_t) (W - i));
+        }
+    }
+}

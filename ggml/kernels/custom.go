@@ -197,6 +197,25 @@ func AddScaled(g *ggml.Context, x, y, gamma *ggml.Tensor) *ggml.Tensor {
 	return g.Custom(opAddScaled, ggml.TypeF32, dims(x), []*ggml.Tensor{x, y, gamma}, 0)
 }
 
+// opExp is the C kernel of Exp.
+var opExp = unsafe.Pointer(C.da3_op_exp)
+
+// ExpFits reports whether Exp accepts x: F32 with contiguous rows (any
+// other strides: a channel of a map, say).
+func ExpFits(x *ggml.Tensor) bool {
+	return x != nil && x.Type() == ggml.TypeF32 && x.Stride(0) == 4
+}
+
+// Exp is e^x · scale + bias, contiguous, in one pass (ggml's Cont, Exp and
+// ScaleBias in three, its exponential one value at a time): e^x to about 1
+// ulp, +Inf above the largest float's logarithm, NaN where x is. It panics
+// with a *ggml.ShapeError unless ExpFits(x). CPU backend only; portable.
+func Exp(g *ggml.Context, x *ggml.Tensor, scale, bias float32) *ggml.Tensor {
+	mustFit(ExpFits(x), "exp", []*ggml.Tensor{x}, "want f32 x with contiguous rows")
+	u := uint64(math.Float32bits(scale))<<32 | uint64(math.Float32bits(bias))
+	return g.Custom(opExp, ggml.TypeF32, dims(x), []*ggml.Tensor{x}, uintptr(u))
+}
+
 // opConcat is the C kernel of Concat.
 var opConcat = unsafe.Pointer(C.da3_op_concat)
 
@@ -279,6 +298,8 @@ func KernelName(fn unsafe.Pointer) string {
 		return "transpose"
 	case opPointwise:
 		return "pointwise"
+	case opExp:
+		return "exp"
 	}
 	return ""
 }

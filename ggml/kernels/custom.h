@@ -137,5 +137,6 @@ void da3_op_sum_parts(struct ggml_tensor * dst, int ith, int nth, void * userdat
 void da3_op_pointwise(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_stack_rows(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_add_scaled(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void da3_op_exp(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_concat(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_transpose(struct ggml_tensor * dst, int ith, int nth, void * userdata);

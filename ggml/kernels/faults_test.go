@@ -149,6 +149,15 @@ func TestEntryChecks(t *testing.T) {
 			x, y, gm := g.NewTensor(f32, 8, 3), g.NewTensor(f32, 8, 3), g.NewTensor(f32, 4)
 			return g.Custom(opAddScaled, f32, []int{8, 3}, []*ggml.Tensor{x, y, gm}, 0), []*ggml.Tensor{x, y, gm}
 		}},
+		{"exp output of another shape", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x := g.NewTensor(f32, 8, 3)
+			return g.Custom(opExp, f32, []int{8, 4}, []*ggml.Tensor{x}, 0), []*ggml.Tensor{x}
+		}},
+		{"exp of strided rows", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x := g.NewTensor(f32, 8, 3)
+			xt := x.Transpose(g)
+			return g.Custom(opExp, f32, []int{3, 8}, []*ggml.Tensor{xt}, 0), []*ggml.Tensor{x}
+		}},
 		{"layer norm short weight", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
 			x, w, b := g.NewTensor(f32, 8, 3), g.NewTensor(f32, 4), g.NewTensor(f32, 8)
 			return g.Custom(opLayerNorm, f32, []int{8, 3}, []*ggml.Tensor{x, w, b}, 0), []*ggml.Tensor{x, w, b}

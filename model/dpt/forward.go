@@ -106,10 +106,10 @@ func (h *Head) Forward(g *ggml.Context, b nn.Builder, feats [4]*ggml.Tensor, ph,
 			out.Depth = logits.ReLU(g)
 		}
 	case DualDPT:
-		out.Depth = channel(logits, 0).Cont(g).Exp(g)
-		out.Conf = channel(logits, logits.Dim(2)-1).Cont(g).Exp(g).ScaleBias(g, 1, 1)
+		out.Depth = nn.Exp(g, channel(logits, 0), 1, 0)
+		out.Conf = nn.Exp(g, channel(logits, logits.Dim(2)-1), 1, 1)
 	case Mono:
-		out.Depth = channel(logits, 0).Cont(g).Exp(g)
+		out.Depth = nn.Exp(g, channel(logits, 0), 1, 0)
 		out.Sky = b.Tap("head.sky_logits", sky).ReLU(g)
 	}
 	return out

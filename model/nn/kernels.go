@@ -72,6 +72,21 @@ func Transpose(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor {
 	return x.Transpose(g).Cont(g)
 }
 
+// Exp is e^x · scale + bias, contiguous (x: a view with contiguous rows,
+// such as a channel of a map): one kernel (kernels.Exp) where the graph's
+// policy has the element-wise kernels (Norm), else ggml's Cont, Exp and,
+// unless scale is 1 and bias 0, ScaleBias.
+func Exp(g *ggml.Context, x *ggml.Tensor, scale, bias float32) *ggml.Tensor {
+	if kernels.PolicyOf(g).Norm && kernels.ExpFits(x) {
+		return kernels.Exp(g, x, scale, bias)
+	}
+	y := x.Cont(g).Exp(g)
+	if scale != 1 || bias != 0 {
+		y = y.ScaleBias(g, scale, bias)
+	}
+	return y
+}
+
 // addScaled is x + gamma ⊙ y: one kernel (kernels.AddScaled), else ggml's
 // mul and add.
 func addScaled(g *ggml.Context, x, y, gamma *ggml.Tensor) *ggml.Tensor {
