@@ -796,3 +796,106 @@ void da3_op_exp(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
         }
     }
 }
+
+// ---- depth to space ----
+
+// da3_op_depth_to_space: dst [KW·W, KH·H, OC, N] from the contiguous F32
+// src0 [KW·KH·OC, W·H·N] (a transposed convolution's product with stride
+// KW×KH, one row per input pixel, (i, j, oc) in it): dst[x·KW + i][y·KH +
+// j][oc][n] = src0[(oc·KH + j)·KW + i][(n·H + y)·W + x], each value copied
+// once. userdata: KW | KH << 8. The threads take (n, oc, y) in turn, and
+// write its KH output rows, which read the same lines of the source.
+void da3_op_depth_to_space(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const struct ggml_tensor * r = dst->src[0];
+    const int64_t KW = (int64_t) ((uintptr_t) userdata & 0xff), KH = (int64_t) (((uintptr_t) userdata >> 8) & 0xff);
+    if (r == NULL || r->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(r) ||
+        !ggml_is_contiguous(dst) || KW < 1 || KH < 1 || dst->ne[0] % KW != 0 || dst->ne[1] % KH != 0 ||
+        r->ne[0] != KW * KH * dst->ne[2] || r->ne[1] != dst->ne[0] / KW * (dst->ne[1] / KH) * dst->ne[3] ||
+        r->ne[2] != 1 || r->ne[3] != 1) {
+        if (ith == 0) {
+            da3_fault(DA3_FAULT_OPERANDS);
+        }
+        return;
+    }
+    const int64_t W = dst->ne[0] / KW, H = dst->ne[1] / KH, OC = dst->ne[2], N = dst->ne[3], row = r->ne[0];
+    const float * src = r->data;
+    float * out = dst->data;
+    for (int64_t t = ith; t < N * OC * H; t += nth) {
+        const int64_t y = t % H, oc = t / H % OC, n = t / (H * OC);
+        const float * s0 = src + (n * H + y) * W * row + oc * KH * KW;
+        for (int64_t j = 0; j < KH; j++) {
+            float * o = out + ((n * OC + oc) * KH * H + y * KH + j) * KW * W;
+            const float * s = s0 + j * KW;
+            for (int64_t x = 0; x < W; x++) {
+                for (int64_t i = 0; i < KW; i++) {
+                    o[x * KW + i] = s[x * row + i];
+                }
+            }
+        }
+    }
+}
+
+// ---- im2col ----
+
+// da3_op_im2col: dst [KW·KH·IC, OW, OH, N] = the patches of the contiguous
+// F32 src0 [W, H, IC, N] (ggml_im2col's layout: a row per output pixel,
+// (ic, ky, kx) in it, 0 outside the input). userdata: KW | KH << 8 | stride
+// << 16 | pad << 24 | dilation << 32, each below 256. The threads take
+// output rows (n, oy) in turn, and for each channel fill the row's pixels
+// from the same few input rows.
+void da3_op_im2col(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const struct ggml_tensor * x = dst->src[0];
+    const uint64_t u = (uint64_t) (uintptr_t) userdata;
+    const int64_t KW = (int64_t) (u & 0xff), KH = (int64_t) ((u >> 8) & 0xff), s = (int64_t) ((u >> 16) & 0xff);
+    const int64_t pad = (int64_t) ((u >> 24) & 0xff), d = (int64_t) ((u >> 32) & 0xff);
+    if (x == NULL || x->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(x) ||
+        !ggml_is_contiguous(dst) || KW < 1 || KH < 1 || s < 1 || d < 1 || dst->ne[0] != KW * KH * x->ne[2] ||
+        dst->ne[3] != x->ne[3] || dst->ne[1] != (x->ne[0] + 2 * pad - d * (KW - 1) - 1) / s + 1 ||
+        dst->ne[2] != (x->ne[1] + 2 * pad - d * (KH - 1) - 1) / s + 1 || dst->ne[1] < 1 || dst->ne[2] < 1) {
+        if (ith == 0) {
+            da3_fault(DA3_FAULT_OPERANDS);
+        }
+        return;
+    }
+    const int64_t W = x->ne[0], H = x->ne[1], IC = x->ne[2], N = x->ne[3], OW = dst->ne[1], OH = dst->ne[2];
+    const int64_t K = dst->ne[0];
+    // the output pixels [lo, hi) whose whole patch row lies inside the input's columns
+    int64_t lo = 0, hi = OW;
+    while (lo < OW && lo * s - pad < 0) {
+        lo++;
+    }
+    while (hi > lo && (hi - 1) * s + (KW - 1) * d - pad >= W) {
+        hi--;
+    }
+    for (int64_t t = ith; t < N * OH; t += nth) {
+        const int64_t n = t / OH, oy = t % OH;
+        float * row0 = (float *) dst->data + (n * OH + oy) * OW * K;
+        for (int64_t ic = 0; ic < IC; ic++) {
+            const float * plane = (const float *) x->data + (n * IC + ic) * H * W;
+            for (int64_t ky = 0; ky < KH; ky++) {
+                const int64_t iy = oy * s + ky * d - pad;
+                float * o = row0 + (ic * KH + ky) * KW;
+                if (iy < 0 || iy >= H) { // a row of padding
+                    for (int64_t ox = 0; ox < OW; ox++) {
+                        memset(o + ox * K, 0, sizeof(float) * (size_t) KW);
+                    }
+                    continue;
+                }
+                const float * in = plane + iy * W;
+                for (int64_t ox = 0; ox < OW; ox++) {
+                    if (ox >= lo && ox < hi) { // inside: no column test
+                        const float * src = in + ox * s - pad;
+                        for (int64_t kx = 0; kx < KW; kx++) {
+                            o[ox * K + kx] = src[kx * d];
+                        }
+                        continue;
+                    }
+                    for (int64_t kx = 0; kx < KW; kx++) {
+                        const int64_t ix = ox * s + kx * d - pad;
+                        o[ox * K + kx] = ix >= 0 && ix < W ? in[ix] : 0.0f;
+                    }
+                }
+            }
+        }
+    }
+}

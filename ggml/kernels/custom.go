@@ -216,6 +216,58 @@ func Exp(g *ggml.Context, x *ggml.Tensor, scale, bias float32) *ggml.Tensor {
 	return g.Custom(opExp, ggml.TypeF32, dims(x), []*ggml.Tensor{x}, uintptr(u))
 }
 
+// opDepthToSpace is the C kernel of DepthToSpace.
+var opDepthToSpace = unsafe.Pointer(C.da3_op_depth_to_space)
+
+// DepthToSpaceFits reports whether DepthToSpace accepts r, kw, kh, w and h:
+// r contiguous F32 [kw·kh·OC, w·h·N] (2-D), kw and kh from 1 to 255.
+func DepthToSpaceFits(r *ggml.Tensor, kw, kh, w, h int) bool {
+	return r != nil && r.Type() == ggml.TypeF32 && r.IsContiguous() && kw >= 1 && kw < 256 && kh >= 1 && kh < 256 &&
+		w >= 1 && h >= 1 && r.Dim(0)%(kw*kh) == 0 && r.Dim(1)%(w*h) == 0 && r.Dim(2) == 1 && r.Dim(3) == 1
+}
+
+// DepthToSpace is the pixel shuffle after a transposed convolution's
+// product whose stride is its kernel (kw×kh, the patches not overlapping):
+// r [kw·kh·OC, w·h·N], a row per input pixel holding (i, j, oc), gives
+// [kw·w, kh·h, OC, N] with out[x·kw + i][y·kh + j][oc][n] = r[(oc·kh + j)·kw
+// + i][(n·h + y)·w + x], in one pass (ggml's permutes and copies take two,
+// three for N > 1). It panics with a *ggml.ShapeError unless
+// DepthToSpaceFits. CPU backend only; portable.
+func DepthToSpace(g *ggml.Context, r *ggml.Tensor, kw, kh, w, h int) *ggml.Tensor {
+	mustFit(DepthToSpaceFits(r, kw, kh, w, h), "depth_to_space", []*ggml.Tensor{r}, "want contiguous f32 r [kw·kh·OC, w·h·N], kw and kh in 1..255")
+	oc, n := r.Dim(0)/(kw*kh), r.Dim(1)/(w*h)
+	return g.Custom(opDepthToSpace, ggml.TypeF32, []int{kw * w, kh * h, oc, n}, []*ggml.Tensor{r}, uintptr(kw|kh<<8))
+}
+
+// opIm2Col is the C kernel of Im2Col.
+var opIm2Col = unsafe.Pointer(C.da3_op_im2col)
+
+// Im2ColFits reports whether Im2Col accepts x, a kw×kh kernel and p:
+// contiguous F32 x [W, H, IC, N]; kernel sides, stride, padding and dilation
+// below 256; a kernel that fits the padded input.
+func Im2ColFits(x *ggml.Tensor, kw, kh int, p ggml.Conv2DParams) bool {
+	if x == nil {
+		return false
+	}
+	s, pad, d := p.Norm()
+	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), kw, kh)
+	return x.Type() == ggml.TypeF32 && x.IsContiguous() && kw >= 1 && kw < 256 && kh >= 1 && kh < 256 &&
+		s >= 1 && s < 256 && pad >= 0 && pad < 256 && d >= 1 && d < 256 && ow > 0 && oh > 0
+}
+
+// Im2Col is ggml's Im2Col of x for a kw×kh kernel (F32 [kw·kh·IC, OW, OH,
+// N]: a row per output pixel, (ic, ky, kx) in it, 0 outside the input), the
+// same values with the threads taking output rows (ggml's take channels in
+// turn, so both write every row's cache lines). It panics with a
+// *ggml.ShapeError unless Im2ColFits. CPU backend only; portable.
+func Im2Col(g *ggml.Context, x *ggml.Tensor, kw, kh int, p ggml.Conv2DParams) *ggml.Tensor {
+	mustFit(Im2ColFits(x, kw, kh, p), "im2col", []*ggml.Tensor{x}, "want contiguous f32 x, a kernel that fits it, and sides, stride, padding and dilation below 256")
+	s, pad, d := p.Norm()
+	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), kw, kh)
+	u := uint64(kw) | uint64(kh)<<8 | uint64(s)<<16 | uint64(pad)<<24 | uint64(d)<<32
+	return g.Custom(opIm2Col, ggml.TypeF32, []int{kw * kh * x.Dim(2), ow, oh, x.Dim(3)}, []*ggml.Tensor{x}, uintptr(u))
+}
+
 // opConcat is the C kernel of Concat.
 var opConcat = unsafe.Pointer(C.da3_op_concat)
 
@@ -300,6 +352,10 @@ func KernelName(fn unsafe.Pointer) string {
 		return "pointwise"
 	case opExp:
 		return "exp"
+	case opDepthToSpace:
+		return "depth_to_space"
+	case opIm2Col:
+		return "im2col"
 	}
 	return ""
 }

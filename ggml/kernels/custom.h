@@ -138,5 +138,7 @@ void da3_op_pointwise(struct ggml_tensor * dst, int ith, int nth, void * userdat
 void da3_op_stack_rows(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_add_scaled(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_exp(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void da3_op_depth_to_space(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void da3_op_im2col(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_concat(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void da3_op_transpose(struct ggml_tensor * dst, int ith, int nth, void * userdata);

@@ -158,6 +158,22 @@ func TestEntryChecks(t *testing.T) {
 			xt := x.Transpose(g)
 			return g.Custom(opExp, f32, []int{3, 8}, []*ggml.Tensor{xt}, 0), []*ggml.Tensor{x}
 		}},
+		{"depth to space of too few rows", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			r := g.NewTensor(f32, 12, 10)
+			return g.Custom(opDepthToSpace, f32, []int{10, 4, 1, 1}, []*ggml.Tensor{r}, 2|2<<8), []*ggml.Tensor{r}
+		}},
+		{"depth to space of a kernel of 0", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			r := g.NewTensor(f32, 12, 10)
+			return g.Custom(opDepthToSpace, f32, []int{10, 12, 1, 1}, []*ggml.Tensor{r}, 0), []*ggml.Tensor{r}
+		}},
+		{"im2col output of another size", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x := g.NewTensor(f32, 8, 6, 2, 1)
+			return g.Custom(opIm2Col, f32, []int{18, 8, 6, 1}, []*ggml.Tensor{x}, 3|3<<8|1<<16), []*ggml.Tensor{x}
+		}},
+		{"im2col stride 0", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
+			x := g.NewTensor(f32, 8, 6, 2, 1)
+			return g.Custom(opIm2Col, f32, []int{18, 6, 4, 1}, []*ggml.Tensor{x}, 3|3<<8), []*ggml.Tensor{x}
+		}},
 		{"layer norm short weight", false, func(g *ggml.Context) (*ggml.Tensor, []*ggml.Tensor) {
 			x, w, b := g.NewTensor(f32, 8, 3), g.NewTensor(f32, 4), g.NewTensor(f32, 8)
 			return g.Custom(opLayerNorm, f32, []int{8, 3}, []*ggml.Tensor{x, w, b}, 0), []*ggml.Tensor{x, w, b}

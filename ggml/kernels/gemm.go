@@ -256,7 +256,13 @@ func conv2DPacked(g *ggml.Context, w, x *ggml.Tensor, p ggml.Conv2DParams, ep Ep
 		return nil
 	}
 	ow, oh := p.OutSize(x.Dim(0), x.Dim(1), w.Dim(0), w.Dim(1))
-	rows := w.Im2Col(g, x, p, ggml.TypeF32).Reshape(g, K, ow*oh, x.Dim(3)) // [K, OW·OH, N]
+	var cols *ggml.Tensor // [K, OW, OH, N]
+	if pol.Norm && Im2ColFits(x, w.Dim(0), w.Dim(1), p) {
+		cols = Im2Col(g, x, w.Dim(0), w.Dim(1), p)
+	} else {
+		cols = w.Im2Col(g, x, p, ggml.TypeF32)
+	}
+	rows := cols.Reshape(g, K, ow*oh, x.Dim(3)) // [K, OW·OH, N]
 	if !gemmPackedFits(g, pw, rows, ep) {
 		return nil
 	}

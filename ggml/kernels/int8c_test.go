@@ -468,88 +468,92 @@ func TestConv2DPackedInt8Channel(t *testing.T) {
 		if !v.Runs() || !kernels.PrecisionRuns(v, kernels.PrecisionInt8) {
 			continue // the VNNI tiles (convsPacked)
 		}
-		t.Run(v.String(), func(t *testing.T) {
-			const KW, KH, IC, OC, W, H, N = 3, 3, 24, 64, 13, 9, 2
-			const K = KW * KH * IC
-			p := ggml.Conv2DParams{Stride: 2, Pad: 1}
-			OW, OH := p.OutSize(W, H, KW, KH)
-			h := optest.NewHarness(t, 32)
-			pol := kernels.Policy{GEMM: true, Winograd: true, Variant: v, Precision: kernels.PrecisionInt8Channel, Convs: kernels.ConvsNarrow}
-			kernels.SetPolicy(h.G, pol)
-			rng := optest.RNG(11)
-			kv, xv, bv := optest.Randn(rng, K*OC, 1), optest.Randn(rng, W*H*IC*N, 1), optest.Randn(rng, OC, 1)
-			w := h.Input(ggml.TypeF32, kv, KW, KH, IC, OC)
-			x := h.Input(ggml.TypeF32, xv, W, H, IC, N)
-			b := h.Input(ggml.TypeF32, bv, OC)
-			read := func(*ggml.Tensor) ([]byte, error) {
-				return unsafe.Slice((*byte)(unsafe.Pointer(&kv[0])), 4*len(kv)), nil
-			}
+		for _, norm := range []bool{false, true} { // the im2col rows by ggml's kernel, or by Im2Col
+			t.Run(fmt.Sprintf("%s/norm=%v", v, norm), func(t *testing.T) { testConv2DPackedInt8Channel(t, v, norm) })
+		}
+	}
+}
 
-			f32 := pol
-			f32.Convs = kernels.ConvsF32
-			none, err := kernels.PackWeights(f32, []*ggml.Tensor{w}, read, nil)
-			require.NoError(t, err)
-			assert.Nil(t, none.Weights()[w], "f32 convolutions: the kernel is not packed")
-			none.Close()
+func testConv2DPackedInt8Channel(t *testing.T, v kernels.Variant, norm bool) {
+	const KW, KH, IC, OC, W, H, N = 3, 3, 24, 64, 13, 9, 2
+	const K = KW * KH * IC
+	p := ggml.Conv2DParams{Stride: 2, Pad: 1}
+	OW, OH := p.OutSize(W, H, KW, KH)
+	h := optest.NewHarness(t, 32)
+	pol := kernels.Policy{GEMM: true, Winograd: true, Norm: norm, Variant: v, Precision: kernels.PrecisionInt8Channel, Convs: kernels.ConvsNarrow}
+	kernels.SetPolicy(h.G, pol)
+	rng := optest.RNG(11)
+	kv, xv, bv := optest.Randn(rng, K*OC, 1), optest.Randn(rng, W*H*IC*N, 1), optest.Randn(rng, OC, 1)
+	w := h.Input(ggml.TypeF32, kv, KW, KH, IC, OC)
+	x := h.Input(ggml.TypeF32, xv, W, H, IC, N)
+	b := h.Input(ggml.TypeF32, bv, OC)
+	read := func(*ggml.Tensor) ([]byte, error) {
+		return unsafe.Slice((*byte)(unsafe.Pointer(&kv[0])), 4*len(kv)), nil
+	}
 
-			set, err := kernels.PackWeights(pol, []*ggml.Tensor{w}, read, nil)
-			require.NoError(t, err)
-			defer set.Close()
-			pw := set.Weights()[w]
-			require.NotNil(t, pw, "the kernel is packed as %d rows of %d", OC, K)
-			assert.Equal(t, [3]any{K, OC, kernels.PrecisionInt8Channel}, [3]any{pw.K, pw.N, pw.Precision})
-			kernels.SetPacked(h.G, set.Weights())
-			before := kernelcount.Calls(v, kernels.PrecisionInt8Channel)
-			got := h.Compute(kernels.Conv2D(h.G, w, x, p, kernels.Epilogue{Bias: b, Act: kernels.ActReLU}))[0]
-			assert.Greater(t, kernelcount.Calls(v, kernels.PrecisionInt8Channel), before, "the int8c kernels ran")
-			require.Len(t, got, OW*OH*OC*N)
+	f32 := pol
+	f32.Convs = kernels.ConvsF32
+	none, err := kernels.PackWeights(f32, []*ggml.Tensor{w}, read, nil)
+	require.NoError(t, err)
+	assert.Nil(t, none.Weights()[w], "f32 convolutions: the kernel is not packed")
+	none.Close()
 
-			// the im2col rows: pixel m = (n·OH + oy)·OW + ox, depth k = (ic·KH + ky)·KW + kx
-			rows := make([]float32, OW*OH*N*K)
-			for n := range N {
-				for oy := range OH {
-					for ox := range OW {
-						m := (n*OH+oy)*OW + ox
-						for ic := range IC {
-							for ky := range KH {
-								for kx := range KW {
-									iy, ix := oy*2-1+ky, ox*2-1+kx
-									if iy >= 0 && iy < H && ix >= 0 && ix < W {
-										rows[m*K+(ic*KH+ky)*KW+kx] = xv[((n*IC+ic)*H+iy)*W+ix]
-									}
-								}
+	set, err := kernels.PackWeights(pol, []*ggml.Tensor{w}, read, nil)
+	require.NoError(t, err)
+	defer set.Close()
+	pw := set.Weights()[w]
+	require.NotNil(t, pw, "the kernel is packed as %d rows of %d", OC, K)
+	assert.Equal(t, [3]any{K, OC, kernels.PrecisionInt8Channel}, [3]any{pw.K, pw.N, pw.Precision})
+	kernels.SetPacked(h.G, set.Weights())
+	before := kernelcount.Calls(v, kernels.PrecisionInt8Channel)
+	got := h.Compute(kernels.Conv2D(h.G, w, x, p, kernels.Epilogue{Bias: b, Act: kernels.ActReLU}))[0]
+	assert.Greater(t, kernelcount.Calls(v, kernels.PrecisionInt8Channel), before, "the int8c kernels ran")
+	require.Len(t, got, OW*OH*OC*N)
+
+	// the im2col rows: pixel m = (n·OH + oy)·OW + ox, depth k = (ic·KH + ky)·KW + kx
+	rows := make([]float32, OW*OH*N*K)
+	for n := range N {
+		for oy := range OH {
+			for ox := range OW {
+				m := (n*OH+oy)*OW + ox
+				for ic := range IC {
+					for ky := range KH {
+						for kx := range KW {
+							iy, ix := oy*2-1+ky, ox*2-1+kx
+							if iy >= 0 && iy < H && ix >= 0 && ix < W {
+								rows[m*K+(ic*KH+ky)*KW+kx] = xv[((n*IC+ic)*H+iy)*W+ix]
 							}
 						}
 					}
 				}
 			}
-			want := int8ChannelRef(kv, rows, bv, K, OC, OW*OH*N)
-			bound := int8ChannelBound(kv, rows, bv, K, OC, OW*OH*N)
-			mismatches, outside := 0, 0
-			for m := range OW * OH * N {
-				n, pix := m/(OW*OH), m%(OW*OH)
-				for oc := range OC {
-					g := got[(n*OC+oc)*OW*OH+pix]
-					if e := max(want[m*OC+oc], 0); g != e {
-						if mismatches < 5 {
-							t.Errorf("image %d pixel %d channel %d: got %g, want %g", n, pix, oc, g, e)
-						}
-						mismatches++
-					}
-					s := float64(bv[oc])
-					for k := range K {
-						s += float64(rows[m*K+k]) * float64(kv[oc*K+k])
-					}
-					if d := math.Abs(float64(g) - max(s, 0)); d > bound[m*OC+oc] {
-						if outside < 5 {
-							t.Errorf("image %d pixel %d channel %d: error %g beyond the quantization bound %g", n, pix, oc, d, bound[m*OC+oc])
-						}
-						outside++
-					}
-				}
-			}
-			assert.Zero(t, mismatches, "outputs differing from the same quantization computed exactly")
-			assert.Zero(t, outside, "outputs beyond the quantization bound of the float64 convolution")
-		})
+		}
 	}
+	want := int8ChannelRef(kv, rows, bv, K, OC, OW*OH*N)
+	bound := int8ChannelBound(kv, rows, bv, K, OC, OW*OH*N)
+	mismatches, outside := 0, 0
+	for m := range OW * OH * N {
+		n, pix := m/(OW*OH), m%(OW*OH)
+		for oc := range OC {
+			g := got[(n*OC+oc)*OW*OH+pix]
+			if e := max(want[m*OC+oc], 0); g != e {
+				if mismatches < 5 {
+					t.Errorf("image %d pixel %d channel %d: got %g, want %g", n, pix, oc, g, e)
+				}
+				mismatches++
+			}
+			s := float64(bv[oc])
+			for k := range K {
+				s += float64(rows[m*K+k]) * float64(kv[oc*K+k])
+			}
+			if d := math.Abs(float64(g) - max(s, 0)); d > bound[m*OC+oc] {
+				if outside < 5 {
+					t.Errorf("image %d pixel %d channel %d: error %g beyond the quantization bound %g", n, pix, oc, d, bound[m*OC+oc])
+				}
+				outside++
+			}
+		}
+	}
+	assert.Zero(t, mismatches, "outputs differing from the same quantization computed exactly")
+	assert.Zero(t, outside, "outputs beyond the quantization bound of the float64 convolution")
 }
