@@ -414,10 +414,7 @@ func winogradKernel(g *ggml.Context, w *ggml.Tensor, tile int, prec Precision, v
 	node := func() *ggml.Tensor {
 		return g.Custom(opWinoKernel, ggml.TypeF32, []int{n}, []*ggml.Tensor{w}, uintptr(tile|int(prec)<<8|int(v)<<12))
 	}
-	var u *ggml.Tensor
-	if prec != PrecisionF32 { // f32 transforms are not kept: 16/9 or 4 times the kernel's memory
-		u = cachedWinogradKernel(g, winoKey{w, tile, prec, v}, n, node)
-	}
+	u := cachedWinogradKernel(g, winoKey{w, tile, prec, v}, n, node)
 	if u == nil {
 		u = node()
 	}

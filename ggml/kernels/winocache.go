@@ -14,12 +14,12 @@ import (
 // that needs it, as a node of that graph whose output is placed in memory
 // of the cache's own; once that graph has computed (GraphDone), later
 // graphs read the stored transform instead, a tensor with no node. Each
-// (weight, tile, precision, variant) is stored once. Only the narrow
-// transforms are kept (winogradKernel): F(2×2) in bf16 takes 8/9 of the f32
-// kernel's size, in int8c 4/9 (DA3-BASE's head: 6 MiB in int8c, for 1.3 %
-// of its run). The f32 ones would take 16/9 (F(2×2)) or 4 times (F(4×4)) the
-// kernel's: DA3-BASE's peak resident memory 44 MiB (10 %) higher in int8
-// mode, for 0.8–1.5 % of a run, so they are computed in every run. Only the weights the cache was made for are kept; they
+// (weight, tile, precision, variant) is stored once. A transform in bf16
+// F(2×2) takes 8/9 of the f32 kernel's size, in int8c 4/9 (DA3-BASE's head:
+// 6 MiB in int8c, for 1.3 % of its run); in f32 16/9 (F(2×2)) or 4 times
+// (F(4×4)) the kernel's (DA3-BASE's head: 35 MiB more at the peak in f32,
+// for 1.0–1.4 % of its run in f32 and bf16; DA2-Small's 10 MiB, for 1 %).
+// Only the weights the cache was made for are kept; they
 // must not change while it holds their transforms. Safe for concurrent use;
 // the graphs of one cache must be computed one at a time (a Runtime
 // serialises them).
