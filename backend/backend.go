@@ -191,9 +191,10 @@ type Runtime struct {
 	abortEvery     int
 	schedAbortOnly bool
 	// profiling times every node of the runs (ProfileOps), gathered by op
-	// in opTimes.
+	// in opTimes and by node in nodeTimes.
 	profiling bool
 	opTimes   map[string]*OpTime
+	nodeTimes map[nodeKey]*NodeTime
 }
 
 // UsePacked makes the graphs of later runs multiply by the packed forms of

@@ -404,6 +404,10 @@ func (m *Model) ProfileOps(on bool) error { return m.rt.ProfileOps(on) }
 // longest first.
 func (m *Model) OpProfile() []backend.OpTime { return m.rt.OpProfile() }
 
+// NodeProfile returns the node times of the runs since ProfileOps(true),
+// longest first.
+func (m *Model) NodeProfile() []backend.NodeTime { return m.rt.NodeProfile() }
+
 // WeightBytes is the size of the uploaded weights.
 func (m *Model) WeightBytes() uint64 { return m.w.Bytes() }
 

@@ -30,7 +30,7 @@ func init() {
 	register(command{
 		name: "bench",
 		usage: "da3-go bench -model M.gguf [-image I[,I2...] | -size WxH | -pixels X.npy] [-views N] [-repeat N] " +
-			"[-independent] [-threads T] [-process-res R] [-device D] [-kernels auto|none|LIST] [-precision f32|bf16|int8|int8c] [-json] [-save-depth F.npy] [-op-profile N] [-cpuprofile F]",
+			"[-independent] [-threads T] [-process-res R] [-device D] [-kernels auto|none|LIST] [-precision f32|bf16|int8|int8c] [-json] [-save-depth F.npy] [-op-profile N [-op-nodes K]] [-cpuprofile F]",
 		summary: "time a model: load, first run, median/p90/min per run, peak resident memory, device and buffers",
 		run:     runBench,
 	})
@@ -99,6 +99,22 @@ type benchReport struct {
 	// OpProfile (-op-profile): where the time of the profiled runs went,
 	// by op, longest first.
 	OpProfile []benchOp `json:"op_profile,omitempty"`
+	// OpNodes (-op-nodes K): the K nodes of the profiled runs that took
+	// longest, longest first.
+	OpNodes []benchNode `json:"op_nodes,omitempty"`
+}
+
+// benchNode is one node's part of the profiled runs: its place in its
+// graph, op, output and first source's shapes, and milliseconds per run.
+type benchNode struct {
+	Index int     `json:"index"`
+	Op    string  `json:"op"`
+	Shape [4]int  `json:"shape"`
+	Src   [4]int  `json:"src"`
+	MS    float64 `json:"ms_per_run"`
+	// Computed is how often a run computed it (1 unless a run of several
+	// graphs has nodes alike in place, op and shapes).
+	Computed float64 `json:"computed_per_run"`
 }
 
 // benchOp is one op's part of the profiled runs: its nodes and
@@ -119,7 +135,7 @@ type benchFlags struct {
 	independent, json   bool
 	cpuProfile          string
 	saveDepth           string
-	opProfile           int
+	opProfile, opNodes  int
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
@@ -133,6 +149,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile (pprof) of the whole command to this file")
 	fs.IntVar(&f.opProfile, "op-profile", 0, "after the timed runs, N more with every node timed, and print where their time went by op (ggml's ops and the CPU kernels); nodes then run one at a time, so these runs are slower and not in the timings")
+	fs.IntVar(&f.opNodes, "op-nodes", 0, "with -op-profile: also print the K nodes that took longest (place in the graph, op, output and first source's shapes, ms per run)")
 	fs.StringVar(&f.saveDepth, "save-depth", "", "write the depth of the last run to this file: float32 .npy of shape (views, H, W), for accuracy checks against other engines (after the timings and the peak RSS are taken)")
 }
 
@@ -212,6 +229,10 @@ func (b *bench) validate(fs *flag.FlagSet) error {
 		return errUsage(fmt.Sprintf("-repeat %d: want at least 1", f.repeat))
 	case f.opProfile < 0:
 		return errUsage(fmt.Sprintf("-op-profile %d: want a number of runs, 0 for none", f.opProfile))
+	case f.opNodes < 0:
+		return errUsage(fmt.Sprintf("-op-nodes %d: want a number of nodes, 0 for none", f.opNodes))
+	case f.opNodes > 0 && f.opProfile == 0:
+		return errUsage("-op-nodes lists the nodes of the profiled runs: give -op-profile N too")
 	case f.views < 0:
 		return errUsage(fmt.Sprintf("-views %d: must not be negative", f.views))
 	case f.pixels != "" && f.image != "":
@@ -437,7 +458,7 @@ func (b *bench) profileOps(ctx context.Context, m *model.Model) error {
 		}
 		b.progress("profiled run %d/%d: %.1f ms", i+1, n, millis(d))
 	}
-	ops := m.OpProfile()
+	ops, nodes := m.OpProfile(), m.NodeProfile()
 	if err := m.ProfileOps(false); err != nil {
 		return err
 	}
@@ -449,6 +470,10 @@ func (b *bench) profileOps(ctx context.Context, m *model.Model) error {
 		ms := o.Time.Seconds() * 1000
 		b.rep.OpProfile = append(b.rep.OpProfile, benchOp{Op: o.Op, Nodes: float64(o.Nodes) / float64(n),
 			MS: ms / float64(n), Percent: 100 * ms / max(total, 1e-9)})
+	}
+	for _, t := range nodes[:min(b.f.opNodes, len(nodes))] {
+		b.rep.OpNodes = append(b.rep.OpNodes, benchNode{Index: t.Index, Op: t.Op, Shape: t.Shape, Src: t.Src,
+			MS: t.Time.Seconds() * 1000 / float64(n), Computed: float64(t.Count) / float64(n)})
 	}
 	return nil
 }
@@ -537,6 +562,12 @@ func writeBench(w io.Writer, r *benchReport) error {
 		fmt.Fprintf(&b, "op profile %.1f ms per profiled run (nodes one at a time):\n", total)
 		for _, o := range r.OpProfile {
 			fmt.Fprintf(&b, "  %-24s %6.1f nodes %8.2f ms %5.1f %%\n", o.Op, o.Nodes, o.MS, o.Percent)
+		}
+	}
+	if len(r.OpNodes) > 0 {
+		fmt.Fprintf(&b, "slowest nodes (ms per profiled run; place in the graph, op, output ← first source):\n")
+		for _, t := range r.OpNodes {
+			fmt.Fprintf(&b, "  #%-5d %-24s %8.3f ms  %v ← %v\n", t.Index, t.Op, t.MS, t.Shape, t.Src)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -130,11 +131,53 @@ func TestBenchOpProfile(t *testing.T) {
 	assert.LessOrEqual(t, nodes, float64(rep.Nodes))
 	assert.Greater(t, nodes, float64(rep.Nodes)/3, "most nodes compute something")
 
+	assert.Empty(t, rep.OpNodes, "no node list without -op-nodes")
+
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"bench", "-model", gguf, "-pixels", px, "-repeat", "1", "-quiet", "-op-profile", "1"}, &stdout, &stderr)
 	require.Equal(t, exitOK, code, stderr.String())
 	assert.Contains(t, stdout.String(), "op profile")
 	assert.Contains(t, stdout.String(), "kernel gemm")
+	assert.NotContains(t, stdout.String(), "slowest nodes")
+}
+
+// TestBenchOpNodes: -op-nodes K lists the K nodes of the profiled runs
+// that took longest, longest first, each a distinct node of the graph
+// (computed once a run) with its op and shapes; the times of the nodes of an op add up to at most
+// that op's time in the profile. The text report prints them.
+func TestBenchOpNodes(t *testing.T) {
+	gguf := tinyDA3(t)
+	px := writePixels(t, 1, 3, 42, 56)
+	rep := runBenchJSON(t, "-model", gguf, "-pixels", px, "-repeat", "1", "-quiet", "-op-profile", "2", "-op-nodes", "6")
+	require.Len(t, rep.OpNodes, 6)
+	byOp := map[string]float64{}
+	for _, o := range rep.OpProfile {
+		byOp[o.Op] = o.MS
+	}
+	sum := map[string]float64{}
+	seen := map[int]bool{}
+	for i, n := range rep.OpNodes {
+		assert.False(t, seen[n.Index], "node #%d listed twice", n.Index)
+		seen[n.Index] = true
+		assert.Less(t, n.Index, rep.Nodes)
+		assert.Positive(t, n.Shape[0], "node #%d has its shape", n.Index)
+		assert.Equal(t, 1.0, n.Computed, "node #%d: once a run (one graph)", n.Index)
+		assert.Contains(t, byOp, n.Op)
+		if i > 0 {
+			assert.LessOrEqual(t, n.MS, rep.OpNodes[i-1].MS, "longest first")
+		}
+		sum[n.Op] += n.MS
+	}
+	for op, ms := range sum {
+		assert.LessOrEqual(t, ms, byOp[op]*1.000001, "the nodes of %s within its time in the profile", op)
+	}
+	assert.Positive(t, rep.OpNodes[0].MS)
+
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"bench", "-model", gguf, "-pixels", px, "-repeat", "1", "-quiet", "-op-profile", "1", "-op-nodes", "3"}, &stdout, &stderr)
+	require.Equal(t, exitOK, code, stderr.String())
+	assert.Contains(t, stdout.String(), "slowest nodes")
+	assert.Equal(t, 3, strings.Count(stdout.String(), "  #"), stdout.String())
 }
 
 // TestBenchSaveDepth: -save-depth writes the last run's depth of every view,
@@ -201,6 +244,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"narrow convs in f32", []string{"-model", "m.gguf", "-narrow-convs"}, "-narrow-convs needs -precision bf16 or int8"},
 		{"bad size", []string{"-model", "m.gguf", "-size", "640"}, "want WxH"},
 		{"negative op-profile", []string{"-model", "m.gguf", "-op-profile", "-1"}, "-op-profile -1: want a number of runs"},
+		{"negative op-nodes", []string{"-model", "m.gguf", "-op-profile", "1", "-op-nodes", "-3"}, "-op-nodes -3: want a number of nodes"},
+		{"op-nodes without op-profile", []string{"-model", "m.gguf", "-op-nodes", "5"}, "give -op-profile N too"},
 		{"pixels and image", []string{"-model", "m.gguf", "-pixels", "a.npy", "-image", "b.png"}, "exclude each other"},
 		{"unknown flag", []string{"-bogus"}, "bogus"},
 	} {

@@ -106,7 +106,8 @@ func (c *ConvTranspose2D) Forward(g *ggml.Context, x *ggml.Tensor) *ggml.Tensor 
 			b = c.Bias.Reshape(g, 1, 1, OC).Repeat(g, g.NewTensor(ggml.TypeF32, KW, KH, OC)).Reshape(g, KW*KH*OC)
 		}
 		r := dense(g, wm, b, xt, kernels.ActNone) // [KW·KH·OC, W·H·N] = (i, j, oc, x, y, n)
-		if kernels.PolicyOf(g).Norm && kernels.DepthToSpaceFits(r, KW, KH, W, H) { // the shuffle in one pass
+		// The shuffle in one pass where the policy has the element-wise kernels, else ggml's permutes.
+		if kernels.PolicyOf(g).Norm && kernels.DepthToSpaceFits(r, KW, KH, W, H) {
 			return kernels.DepthToSpace(g, r, KW, KH, W, H)
 		}
 		// (i, (j,oc), x, y·n) → (i, x, (j,oc), y·n)
