@@ -183,6 +183,7 @@ type Runtime struct {
 	kernels    kernels.Policy
 	packed     map[*ggml.Tensor]*kernels.PackedWeight // weights packed once (UsePacked)
 	wino       *kernels.WinogradCache                 // the Winograd kernels' transforms, from run to run (CPU)
+	winoBound  int                                    // the most wino can come to hold (kernels.WinogradTransformBound)
 	// abortEvery is the scheduler's abort interval in nodes
 	// (ggml.Scheduler.EnableAbort; 0: between splits only); schedAbortOnly
 	// leaves the backends' own abort flags unset on a cancel. Both are for

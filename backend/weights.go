@@ -79,9 +79,11 @@ func (rt *Runtime) CacheKernelTransforms(w *Weights) {
 		return
 	}
 	keep := map[*ggml.Tensor]bool{}
+	bound := 0
 	for _, t := range w.byName {
 		if t.Dim(0) == 3 && t.Dim(1) == 3 && t.Type() == ggml.TypeF32 {
 			keep[t] = true
+			bound += kernels.WinogradTransformBound(t, rt.kernels.Variant)
 		}
 	}
 	rt.mu.Lock()
@@ -90,6 +92,17 @@ func (rt *Runtime) CacheKernelTransforms(w *Weights) {
 		return
 	}
 	rt.wino = kernels.NewWinogradCache(func(t *ggml.Tensor) bool { return keep[t] }, w.dropMapped)
+	rt.winoBound = bound
+}
+
+// WinogradPending bounds the memory the runtime's Winograd transforms may
+// still take (CacheKernelTransforms): the most they can come to, less what
+// they take now. The first runs store them; a request's memory check counts
+// them.
+func (rt *Runtime) WinogradPending() int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return max(0, rt.winoBound-rt.wino.Bytes())
 }
 
 // WinogradBytes is the memory the runtime's stored Winograd transforms take

@@ -212,6 +212,9 @@ func TestCacheKernelTransforms(t *testing.T) {
 
 			rt, w := open(true)
 			weight := func(*backend.Builder) *ggml.Tensor { return w.Tensor("c.weight") }
+			bound := kernels.WinogradTransformBound(w.Tensor("c.weight"), pol.Variant)
+			assert.GreaterOrEqual(t, bound, 4*3*3*IC*OC*52/9, "f32 in both tiles: 16/9 and 36/9 of the kernel, or more with padding")
+			assert.Equal(t, bound, rt.WinogradPending(), "nothing stored yet: the memory checks count the bound")
 			_, _, err = conv(rt, weight, true)
 			require.Error(t, err)
 			assert.Positive(t, rt.WinogradBytes(), "the memory is the cache's from the first graph that needs it")
@@ -226,6 +229,8 @@ func TestCacheKernelTransforms(t *testing.T) {
 				}
 			}
 			stored := rt.WinogradBytes()
+			assert.LessOrEqual(t, stored, bound, "the bound holds")
+			assert.Equal(t, bound-stored, rt.WinogradPending(), "what is stored is no longer pending")
 			got, nodes, err := conv(rt, func(b *backend.Builder) *ggml.Tensor { return b.Input("k", kv, 3, 3, IC, OC) }, false)
 			require.NoError(t, err)
 			assert.Equal(t, want, got)

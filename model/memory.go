@@ -38,8 +38,10 @@ type MemoryEstimate struct {
 	// (EstimateMemory counts them; 0 with RunOptions.ProcessedSize).
 	Maps int64
 	// Scratch is the CPU kernels' per-thread scratch buffers and stacks,
-	// and ggml's CPU work buffer (operands converted for its matrix
-	// products, as ggml_graph_plan sizes it).
+	// ggml's CPU work buffer (operands converted for its matrix products,
+	// as ggml_graph_plan sizes it), and a bound on the Winograd kernel
+	// transforms the runtime still has to store (its first runs keep them
+	// for the later ones: backend.Runtime.WinogradPending).
 	Scratch int64
 }
 
@@ -199,7 +201,7 @@ func (m *Model) estimate(opt RunOptions, S, W, H int) (MemoryEstimate, error) {
 	e, ok := m.est.m[key]
 	m.est.mu.Unlock()
 	if ok {
-		return e, nil
+		return m.withPending(e), nil
 	}
 	var poseEnc []float32
 	if opt.Extrinsics != nil {
@@ -222,7 +224,14 @@ func (m *Model) estimate(opt RunOptions, S, W, H int) (MemoryEstimate, error) {
 	}
 	m.est.m[key] = e
 	m.est.mu.Unlock()
-	return e, nil
+	return m.withPending(e), nil
+}
+
+// withPending is e with the Winograd transforms still to be stored added
+// to its scratch (not cached with the estimate: the first runs store them).
+func (m *Model) withPending(e MemoryEstimate) MemoryEstimate {
+	e.Scratch += int64(m.rt.WinogradPending())
+	return e
 }
 
 // planGraphs plans the memory of net's graphs as a run computes them: the

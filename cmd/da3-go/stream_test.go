@@ -471,3 +471,32 @@ func TestFingerprintConvs(t *testing.T) {
 	assert.NotEqual(t, fp(dpt.DualDPT, "bf16", auto), fp(dpt.DualDPT, "bf16", wide), "bf16")
 	assert.NotEqual(t, fp(dpt.DualDPT, "bf16", auto), fp(dpt.DualDPT, "bf16", narrow), "bf16")
 }
+
+// TestEstimateCountsKernelTransforms: before the first run the memory
+// estimate counts the Winograd kernel transforms the runtime will keep (a
+// bound on them); after it, only what is still to be stored, so the
+// estimate falls and stays.
+func TestEstimateCountsKernelTransforms(t *testing.T) {
+	if !kernels.Available().GEMM {
+		t.Skip("the CPU kernels are off in this build")
+	}
+	path := tinyDA3(t)
+	m, err := model.Load(context.Background(), path, model.Options{Options: backend.Options{Device: "cpu", Threads: 1}})
+	require.NoError(t, err)
+	defer m.Close()
+	opt := model.RunOptions{ProcessRes: 56, ProcessedSize: true}
+	scratch := func() int64 {
+		e, err := m.EstimateMemory(opt, 1, 56, 42)
+		require.NoError(t, err)
+		return e.Scratch
+	}
+	before := scratch()
+	px := model.Pixels{Data: make([]float32, 3*42*56), Width: 56, Height: 42, Views: 1}
+	_, err = m.Forward(context.Background(), px, opt)
+	require.NoError(t, err)
+	after := scratch()
+	assert.Less(t, after, before, "the transforms the first run stored are no longer to come")
+	_, err = m.Forward(context.Background(), px, opt)
+	require.NoError(t, err)
+	assert.Equal(t, after, scratch(), "later runs store nothing more")
+}

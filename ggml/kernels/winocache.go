@@ -1,5 +1,8 @@
 package kernels
 
+// #include "custom.h"
+import "C"
+
 import (
 	"errors"
 	"fmt"
@@ -63,6 +66,25 @@ func (c *WinogradCache) Bytes() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.bytes
+}
+
+// WinogradTransformBound is the most a WinogradCache can come to hold for
+// the 3×3 kernel w ([3, 3, IC, OC]) in variant v: its f32 transforms in both
+// tile sizes, the largest of every precision's (bf16 takes 8/9 of the
+// kernel's size, int8c 4/9; f32 16/9 and 4 times). 0 for another shape or
+// a variant that cannot run here.
+func WinogradTransformBound(w *ggml.Tensor, v Variant) int {
+	if w == nil || w.Dim(0) != 3 || w.Dim(1) != 3 {
+		return 0
+	}
+	if v == VariantAuto || v == VariantOff || !v.Runs() {
+		v = DefaultVariant()
+	}
+	n := 0
+	for _, tile := range []int{2, 4} {
+		n += max(0, int(C.da3_wino_kernel_size(C.int(v), C.int64_t(w.Dim(2)), C.int64_t(w.Dim(3)), C.int(tile), C.int(PrecisionF32))))
+	}
+	return 4 * n
 }
 
 // Len is the number of transforms stored or being computed.
